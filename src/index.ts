@@ -1,0 +1,8 @@
+export { PolicyError } from './errors.js'
+export type { Capabilities } from './plan/capabilities.js'
+export { probeCapabilities } from './plan/capabilities.js'
+export type { Limits, OutputChunk, Policy, RunOptions } from './policy/schema.js'
+export { policySchema } from './policy/schema.js'
+export type { RunHandle } from './run/launch.js'
+export { run, start } from './run/launch.js'
+export type { Isolation, RunResult, Status, Violation, ViolationKind } from './run/result.js'

@@ -1,0 +1,50 @@
+// What this machine can enforce. `probeCapabilities` is cheap (stat and sysctl reads) so every run
+// can call it; `cordon doctor` adds a real bwrap launch on top.
+import { readFileSync } from 'node:fs'
+import { resolveProgram } from '../policy/command.js'
+import { SAFE_PATH } from '../policy/env.js'
+
+export interface Capabilities {
+  isRoot: boolean
+  /** Real paths of the helpers cordon launches through; null when missing. */
+  bwrap: string | null
+  prlimit: string | null
+  setpriv: string | null
+  /** Unprivileged user namespaces are allowed by the kernel's sysctls. */
+  userns: boolean
+  /** Why user namespaces are unavailable, when they are. */
+  usernsReason: string | null
+}
+
+function readSysctl(file: string): string | null {
+  try {
+    return readFileSync(file, 'utf8').trim()
+  } catch {
+    return null
+  }
+}
+
+function usernsBlocker(): string | null {
+  if (readSysctl('/proc/sys/user/max_user_namespaces') === '0') return 'user.max_user_namespaces is 0'
+  if (readSysctl('/proc/sys/kernel/unprivileged_userns_clone') === '0') {
+    return 'kernel.unprivileged_userns_clone is 0'
+  }
+  if (readSysctl('/proc/sys/kernel/apparmor_restrict_unprivileged_userns') === '1') {
+    return 'kernel.apparmor_restrict_unprivileged_userns is 1'
+  }
+  return null
+}
+
+export function probeCapabilities(hostPath = process.env.PATH ?? ''): Capabilities {
+  const searchPath = `${SAFE_PATH}:${hostPath}`
+  const find = (name: string) => resolveProgram(name, searchPath, '/')
+  const usernsReason = usernsBlocker()
+  return {
+    isRoot: process.getuid?.() === 0,
+    bwrap: find('bwrap'),
+    prlimit: find('prlimit'),
+    setpriv: find('setpriv'),
+    userns: usernsReason === null,
+    usernsReason,
+  }
+}

@@ -1,0 +1,110 @@
+// Resolve a parsed policy against this machine into exactly what will be launched. Everything that can
+// be refused (bad paths, denied command, missing tools) is decided here, before any process exists.
+import { realpathSync, statSync } from 'node:fs'
+import path from 'node:path'
+import { PolicyError } from '../errors.js'
+import { checkCommand, resolveRules } from '../policy/command.js'
+import { buildEnv } from '../policy/env.js'
+import type { Policy } from '../policy/schema.js'
+import type { Isolation, Violation } from '../run/result.js'
+import { bwrapArgs } from './bwrap.js'
+import type { Capabilities } from './capabilities.js'
+import { rlimitArgs } from './rlimits.js'
+import { claimUid, type UidLease } from './uid-pool.js'
+
+export interface LaunchPlan {
+  tier: Isolation
+  file: string
+  args: string[]
+  env: Record<string, string>
+  /** Host-side working directory of the launched helper. */
+  cwd: string
+  lease: UidLease | null
+}
+
+export type Prepared =
+  | { kind: 'launch'; plan: LaunchPlan }
+  | { kind: 'refused'; tier: Isolation; violation: Violation }
+
+function chooseTier(policy: Policy, caps: Capabilities): { tier: Isolation; missing: string | null } {
+  const nsMissing = !caps.bwrap
+    ? 'bubblewrap (bwrap) is not installed'
+    : !caps.userns
+      ? `user namespaces are disabled (${caps.usernsReason})`
+      : null
+  if (policy.isolation === 'namespace') return { tier: 'namespace', missing: nsMissing }
+  if (policy.isolation === 'process' || nsMissing) {
+    return { tier: 'process', missing: caps.setpriv ? null : 'setpriv (util-linux) is not installed' }
+  }
+  return { tier: 'namespace', missing: null }
+}
+
+function existingDir(field: string, dir: string): string {
+  let real: string
+  try {
+    real = realpathSync(dir)
+  } catch {
+    throw new PolicyError(field, `${dir} does not exist`)
+  }
+  if (!statSync(real).isDirectory() && field === 'cwd') throw new PolicyError(field, `${dir} is not a directory`)
+  return real
+}
+
+/** Whether uid/gid may write `file` by its mode bits (the sandbox has no supplementary groups). */
+function writableBy(file: string, uid: number, gid: number): boolean {
+  const st = statSync(file)
+  if (st.uid === uid) return (st.mode & 0o200) !== 0
+  if (st.gid === gid) return (st.mode & 0o020) !== 0
+  return (st.mode & 0o002) !== 0
+}
+
+export function prepare(command: readonly string[], policy: Policy, caps: Capabilities): Prepared {
+  const env = buildEnv(process.env, policy.passEnv, policy.env)
+  const cwd = existingDir('cwd', path.resolve(policy.cwd ?? process.cwd()))
+  const writable = policy.writable.map((p, i) => existingDir(`writable.${i}`, path.resolve(cwd, p)))
+  const searchPath = env.PATH ?? ''
+  const allow = resolveRules('allow', policy.allow, searchPath, cwd)
+  const deny = resolveRules('deny', policy.deny, searchPath, cwd)
+
+  const { tier, missing } = chooseTier(policy, caps)
+  const refuse = (violation: Violation): Prepared => ({ kind: 'refused', tier, violation })
+  if (missing) return refuse({ kind: 'error', limit: 'isolation', message: `${tier} tier unavailable: ${missing}` })
+  if (!caps.prlimit) return refuse({ kind: 'error', limit: 'isolation', message: 'prlimit (util-linux) is not installed' })
+  const check = checkCommand(command[0]!, searchPath, cwd, allow, deny)
+  if (!check.ok) return refuse({ kind: check.kind, limit: check.limit, message: check.message })
+
+  const lease = caps.isRoot ? claimUid(policy.uidPool) : null
+  try {
+    if (lease) {
+      for (const [i, real] of writable.entries()) {
+        if (!writableBy(real, lease.uid, lease.gid)) {
+          throw new PolicyError(
+            `writable.${i}`,
+            `${real} is not writable by the sandbox user (a uid from ${policy.uidPool.first}, gid ${lease.gid}); ` +
+              `make it group-writable for gid ${lease.gid} or world-writable`,
+          )
+        }
+      }
+    }
+    const rlimits = rlimitArgs(policy.limits, { ownUid: lease !== null, overheadProcesses: tier === 'namespace' ? 2 : 0 })
+    const program = [check.program, ...command.slice(1)]
+    const args =
+      tier === 'namespace'
+        ? [...rlimits, '--', caps.bwrap!, ...bwrapArgs({ writable, cwd, network: policy.network }), '--', ...program]
+        : ['--no-new-privs', '--pdeathsig', 'KILL', '--', caps.prlimit!, ...rlimits, '--', ...program]
+    return {
+      kind: 'launch',
+      plan: {
+        tier,
+        file: tier === 'namespace' ? caps.prlimit : caps.setpriv!,
+        args,
+        env,
+        cwd: tier === 'namespace' ? '/' : cwd,
+        lease,
+      },
+    }
+  } catch (error) {
+    lease?.release()
+    throw error
+  }
+}

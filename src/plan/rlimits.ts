@@ -1,0 +1,23 @@
+// rlimits as util-linux `prlimit` arguments. Memory uses RLIMIT_DATA, not RLIMIT_AS: V8, the JVM and Go
+// reserve large virtual ranges up front and would not even start under an address-space limit.
+import type { Limits } from '../policy/schema.js'
+
+export interface RlimitOptions {
+  /** RLIMIT_NPROC counts per uid machine-wide, so it is only meaningful when the sandbox has a uid of its own. */
+  ownUid: boolean
+  /** Processes the isolation tier itself adds under the sandbox uid (bwrap's monitor and init). */
+  overheadProcesses: number
+}
+
+export function rlimitArgs(limits: Limits, opts: RlimitOptions): string[] {
+  const cpuSeconds = Math.max(1, Math.ceil(limits.cpuTimeMs / 1000))
+  const args = [
+    // SIGXCPU at the soft limit, SIGKILL one second later for programs that catch it.
+    `--cpu=${cpuSeconds}:${cpuSeconds + 1}`,
+    `--data=${limits.memoryBytes}`,
+    `--fsize=${limits.maxFileSizeBytes}`,
+    '--core=0',
+  ]
+  if (opts.ownUid) args.push(`--nproc=${limits.maxProcesses + opts.overheadProcesses}`)
+  return args
+}

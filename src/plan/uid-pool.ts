@@ -1,0 +1,85 @@
+// One unprivileged uid per sandbox when cordon runs as root. A lock file per uid (holding the owner's pid)
+// keeps concurrent cordon processes on one host apart; a lock whose owner is dead is taken over.
+import { closeSync, mkdirSync, openSync, readFileSync, unlinkSync, writeSync } from 'node:fs'
+import path from 'node:path'
+
+export interface UidPool {
+  first: number
+  count: number
+  lockDir: string
+}
+
+export interface UidLease {
+  uid: number
+  gid: number
+  release(): void
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM'
+  }
+}
+
+/** Create the lock file holding our pid; false when it already exists. */
+function create(file: string): boolean {
+  try {
+    const fd = openSync(file, 'wx', 0o600)
+    writeSync(fd, String(process.pid))
+    closeSync(fd)
+    return true
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'EEXIST') return false
+    throw error
+  }
+}
+
+function tryLock(file: string): boolean {
+  if (create(file)) return true
+  let owner = Number.NaN
+  try {
+    owner = Number(readFileSync(file, 'utf8'))
+  } catch {
+    // Released between our open and read: fall through and try again.
+  }
+  if (Number.isInteger(owner) && owner > 0 && isAlive(owner)) return false
+  try {
+    unlinkSync(file)
+  } catch {
+    // Someone else took it over first.
+  }
+  return create(file)
+}
+
+/**
+ * Claim a free uid. All sandboxes share one gid (the pool's first id) so an operator can hand a
+ * directory to every sandbox with one `chgrp`; the uid alone keeps them apart.
+ */
+export function claimUid(pool: UidPool): UidLease {
+  mkdirSync(pool.lockDir, { recursive: true, mode: 0o700 })
+  const start = Math.floor(Math.random() * pool.count)
+  for (let i = 0; i < pool.count; i++) {
+    const uid = pool.first + ((start + i) % pool.count)
+    const file = path.join(pool.lockDir, String(uid))
+    if (tryLock(file)) {
+      let released = false
+      return {
+        uid,
+        gid: pool.first,
+        release() {
+          if (released) return
+          released = true
+          try {
+            unlinkSync(file)
+          } catch {
+            // Already gone; nothing to release.
+          }
+        },
+      }
+    }
+  }
+  throw new Error(`all ${pool.count} sandbox uids from ${pool.first} are in use (uidPool)`)
+}

@@ -1,0 +1,21 @@
+// Environment policy: start clean, add passEnv from the host, then explicit env on top.
+
+export const SAFE_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
+
+/** The small set every sandbox gets; nothing else of the host leaks in unless asked for. */
+export function baseEnv(): Record<string, string> {
+  return { PATH: SAFE_PATH, HOME: '/tmp', TMPDIR: '/tmp', LANG: 'C.UTF-8', LC_ALL: 'C.UTF-8', TERM: 'dumb' }
+}
+
+export function buildEnv(
+  hostEnv: NodeJS.ProcessEnv,
+  passEnv: readonly string[],
+  env: Readonly<Record<string, string>>,
+): Record<string, string> {
+  const out = baseEnv()
+  for (const name of passEnv) {
+    const value = hostEnv[name]
+    if (value !== undefined) out[name] = value
+  }
+  return Object.assign(out, env)
+}

@@ -1,0 +1,152 @@
+// The one policy schema: library options, CLI flags (via the `cli` registry), and docs all come from here.
+import { Readable } from 'node:stream'
+import { z } from 'zod'
+import { PolicyError } from '../errors.js'
+import { parseDuration, parseSize } from './units.js'
+
+export interface CliMeta {
+  /** Long flag name without dashes. */
+  flag: string
+  /** Placeholder shown in help; absent for boolean flags. */
+  arg?: string
+  description: string
+}
+
+/** Maps schema fields to CLI flags; the CLI builds its options by walking this. */
+export const cli = z.registry<CliMeta>()
+
+function withUnits(parse: (text: string) => number, what: string) {
+  return z.union([z.number(), z.string()]).transform((value, ctx) => {
+    let n: number
+    try {
+      n = typeof value === 'number' ? value : parse(value)
+    } catch (error) {
+      ctx.issues.push({ code: 'custom', input: value, message: (error as Error).message })
+      return z.NEVER
+    }
+    if (!Number.isFinite(n) || n <= 0 || !Number.isInteger(n)) {
+      ctx.issues.push({ code: 'custom', input: value, message: `must be a positive whole ${what}, got ${value}` })
+      return z.NEVER
+    }
+    return n
+  })
+}
+
+const duration = () => withUnits(parseDuration, 'number of milliseconds')
+const size = () => withUnits(parseSize, 'number of bytes')
+const envName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name')
+const nonEmpty = z.string().min(1, 'must not be empty').refine((s) => !s.includes('\0'), 'must not contain NUL')
+
+export const MiB = 1024 * 1024
+
+export const limitsSchema = z.strictObject({
+  wallTimeMs: duration()
+    .default(30_000)
+    .register(cli, { flag: 'timeout', arg: 'DURATION', description: 'wall-clock limit (e.g. 500ms, 2s, 1m)' }),
+  cpuTimeMs: duration()
+    .default(30_000)
+    .register(cli, { flag: 'cpu-time', arg: 'DURATION', description: 'CPU-time limit' }),
+  memoryBytes: size()
+    .default(512 * MiB)
+    .register(cli, { flag: 'memory', arg: 'SIZE', description: 'memory limit (e.g. 64K, 256M, 1G)' }),
+  maxProcesses: z
+    .number()
+    .int()
+    .positive()
+    .default(64)
+    .register(cli, { flag: 'max-procs', arg: 'N', description: 'most processes alive at once' }),
+  maxFileSizeBytes: size()
+    .default(256 * MiB)
+    .register(cli, { flag: 'max-file-size', arg: 'SIZE', description: 'largest file the sandbox may write' }),
+  maxOutputBytes: size()
+    .default(1 * MiB)
+    .register(cli, { flag: 'max-output', arg: 'SIZE', description: 'bytes kept from stdout and stderr together' }),
+  killGraceMs: duration()
+    .default(1000)
+    .register(cli, { flag: 'kill-grace', arg: 'DURATION', description: 'time between SIGTERM and SIGKILL' }),
+})
+
+export interface OutputChunk {
+  stream: 'stdout' | 'stderr'
+  /** Decoded text; a multi-byte character split across reads arrives whole in the later chunk. */
+  data: string
+  /** Bytes of this chunk that were kept (counted against maxOutputBytes). */
+  bytes: number
+}
+
+const isReadable = (v: unknown): v is Readable => v instanceof Readable
+const stdinSchema = z.union([z.string(), z.instanceof(Buffer), z.custom<Readable>(isReadable)])
+
+export const uidPoolSchema = z.strictObject({
+  first: z.number().int().positive().default(60_000),
+  count: z.number().int().positive().default(1000),
+  /** Lock files here make concurrent cordon processes on one host take distinct uids. */
+  lockDir: z.string().default('/run/cordon/uids'),
+})
+
+export const policySchema = z.strictObject({
+  limits: limitsSchema.prefault({}),
+  env: z
+    .record(envName, z.string())
+    .default({})
+    .register(cli, { flag: 'env', arg: 'K=V', description: 'set a variable in the sandbox (repeatable)' }),
+  passEnv: z
+    .array(envName)
+    .default([])
+    .register(cli, { flag: 'pass-env', arg: 'K', description: "pass one of cordon's variables through (repeatable)" }),
+  cwd: nonEmpty.optional().register(cli, { flag: 'cwd', arg: 'DIR', description: 'working directory (must exist)' }),
+  writable: z
+    .array(nonEmpty)
+    .default([])
+    .register(cli, { flag: 'writable', arg: 'PATH', description: 'make a host path writable (repeatable)' }),
+  network: z
+    .enum(['none', 'host'])
+    .default('none')
+    .register(cli, { flag: 'net', arg: 'none|host', description: 'network access' }),
+  allow: z
+    .array(nonEmpty)
+    .default([])
+    .register(cli, { flag: 'allow', arg: 'CMD', description: 'only these commands may be launched (repeatable)' }),
+  deny: z
+    .array(nonEmpty)
+    .default([])
+    .register(cli, { flag: 'deny', arg: 'CMD', description: 'these commands may not be launched (repeatable)' }),
+  isolation: z
+    .enum(['auto', 'namespace', 'process'])
+    .default('auto')
+    .register(cli, { flag: 'isolation', arg: 'auto|namespace|process', description: 'isolation tier' }),
+  stdin: stdinSchema.optional(),
+  signal: z.custom<AbortSignal>((v) => v instanceof AbortSignal, 'must be an AbortSignal').optional(),
+  onOutput: z
+    .custom<(chunk: OutputChunk) => void>((v) => typeof v === 'function', 'must be a function')
+    .optional(),
+  uidPool: uidPoolSchema.prefault({}),
+})
+
+/** What callers pass: every field optional, sizes and durations as numbers or strings. */
+export type RunOptions = z.input<typeof policySchema>
+export type Limits = z.output<typeof limitsSchema>
+export type Policy = z.output<typeof policySchema>
+
+export const commandSchema = z.array(nonEmpty).min(1, 'must name a program')
+
+function toPolicyError(error: z.ZodError, prefix = ''): PolicyError {
+  const issue = error.issues[0]!
+  const path = [...issue.path.map(String)]
+  if (issue.code === 'unrecognized_keys') path.push(issue.keys[0]!)
+  const field = [prefix, ...path].filter(Boolean).join('.')
+  const message = issue.code === 'unrecognized_keys' ? 'unknown option' : issue.message
+  return new PolicyError(field, message)
+}
+
+export function parsePolicy(options: unknown): Policy {
+  const parsed = policySchema.safeParse(options ?? {})
+  if (!parsed.success) throw toPolicyError(parsed.error)
+  return parsed.data
+}
+
+export function parseCommand(command: unknown): string[] {
+  const parsed = commandSchema.safeParse(command)
+  if (!parsed.success) throw toPolicyError(parsed.error, 'command')
+  return parsed.data
+}

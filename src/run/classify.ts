@@ -1,0 +1,68 @@
+// Turn what happened into exactly one status. A limit hit wins over the exit code it caused.
+import { constants } from 'node:os'
+import type { Limits } from '../policy/schema.js'
+import { formatBytes, formatDuration } from '../policy/units.js'
+import type { Status, Violation } from './result.js'
+
+export interface Outcome {
+  exitCode: number | null
+  signal: string | null
+  /** Why the supervisor stopped the sandbox, if it did. */
+  stoppedFor: 'timeout' | 'output-limit' | 'canceled' | null
+  /** Text the sandbox wrote to stderr last (kept even past the output cap). */
+  stderrTail: string
+  limits: Limits
+  /** Launch failed before the program ran. */
+  launchError: string | null
+}
+
+const MEMORY_SIGNS = [
+  /MemoryError/,
+  /out of memory/i,
+  /Cannot allocate memory/,
+  /std::bad_alloc/,
+  /memory allocation of \d+ bytes failed/,
+  /OutOfMemoryError/,
+  /failed to (?:map|allocate|reserve) .*memory/i,
+]
+const FORK_SIGNS = [/Cannot fork/i, /can't fork/i, /fork: (?:retry: )?Resource temporarily unavailable/, /BlockingIOError/]
+
+const signalName = (n: number) =>
+  (Object.entries(constants.signals).find(([, v]) => v === n)?.[0] as string | undefined) ?? null
+
+/** The signal a process died of, including a shell's or bwrap's 128+N report of a child's death. */
+export function effectiveSignal(exitCode: number | null, signal: string | null): string | null {
+  if (signal) return signal
+  if (exitCode !== null && exitCode > 128 && exitCode <= 128 + 64) return signalName(exitCode - 128)
+  return null
+}
+
+export function classify(o: Outcome): { status: Status; violation: Violation | null } {
+  const l = o.limits
+  const v = (kind: Violation['kind'], limit: number | string, message: string) => ({
+    status: kind,
+    violation: { kind, limit, message },
+  })
+  if (o.launchError) return v('error', 'launch', o.launchError)
+  if (o.stoppedFor === 'canceled') return v('canceled', 'signal', 'canceled by the caller')
+  if (o.stoppedFor === 'output-limit') {
+    return v('output-limit', l.maxOutputBytes, `output exceeded ${formatBytes(l.maxOutputBytes)}`)
+  }
+  if (o.stoppedFor === 'timeout') {
+    return v('timeout', l.wallTimeMs, `wall time exceeded ${formatDuration(l.wallTimeMs)}`)
+  }
+  const sig = effectiveSignal(o.exitCode, o.signal)
+  if (sig === 'SIGXCPU') return v('cpu-time', l.cpuTimeMs, `CPU time exceeded ${formatDuration(l.cpuTimeMs)}`)
+  if (sig === 'SIGXFSZ') {
+    return v('file-size', l.maxFileSizeBytes, `a file grew past ${formatBytes(l.maxFileSizeBytes)}`)
+  }
+  if (o.exitCode === 0) return { status: 'ok', violation: null }
+  if (MEMORY_SIGNS.some((re) => re.test(o.stderrTail))) {
+    return v('memory', l.memoryBytes, `memory exceeded ${formatBytes(l.memoryBytes)} (allocation failed)`)
+  }
+  if (FORK_SIGNS.some((re) => re.test(o.stderrTail))) {
+    return v('process-limit', l.maxProcesses, `more than ${l.maxProcesses} processes (fork failed)`)
+  }
+  if (o.signal) return { status: 'signaled', violation: null }
+  return { status: 'nonzero-exit', violation: null }
+}

@@ -1,0 +1,61 @@
+// Finding and stopping every process of one sandbox. The namespace tier's hard stop is atomic: killing
+// bwrap's monitor takes down its PID namespace. The process tier relies on the sandbox's own uid, so
+// processes that left the process group (setsid, double fork) are still found.
+import { isLiving, livingByUid, livingDescendants, livingInGroup, signal } from './procs.js'
+
+export interface SandboxProcesses {
+  /** SIGTERM to every program in the sandbox (not to bwrap itself, which would kill without grace). */
+  term(): void
+  /** SIGKILL the whole sandbox. */
+  kill(): void
+  /** Processes of the sandbox still alive. */
+  survivors(): number[]
+}
+
+export function namespaceProcesses(monitorPid: number, uid: number | null): SandboxProcesses {
+  let init: number | undefined
+  const findInit = () => {
+    init ??= livingDescendants(monitorPid)[0]
+    return init
+  }
+  return {
+    term() {
+      const pidInit = findInit()
+      if (pidInit !== undefined) signal(livingDescendants(pidInit), 'SIGTERM')
+    },
+    kill() {
+      findInit()
+      signal([monitorPid], 'SIGKILL')
+    },
+    survivors() {
+      if (uid !== null) return livingByUid(uid)
+      if (init === undefined) return []
+      const alive = livingDescendants(init)
+      return isLiving(init) ? [init, ...alive] : alive
+    },
+  }
+}
+
+export function processTierProcesses(leaderPid: number, uid: number | null): SandboxProcesses {
+  const all = () => [...new Set([...livingInGroup(leaderPid), ...(uid === null ? [] : livingByUid(uid))])]
+  return {
+    term() {
+      signal(all(), 'SIGTERM')
+    },
+    kill() {
+      signal(all(), 'SIGKILL')
+    },
+    survivors: all,
+  }
+}
+
+/** SIGKILL survivors until none are left or `timeoutMs` passes; returns the pids still alive. */
+export async function reap(procs: SandboxProcesses, timeoutMs: number): Promise<number[]> {
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    const alive = procs.survivors()
+    if (alive.length === 0 || Date.now() > deadline) return alive
+    signal(alive, 'SIGKILL')
+    await new Promise((r) => setTimeout(r, 5))
+  }
+}

@@ -1,0 +1,86 @@
+// A snapshot of /proc: enough to find a sandbox's processes by uid or by ancestry.
+import { readdirSync, readFileSync, statSync } from 'node:fs'
+
+export interface ProcInfo {
+  pid: number
+  ppid: number
+  uid: number
+  pgid: number
+  /** Zombies are already dead; they only wait to be reaped. */
+  zombie: boolean
+}
+
+function readProc(pid: number): ProcInfo | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'latin1')
+    // The command name may contain spaces and parentheses; the fields after the last ')' do not.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+    return {
+      pid,
+      ppid: Number(fields[1]),
+      pgid: Number(fields[2]),
+      uid: statSync(`/proc/${pid}`).uid,
+      zombie: fields[0] === 'Z',
+    }
+  } catch {
+    return null // exited while we looked
+  }
+}
+
+export function listProcesses(): ProcInfo[] {
+  const out: ProcInfo[] = []
+  for (const name of readdirSync('/proc')) {
+    const pid = Number(name)
+    if (!Number.isInteger(pid)) continue
+    const info = readProc(pid)
+    if (info) out.push(info)
+  }
+  return out
+}
+
+export function livingByUid(uid: number): number[] {
+  return listProcesses()
+    .filter((p) => p.uid === uid && !p.zombie)
+    .map((p) => p.pid)
+}
+
+export function isLiving(pid: number): boolean {
+  const info = readProc(pid)
+  return info !== null && !info.zombie
+}
+
+export function livingInGroup(pgid: number): number[] {
+  return listProcesses()
+    .filter((p) => p.pgid === pgid && !p.zombie)
+    .map((p) => p.pid)
+}
+
+/** Living descendants of `root` (not `root` itself). */
+export function livingDescendants(root: number): number[] {
+  const procs = listProcesses()
+  const children = new Map<number, ProcInfo[]>()
+  for (const p of procs) {
+    const list = children.get(p.ppid) ?? []
+    list.push(p)
+    children.set(p.ppid, list)
+  }
+  const out: number[] = []
+  const queue = [root]
+  for (let pid = queue.pop(); pid !== undefined; pid = queue.pop()) {
+    for (const child of children.get(pid) ?? []) {
+      if (!child.zombie) out.push(child.pid)
+      queue.push(child.pid)
+    }
+  }
+  return out
+}
+
+export function signal(pids: readonly number[], sig: NodeJS.Signals): void {
+  for (const pid of pids) {
+    try {
+      process.kill(pid, sig)
+    } catch {
+      // Already gone.
+    }
+  }
+}

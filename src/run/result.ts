@@ -1,0 +1,31 @@
+// The one result schema: run(), `cordon run --json` and the HTTP API all return this object.
+
+export type LimitKind = 'timeout' | 'cpu-time' | 'memory' | 'output-limit' | 'process-limit' | 'file-size'
+export type ViolationKind = LimitKind | 'denied' | 'not-found' | 'canceled' | 'error'
+export type Status = 'ok' | 'nonzero-exit' | 'signaled' | ViolationKind
+export type Isolation = 'namespace' | 'process'
+
+export interface Violation {
+  kind: ViolationKind
+  /** The limit's value (ms or bytes or a count) for limits; the rule or name involved otherwise. */
+  limit: number | string
+  message: string
+}
+
+export interface RunResult {
+  status: Status
+  exitCode: number | null
+  signal: string | null
+  stdout: string
+  stderr: string
+  /** stdout and stderr interleaved in arrival order. */
+  output: string
+  truncated: boolean
+  /** Bytes kept, stdout + stderr. */
+  outputBytes: number
+  wallMs: number
+  cpuMs: number | null
+  maxRssBytes: number | null
+  isolation: Isolation
+  violation: Violation | null
+}
