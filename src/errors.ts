@@ -3,8 +3,8 @@ export class PolicyError extends Error {
   override readonly name = 'PolicyError'
   constructor(
     readonly field: string,
-    message: string,
+    readonly reason: string,
   ) {
-    super(field ? `${field}: ${message}` : message)
+    super(field ? `${field}: ${reason}` : reason)
   }
 }

@@ -8,7 +8,8 @@ export interface BwrapSpec {
   network: 'none' | 'host'
 }
 
-const covers = (dir: string, target: string) => target === dir || target.startsWith(dir.endsWith('/') ? dir : `${dir}/`)
+const covers = (dir: string, target: string) =>
+  target === dir || target.startsWith(dir.endsWith('/') ? dir : `${dir}/`)
 
 export function bwrapArgs(spec: BwrapSpec): string[] {
   const args = ['--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc', '--tmpfs', '/tmp']

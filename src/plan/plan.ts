@@ -46,7 +46,8 @@ function existingDir(field: string, dir: string): string {
   } catch {
     throw new PolicyError(field, `${dir} does not exist`)
   }
-  if (!statSync(real).isDirectory() && field === 'cwd') throw new PolicyError(field, `${dir} is not a directory`)
+  if (!statSync(real).isDirectory() && field === 'cwd')
+    throw new PolicyError(field, `${dir} is not a directory`)
   return real
 }
 
@@ -68,8 +69,10 @@ export function prepare(command: readonly string[], policy: Policy, caps: Capabi
 
   const { tier, missing } = chooseTier(policy, caps)
   const refuse = (violation: Violation): Prepared => ({ kind: 'refused', tier, violation })
-  if (missing) return refuse({ kind: 'error', limit: 'isolation', message: `${tier} tier unavailable: ${missing}` })
-  if (!caps.prlimit) return refuse({ kind: 'error', limit: 'isolation', message: 'prlimit (util-linux) is not installed' })
+  if (missing)
+    return refuse({ kind: 'error', limit: 'isolation', message: `${tier} tier unavailable: ${missing}` })
+  if (!caps.prlimit)
+    return refuse({ kind: 'error', limit: 'isolation', message: 'prlimit (util-linux) is not installed' })
   const check = checkCommand(command[0]!, searchPath, cwd, allow, deny)
   if (!check.ok) return refuse({ kind: check.kind, limit: check.limit, message: check.message })
 
@@ -86,11 +89,21 @@ export function prepare(command: readonly string[], policy: Policy, caps: Capabi
         }
       }
     }
-    const rlimits = rlimitArgs(policy.limits, { ownUid: lease !== null, overheadProcesses: tier === 'namespace' ? 2 : 0 })
+    const rlimits = rlimitArgs(policy.limits, {
+      ownUid: lease !== null,
+      overheadProcesses: tier === 'namespace' ? 2 : 0,
+    })
     const program = [check.program, ...command.slice(1)]
     const args =
       tier === 'namespace'
-        ? [...rlimits, '--', caps.bwrap!, ...bwrapArgs({ writable, cwd, network: policy.network }), '--', ...program]
+        ? [
+            ...rlimits,
+            '--',
+            caps.bwrap!,
+            ...bwrapArgs({ writable, cwd, network: policy.network }),
+            '--',
+            ...program,
+          ]
         : ['--no-new-privs', '--pdeathsig', 'KILL', '--', caps.prlimit!, ...rlimits, '--', ...program]
     return {
       kind: 'launch',

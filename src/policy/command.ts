@@ -36,8 +36,7 @@ export function resolveProgram(name: string, searchPath: string, cwd: string): s
 
 export type CommandCheck =
   /** `program` is the path as found (a venv's python must keep its own path); policy judged its real path. */
-  | { ok: true; program: string }
-  | { ok: false; kind: 'not-found' | 'denied'; limit: string; message: string }
+  { ok: true; program: string } | { ok: false; kind: 'not-found' | 'denied'; limit: string; message: string }
 
 /** Resolve allow/deny entries to real paths; an entry naming nothing is invalid input. */
 export function resolveRules(
@@ -64,8 +63,10 @@ export function checkCommand(
 ): CommandCheck {
   const found = findProgram(program, searchPath, cwd)
   const real = found && realpathSync(found)
-  if (!found || !real) return { ok: false, kind: 'not-found', limit: program, message: `${program}: command not found` }
-  if (deny.has(real)) return { ok: false, kind: 'denied', limit: 'deny', message: `${real} is on the deny list` }
+  if (!found || !real)
+    return { ok: false, kind: 'not-found', limit: program, message: `${program}: command not found` }
+  if (deny.has(real))
+    return { ok: false, kind: 'denied', limit: 'deny', message: `${real} is on the deny list` }
   if (allow.size > 0 && !allow.has(real)) {
     return { ok: false, kind: 'denied', limit: 'allow', message: `${real} is not on the allow list` }
   }

@@ -25,7 +25,11 @@ function withUnits(parse: (text: string) => number, what: string) {
       return z.NEVER
     }
     if (!Number.isFinite(n) || n <= 0 || !Number.isInteger(n)) {
-      ctx.issues.push({ code: 'custom', input: value, message: `must be a positive whole ${what}, got ${value}` })
+      ctx.issues.push({
+        code: 'custom',
+        input: value,
+        message: `must be a positive whole ${what}, got ${value}`,
+      })
       return z.NEVER
     }
     return n
@@ -35,14 +39,21 @@ function withUnits(parse: (text: string) => number, what: string) {
 const duration = () => withUnits(parseDuration, 'number of milliseconds')
 const size = () => withUnits(parseSize, 'number of bytes')
 const envName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name')
-const nonEmpty = z.string().min(1, 'must not be empty').refine((s) => !s.includes('\0'), 'must not contain NUL')
+const nonEmpty = z
+  .string()
+  .min(1, 'must not be empty')
+  .refine((s) => !s.includes('\0'), 'must not contain NUL')
 
 export const MiB = 1024 * 1024
 
 export const limitsSchema = z.strictObject({
   wallTimeMs: duration()
     .default(30_000)
-    .register(cli, { flag: 'timeout', arg: 'DURATION', description: 'wall-clock limit (e.g. 500ms, 2s, 1m)' }),
+    .register(cli, {
+      flag: 'timeout',
+      arg: 'DURATION',
+      description: 'wall-clock limit (e.g. 500ms, 2s, 1m)',
+    }),
   cpuTimeMs: duration()
     .default(30_000)
     .register(cli, { flag: 'cpu-time', arg: 'DURATION', description: 'CPU-time limit' }),
@@ -60,7 +71,11 @@ export const limitsSchema = z.strictObject({
     .register(cli, { flag: 'max-file-size', arg: 'SIZE', description: 'largest file the sandbox may write' }),
   maxOutputBytes: size()
     .default(1 * MiB)
-    .register(cli, { flag: 'max-output', arg: 'SIZE', description: 'bytes kept from stdout and stderr together' }),
+    .register(cli, {
+      flag: 'max-output',
+      arg: 'SIZE',
+      description: 'bytes kept from stdout and stderr together',
+    }),
   killGraceMs: duration()
     .default(1000)
     .register(cli, { flag: 'kill-grace', arg: 'DURATION', description: 'time between SIGTERM and SIGKILL' }),
@@ -93,8 +108,14 @@ export const policySchema = z.strictObject({
   passEnv: z
     .array(envName)
     .default([])
-    .register(cli, { flag: 'pass-env', arg: 'K', description: "pass one of cordon's variables through (repeatable)" }),
-  cwd: nonEmpty.optional().register(cli, { flag: 'cwd', arg: 'DIR', description: 'working directory (must exist)' }),
+    .register(cli, {
+      flag: 'pass-env',
+      arg: 'K',
+      description: "pass one of cordon's variables through (repeatable)",
+    }),
+  cwd: nonEmpty
+    .optional()
+    .register(cli, { flag: 'cwd', arg: 'DIR', description: 'working directory (must exist)' }),
   writable: z
     .array(nonEmpty)
     .default([])
@@ -106,11 +127,19 @@ export const policySchema = z.strictObject({
   allow: z
     .array(nonEmpty)
     .default([])
-    .register(cli, { flag: 'allow', arg: 'CMD', description: 'only these commands may be launched (repeatable)' }),
+    .register(cli, {
+      flag: 'allow',
+      arg: 'CMD',
+      description: 'only these commands may be launched (repeatable)',
+    }),
   deny: z
     .array(nonEmpty)
     .default([])
-    .register(cli, { flag: 'deny', arg: 'CMD', description: 'these commands may not be launched (repeatable)' }),
+    .register(cli, {
+      flag: 'deny',
+      arg: 'CMD',
+      description: 'these commands may not be launched (repeatable)',
+    }),
   isolation: z
     .enum(['auto', 'namespace', 'process'])
     .default('auto')

@@ -25,7 +25,12 @@ const MEMORY_SIGNS = [
   /OutOfMemoryError/,
   /failed to (?:map|allocate|reserve) .*memory/i,
 ]
-const FORK_SIGNS = [/Cannot fork/i, /can't fork/i, /fork: (?:retry: )?Resource temporarily unavailable/, /BlockingIOError/]
+const FORK_SIGNS = [
+  /Cannot fork/i,
+  /can't fork/i,
+  /fork: (?:retry: )?Resource temporarily unavailable/,
+  /BlockingIOError/,
+]
 
 const signalName = (n: number) =>
   (Object.entries(constants.signals).find(([, v]) => v === n)?.[0] as string | undefined) ?? null

@@ -4,13 +4,19 @@ import { performance } from 'node:perf_hooks'
 import type { Readable } from 'node:stream'
 import { probeCapabilities } from '../plan/capabilities.js'
 import { type LaunchPlan, prepare } from '../plan/plan.js'
-import { type OutputChunk, type Policy, parseCommand, parsePolicy, type RunOptions } from '../policy/schema.js'
+import {
+  type OutputChunk,
+  type Policy,
+  parseCommand,
+  parsePolicy,
+  type RunOptions,
+} from '../policy/schema.js'
 import { classify, effectiveSignal } from './classify.js'
 import { namespaceProcesses, processTierProcesses, reap, type SandboxProcesses } from './kill.js'
 import { OutputBuffer } from './output.js'
 import { livingByUid, signal as signalPids } from './procs.js'
-import type { Isolation, RunResult, Violation } from './result.js'
 import { ChunkQueue } from './queue.js'
+import type { Isolation, RunResult, Violation } from './result.js'
 
 export interface RunHandle {
   /** Host pid of the launched process (bwrap's monitor in the namespace tier); undefined if none ran. */
@@ -56,22 +62,35 @@ function refusedHandle(result: RunResult): RunHandle {
   }
 }
 
-/** Start a sandboxed command; throws PolicyError for invalid options. */
-export function start(command: readonly string[], options: RunOptions = {}, keepStdinOpen = true): RunHandle {
+/**
+ * Start a sandboxed command; throws PolicyError for invalid options. Without `stdin` the sandbox's stdin
+ * stays open for `write()` until `closeStdin()`.
+ */
+export function start(command: readonly string[], options: RunOptions = {}): RunHandle {
+  return launch(command, options, true)
+}
+
+/** Run a sandboxed command to completion. Without `stdin` the sandbox reads EOF at once. */
+export async function run(command: readonly string[], options: RunOptions = {}): Promise<RunResult> {
+  return launch(command, options, false).result
+}
+
+function launch(command: readonly string[], options: RunOptions, keepStdinOpen: boolean): RunHandle {
   const argv = parseCommand(command)
   const policy = parsePolicy(options)
   const prepared = prepare(argv, policy, probeCapabilities())
   if (prepared.kind === 'refused') return refusedHandle(emptyResult(prepared.tier, prepared.violation))
   if (policy.signal?.aborted) {
     prepared.plan.lease?.release()
-    return refusedHandle(emptyResult(prepared.plan.tier, { kind: 'canceled', limit: 'signal', message: 'canceled before start' }))
+    return refusedHandle(
+      emptyResult(prepared.plan.tier, {
+        kind: 'canceled',
+        limit: 'signal',
+        message: 'canceled before start',
+      }),
+    )
   }
   return supervise(prepared.plan, policy, keepStdinOpen && policy.stdin === undefined)
-}
-
-/** Run a sandboxed command to completion. Without `stdin` the sandbox reads EOF at once. */
-export async function run(command: readonly string[], options: RunOptions = {}): Promise<RunResult> {
-  return start(command, options, false).result
 }
 
 function feedStdin(child: ChildProcess, stdin: Policy['stdin'], keepOpen: boolean): void {

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs what cordon needs on a Debian machine: bubblewrap and util-linux from Debian (when root and
+# missing), then the npm packages from the lockfile, then builds.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+missing=()
+command -v bwrap >/dev/null || missing+=(bubblewrap)
+command -v prlimit >/dev/null && command -v setpriv >/dev/null || missing+=(util-linux)
+command -v python3 >/dev/null || missing+=(python3)
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -q
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}"
+  else
+    echo "cordon: please install: ${missing[*]} (sudo apt-get install -y ${missing[*]})" >&2
+  fi
+fi
+npm ci --no-audit --no-fund
+npm run build

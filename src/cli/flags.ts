@@ -1,0 +1,86 @@
+// CLI flags come from the policy schema's `cli` registry, so a new option appears here by itself.
+import { Option } from 'commander'
+import type { z } from 'zod'
+import { PolicyError } from '../errors.js'
+import { type CliMeta, cli, limitsSchema, policySchema } from '../policy/schema.js'
+
+export interface FlagSpec extends CliMeta {
+  /** Dotted policy path, e.g. 'limits.memoryBytes'. */
+  field: string
+  repeatable: boolean
+  numeric: boolean
+}
+
+const WRAPPERS = new Set(['optional', 'default', 'prefault', 'nullable'])
+
+function innerType(schema: z.ZodType): z.ZodType {
+  let s = schema
+  while (WRAPPERS.has(s.def.type)) s = (s.def as unknown as { innerType: z.ZodType }).innerType
+  return s
+}
+
+function collect(shape: Record<string, z.ZodType>, prefix: string): FlagSpec[] {
+  const out: FlagSpec[] = []
+  for (const [key, schema] of Object.entries(shape)) {
+    const meta = cli.get(schema)
+    if (!meta) continue
+    const type = innerType(schema).def.type
+    out.push({
+      ...meta,
+      field: prefix + key,
+      repeatable: type === 'array' || type === 'record',
+      numeric: type === 'number',
+    })
+  }
+  return out
+}
+
+export const FLAGS: FlagSpec[] = [
+  ...collect(limitsSchema.shape, 'limits.'),
+  ...collect(policySchema.shape, ''),
+]
+
+export function commanderOptions(): Option[] {
+  return FLAGS.map((f) => {
+    const option = new Option(`--${f.flag} <${f.arg ?? 'VALUE'}>`, f.description)
+    if (f.repeatable) option.argParser((value: string, previous: string[] = []) => [...previous, value])
+    return option
+  })
+}
+
+const camel = (flag: string) => flag.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase())
+
+/** Parsed commander values → a policy input object for the schema to validate. */
+export function policyInput(values: Record<string, unknown>): Record<string, unknown> {
+  const input: Record<string, unknown> = {}
+  for (const f of FLAGS) {
+    let value = values[camel(f.flag)]
+    if (value === undefined) continue
+    if (f.numeric && typeof value === 'string' && /^\d+$/.test(value)) value = Number(value)
+    if (f.field === 'env') value = Object.fromEntries((value as string[]).map(splitAssignment))
+    const path = f.field.split('.')
+    let target = input
+    for (const part of path.slice(0, -1)) {
+      target[part] ??= {}
+      target = target[part] as Record<string, unknown>
+    }
+    target[path.at(-1)!] = value
+  }
+  return input
+}
+
+function splitAssignment(text: string): [string, string] {
+  const eq = text.indexOf('=')
+  if (eq < 0) throw new PolicyError('env', `"${text}" is not K=V`)
+  return [text.slice(0, eq), text.slice(eq + 1)]
+}
+
+/** The flag that sets a policy field ('writable.2' → '--writable'), for error messages. */
+export function flagFor(field: string): string | null {
+  const parts = field.split('.')
+  for (let n = parts.length; n > 0; n--) {
+    const flag = FLAGS.find((f) => f.field === parts.slice(0, n).join('.'))
+    if (flag) return `--${flag.flag}`
+  }
+  return null
+}

@@ -1,0 +1,104 @@
+// What `cordon doctor` prints: each check with what it means for enforcement and how to fix it.
+import { spawnSync } from 'node:child_process'
+import { uidPoolSchema } from '../policy/schema.js'
+import { type Capabilities, probeCapabilities } from './capabilities.js'
+import { detectCgroups } from './cgroups.js'
+
+export interface Check {
+  name: string
+  ok: boolean
+  detail: string
+  /** How to make it ok; null when it is. */
+  fix: string | null
+}
+
+export interface Diagnosis {
+  capabilities: Capabilities
+  /** The tier `isolation: 'auto'` picks on this machine. */
+  autoTier: 'namespace' | 'process'
+  checks: Check[]
+}
+
+function bwrapProbe(caps: Capabilities): { ok: boolean; detail: string } {
+  if (!caps.bwrap) return { ok: false, detail: 'not installed' }
+  const pool = uidPoolSchema.parse({})
+  const asUser = caps.isRoot ? { uid: pool.first + pool.count - 1, gid: pool.first } : {}
+  const probe = spawnSync(
+    caps.bwrap,
+    ['--ro-bind', '/', '/', '--unshare-all', '--die-with-parent', '--', 'true'],
+    {
+      encoding: 'utf8',
+      timeout: 10_000,
+      ...asUser,
+    },
+  )
+  const version = spawnSync(caps.bwrap, ['--version'], { encoding: 'utf8' }).stdout.trim()
+  if (probe.status === 0)
+    return {
+      ok: true,
+      detail: `${version}; a sandbox launched as ${caps.isRoot ? 'a pool uid' : 'this user'}`,
+    }
+  return { ok: false, detail: `${version} failed: ${(probe.stderr || probe.error?.message || '').trim()}` }
+}
+
+export function diagnose(): Diagnosis {
+  const caps = probeCapabilities()
+  const bwrap = bwrapProbe(caps)
+  const cg = detectCgroups()
+  const v1 = Object.keys(cg.v1)
+  const namespaceOk = bwrap.ok && caps.userns
+  const pool = uidPoolSchema.parse({})
+  const checks: Check[] = [
+    {
+      name: 'bubblewrap',
+      ok: bwrap.ok,
+      detail: bwrap.detail,
+      fix: bwrap.ok ? null : 'apt-get install -y bubblewrap (and allow unprivileged user namespaces)',
+    },
+    {
+      name: 'user namespaces',
+      ok: caps.userns,
+      detail: caps.userns ? 'unprivileged user namespaces allowed' : (caps.usernsReason ?? ''),
+      fix: caps.userns
+        ? null
+        : 'sysctl -w kernel.unprivileged_userns_clone=1 (or user.max_user_namespaces>0)',
+    },
+    {
+      name: 'namespace tier',
+      ok: namespaceOk,
+      detail: namespaceOk
+        ? 'read-only root, private /tmp, own PID and network namespaces, dies with parent'
+        : 'unavailable: isolation "auto" falls back to the process tier (rlimits, uid, new session only)',
+      fix: namespaceOk ? null : 'fix bubblewrap and user namespaces above',
+    },
+    {
+      name: 'uid drop',
+      ok: caps.isRoot,
+      detail: caps.isRoot
+        ? `running as root: each sandbox gets its own uid from ${pool.first}-${pool.first + pool.count - 1}`
+        : 'not root: sandboxes run as this user; the process limit is not enforced and process-tier escapees (setsid) can outlive a run',
+      fix: caps.isRoot ? null : 'run cordon as root to give each sandbox an unprivileged uid of its own',
+    },
+    {
+      name: 'rlimits',
+      ok: caps.prlimit !== null && caps.setpriv !== null,
+      detail: `prlimit ${caps.prlimit ?? 'missing'}, setpriv ${caps.setpriv ?? 'missing'}: CPU time, data size, file size, processes per sandbox`,
+      fix: caps.prlimit && caps.setpriv ? null : 'apt-get install -y util-linux',
+    },
+    {
+      name: 'cgroups',
+      ok: false,
+      detail:
+        `${cg.v2 ? `v2 at ${cg.v2.mount} (controllers: ${cg.v2.controllers.join(' ') || 'none'})` : 'no v2'}; ` +
+        `${v1.length ? `v1 controllers: ${v1.join(' ')}` : 'no v1'} — not used yet: memory, CPU and processes are limited per process by rlimits`,
+      fix: 'whole-sandbox cgroup accounting is planned; nothing to install',
+    },
+    {
+      name: 'seccomp',
+      ok: false,
+      detail: 'no syscall filter is applied yet',
+      fix: 'planned; nothing to install',
+    },
+  ]
+  return { capabilities: caps, autoTier: namespaceOk ? 'namespace' : 'process', checks }
+}

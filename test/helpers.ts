@@ -1,0 +1,59 @@
+// Shared test helpers: capability checks (a test that cannot run here is skipped with its reason) and
+// ways to look at real processes.
+import { chmodSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { probeCapabilities } from '../src/plan/capabilities.js'
+
+const caps = probeCapabilities()
+
+/** Reason the namespace tier cannot run here, or false when it can (for `{ skip }`). */
+export const noNamespace: string | false = !caps.bwrap
+  ? 'bubblewrap is not installed'
+  : !caps.userns
+    ? `user namespaces disabled: ${caps.usernsReason}`
+    : false
+
+export const notRoot: string | false = caps.isRoot
+  ? false
+  : 'needs root: only root can give a sandbox its own uid'
+
+/** A fresh directory any sandbox uid may write (as root the sandbox runs as an unprivileged uid). */
+export function worldWritableDir(prefix = 'cordon-test-'): string {
+  const dir = mkdtempSync(path.join(os.tmpdir(), prefix))
+  chmodSync(dir, 0o777)
+  return dir
+}
+
+/** Pids of living processes whose command line contains `marker`. */
+export function processesWith(marker: string): number[] {
+  const out: number[] = []
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name) || Number(name) === process.pid) continue
+    try {
+      const cmdline = readFileSync(`/proc/${name}/cmdline`, 'utf8').replaceAll('\0', ' ')
+      const state = readFileSync(`/proc/${name}/stat`, 'utf8').split(') ')[1]?.[0]
+      if (cmdline.includes(marker) && state !== 'Z') out.push(Number(name))
+    } catch {
+      // exited while we looked
+    }
+  }
+  return out
+}
+
+/** A unique number usable as a `sleep` duration, so a test can find exactly its own processes. */
+export function marker(): string {
+  return `${60 + Math.floor(Math.random() * 30)}.${process.pid}${Math.floor(Math.random() * 1e6)}`
+}
+
+export async function waitFor(check: () => boolean, timeoutMs: number): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs
+  while (Date.now() < deadline) {
+    if (check()) return true
+    await new Promise((r) => setTimeout(r, 20))
+  }
+  return check()
+}
+
+export const TIERS = ['namespace', 'process'] as const
+export const skipTier = (tier: (typeof TIERS)[number]) => (tier === 'namespace' ? noNamespace : false)

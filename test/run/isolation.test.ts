@@ -1,0 +1,113 @@
+// What the sandbox can see and do: filesystem, PIDs, network, uid, session.
+import assert from 'node:assert/strict'
+import { existsSync, readFileSync, writeFileSync } from 'node:fs'
+import net from 'node:net'
+import os from 'node:os'
+import path from 'node:path'
+import { after, before, describe, it } from 'node:test'
+import { run } from '../../src/index.js'
+import { noNamespace, notRoot, skipTier, TIERS, worldWritableDir } from '../helpers.js'
+
+describe('namespace tier', { skip: noNamespace }, () => {
+  const isolation = 'namespace'
+  let server: net.Server
+  let port = 0
+  before(async () => {
+    server = net.createServer((s) => s.end('hello from host\n'))
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
+    port = (server.address() as net.AddressInfo).port
+  })
+  after(() => server.close())
+
+  it('is the default tier when bubblewrap works', async () => {
+    const r = await run(['true'])
+    assert.equal(r.isolation, 'namespace')
+  })
+
+  it('the host root is read-only', async () => {
+    const r = await run(['sh', '-c', 'touch /etc/cordon-probe || echo refused'], { isolation })
+    assert.match(r.stdout, /refused/)
+    assert.equal(existsSync('/etc/cordon-probe'), false)
+  })
+
+  it('/tmp is private: host files are invisible and sandbox files stay inside', async () => {
+    const hostFile = path.join(os.tmpdir(), `cordon-host-${process.pid}`)
+    writeFileSync(hostFile, 'secret')
+    const inner = `/tmp/cordon-inner-${process.pid}`
+    const r = await run(
+      ['sh', '-c', `ls ${hostFile} 2>/dev/null || echo hidden; echo x > ${inner} && echo wrote`],
+      {
+        isolation,
+      },
+    )
+    assert.equal(r.stdout, 'hidden\nwrote\n')
+    assert.equal(existsSync(inner), false)
+  })
+
+  it('only writable paths can be written', async () => {
+    const dir = worldWritableDir()
+    const r = await run(['sh', '-c', `echo data > ${dir}/out && echo ok`], { isolation, writable: [dir] })
+    assert.equal(r.stdout, 'ok\n')
+    assert.equal(readFileSync(path.join(dir, 'out'), 'utf8'), 'data\n')
+    const denied = await run(['sh', '-c', `echo data > ${dir}/out2 || echo refused`], { isolation, cwd: dir })
+    assert.match(denied.stdout, /refused/)
+  })
+
+  it('has its own PID namespace: host processes are invisible', async () => {
+    const r = await run(['sh', '-c', 'ls /proc | grep -c "^[0-9]"'], { isolation })
+    assert.ok(Number(r.stdout) < 10, `sees ${r.stdout.trim()} processes`)
+    const own = await run(
+      ['sh', '-c', `kill -0 ${process.pid} 2>/dev/null && echo visible || echo invisible`],
+      {
+        isolation,
+      },
+    )
+    assert.equal(own.stdout, 'invisible\n')
+  })
+
+  const connect = `import socket; s = socket.create_connection(("127.0.0.1", PORT), 2); print(s.recv(100).decode().strip())`
+  it('has no network by default', async () => {
+    const r = await run(['python3', '-c', connect.replace('PORT', String(port))], { isolation })
+    assert.equal(r.status, 'nonzero-exit')
+    assert.match(r.stderr, /ConnectionRefused|unreachable/i)
+  })
+
+  it("network: 'host' reaches a loopback server", async () => {
+    const r = await run(['python3', '-c', connect.replace('PORT', String(port))], {
+      isolation,
+      network: 'host',
+    })
+    assert.equal(r.stdout, 'hello from host\n')
+  })
+})
+
+for (const tier of TIERS) {
+  describe(`uid and session (${tier} tier)`, { skip: skipTier(tier) || notRoot }, () => {
+    it('runs as an unprivileged uid, never root', async () => {
+      const r = await run(['id', '-u'], { isolation: tier })
+      const uid = Number(r.stdout)
+      assert.ok(uid >= 60000 && uid < 61000, `uid ${uid}`)
+    })
+
+    it('concurrent sandboxes never share a uid', async () => {
+      const results = await Promise.all(
+        Array.from({ length: 12 }, () => run(['sh', '-c', 'sleep 0.3; id -u'], { isolation: tier })),
+      )
+      const uids = new Set(results.map((r) => r.stdout.trim()))
+      assert.equal(uids.size, 12)
+    })
+
+    it('starts a new session with no controlling terminal', async () => {
+      const r = await run(['sh', '-c', 'echo $$ $(cut -d" " -f6,7 /proc/$$/stat)'], { isolation: tier })
+      const [pid, sid, tty] = r.stdout.trim().split(' ')
+      // The session leader is the program itself, or bwrap's init inside the PID namespace.
+      assert.equal(sid, tier === 'namespace' ? '1' : pid)
+      assert.equal(tty, '0')
+    })
+
+    it('setuid binaries cannot raise privileges', async () => {
+      const r = await run(['sh', '-c', 'su -c id root </dev/null 2>&1; id -u'], { isolation: tier })
+      assert.doesNotMatch(r.stdout, /uid=0/)
+    })
+  })
+}

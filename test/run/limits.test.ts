@@ -1,0 +1,100 @@
+// Every limit is hit for real, in both tiers, and classified as that limit.
+import assert from 'node:assert/strict'
+import { describe, it } from 'node:test'
+import { run } from '../../src/index.js'
+import { skipTier, TIERS, worldWritableDir } from '../helpers.js'
+
+for (const tier of TIERS) {
+  describe(`limits (${tier} tier)`, { skip: skipTier(tier) }, () => {
+    const isolation = tier
+
+    it('wall time: SIGTERM first, so a program can clean up', async () => {
+      const r = await run(['sh', '-c', 'trap "echo got-term; exit 7" TERM; while :; do sleep 0.05; done'], {
+        isolation,
+        limits: { wallTimeMs: 300, killGraceMs: 5000 },
+      })
+      assert.equal(r.status, 'timeout')
+      assert.equal(r.isolation, tier)
+      assert.match(r.stdout, /got-term/)
+      assert.deepEqual(r.violation, { kind: 'timeout', limit: 300, message: 'wall time exceeded 300ms' })
+      assert.ok(r.wallMs < 4000, `stopped at SIGTERM, not after the grace (${r.wallMs} ms)`)
+    })
+
+    it('wall time: SIGKILL after the grace when SIGTERM is ignored', async () => {
+      const r = await run(['sh', '-c', 'trap "" TERM; while :; do sleep 0.05; done'], {
+        isolation,
+        limits: { wallTimeMs: 200, killGraceMs: 300 },
+      })
+      assert.equal(r.status, 'timeout')
+      assert.equal(r.signal, 'SIGKILL')
+      assert.ok(r.wallMs >= 450, `waited for the grace (${r.wallMs} ms)`)
+      assert.ok(r.wallMs < 5000, `then killed (${r.wallMs} ms)`)
+    })
+
+    it('CPU time: a busy loop is stopped by RLIMIT_CPU', async () => {
+      const r = await run(['sh', '-c', 'while :; do :; done'], { isolation, limits: { cpuTimeMs: 1000 } })
+      assert.equal(r.status, 'cpu-time')
+      assert.equal(r.violation?.limit, 1000)
+    })
+
+    it('memory: an allocation past the limit is `memory`, not an exit code', async () => {
+      const r = await run(['python3', '-c', 'x = bytearray(400 * 1024 * 1024)'], {
+        isolation,
+        limits: { memoryBytes: '128M' },
+      })
+      assert.equal(r.status, 'memory')
+      assert.equal(r.violation?.limit, 128 * 1024 * 1024)
+    })
+
+    it('memory: node exhausting its heap under the limit is `memory`', async () => {
+      const r = await run(['node', '-e', 'const a = []; for (;;) a.push(Buffer.alloc(1 << 20, 1))'], {
+        isolation,
+        limits: { memoryBytes: '128M' },
+      })
+      assert.equal(r.status, 'memory')
+    })
+
+    it('memory: node still starts under 256M (no address-space limit)', async () => {
+      const r = await run(['node', '-e', 'console.log(1 + 1)'], {
+        isolation,
+        limits: { memoryBytes: '256M' },
+      })
+      assert.equal(r.status, 'ok')
+      assert.equal(r.stdout, '2\n')
+    })
+
+    it('processes: forking past maxProcesses fails and is `process-limit`', async () => {
+      const r = await run(['sh', '-c', 'for i in $(seq 40); do sleep 2 & done; wait'], {
+        isolation,
+        limits: { maxProcesses: 8 },
+      })
+      assert.equal(r.status, 'process-limit')
+      assert.equal(r.violation?.limit, 8)
+    })
+
+    it('file size: writing past maxFileSizeBytes is `file-size`', async () => {
+      const dir = worldWritableDir()
+      const r = await run(['sh', '-c', `head -c 100000 /dev/zero > ${dir}/big`], {
+        isolation,
+        writable: [dir],
+        limits: { maxFileSizeBytes: '16K' },
+      })
+      assert.equal(r.status, 'file-size')
+      assert.equal(r.violation?.limit, 16 * 1024)
+    })
+
+    it('output: the cap stops the sandbox and keeps exactly the cap', async () => {
+      const r = await run(['yes'], { isolation, limits: { maxOutputBytes: '64K' } })
+      assert.equal(r.status, 'output-limit')
+      assert.equal(r.truncated, true)
+      assert.equal(r.outputBytes, 64 * 1024)
+      assert.equal(r.stdout.length, 64 * 1024)
+      assert.ok(r.wallMs < 5000)
+    })
+
+    it('a limit wins over the exit code it caused', async () => {
+      const r = await run(['sh', '-c', 'yes; exit 0'], { isolation, limits: { maxOutputBytes: 1000 } })
+      assert.equal(r.status, 'output-limit')
+    })
+  })
+}

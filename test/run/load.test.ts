@@ -1,0 +1,48 @@
+// Hundreds of runs at concurrency 30 leak no file descriptors, processes, uid locks or memory.
+import assert from 'node:assert/strict'
+import { readdirSync } from 'node:fs'
+import { describe, it } from 'node:test'
+import { run } from '../../src/index.js'
+import { uidPoolSchema } from '../../src/policy/schema.js'
+import { listProcesses } from '../../src/run/procs.js'
+import { noNamespace } from '../helpers.js'
+
+const openFds = () => readdirSync('/proc/self/fd').length
+const pool = uidPoolSchema.parse({})
+const sandboxProcesses = () =>
+  listProcesses().filter((p) => !p.zombie && p.uid >= pool.first && p.uid < pool.first + pool.count)
+const ourLocks = () => {
+  try {
+    return readdirSync(pool.lockDir).length
+  } catch {
+    return 0
+  }
+}
+
+describe('load', { skip: noNamespace }, () => {
+  it('300 runs at concurrency 30 leak nothing', async () => {
+    const runs = 300
+    const concurrency = 30
+    // Warm up so lazily created handles (pipes, timers) are counted in the baseline.
+    await Promise.all(Array.from({ length: concurrency }, () => run(['true'])))
+    global.gc?.()
+    const fdsBefore = openFds()
+    const heapBefore = process.memoryUsage().heapUsed
+    let next = 0
+    const statuses = new Map<string, number>()
+    const worker = async () => {
+      while (next < runs) {
+        next++
+        const r = await run(['sh', '-c', 'echo out; echo err >&2'])
+        statuses.set(r.status, (statuses.get(r.status) ?? 0) + 1)
+      }
+    }
+    await Promise.all(Array.from({ length: concurrency }, worker))
+    assert.deepEqual([...statuses], [['ok', runs]])
+    assert.ok(openFds() <= fdsBefore + 2, `fds ${fdsBefore} → ${openFds()}`)
+    assert.deepEqual(sandboxProcesses(), [])
+    assert.equal(ourLocks(), 0)
+    const grownMiB = (process.memoryUsage().heapUsed - heapBefore) / 2 ** 20
+    assert.ok(grownMiB < 64, `heap grew ${grownMiB.toFixed(1)} MiB`)
+  })
+})

@@ -1,0 +1,82 @@
+// Output through real pipes: both streams read at once, live chunks, exact bytes, split characters.
+import assert from 'node:assert/strict'
+import { describe, it } from 'node:test'
+import { type OutputChunk, run, start } from '../../src/index.js'
+import { skipTier, TIERS } from '../helpers.js'
+
+for (const tier of TIERS) {
+  describe(`output (${tier} tier)`, { skip: skipTier(tier) }, () => {
+    const isolation = tier
+
+    it('a program that floods stderr and never writes stdout does not deadlock', async () => {
+      const r = await run(['sh', '-c', 'head -c 3000000 /dev/zero | tr "\\0" e >&2; echo done'], {
+        isolation,
+        limits: { maxOutputBytes: '4M' },
+      })
+      assert.equal(r.status, 'ok')
+      assert.equal(r.stderr.length, 3_000_000)
+      assert.equal(r.stdout, 'done\n')
+      assert.equal(r.outputBytes, 3_000_005)
+    })
+
+    it('one budget for both streams, cut at the exact byte', async () => {
+      const r = await run(['sh', '-c', 'printf 1234567890; printf abcdefghij >&2; sleep 0.2; printf XYZ'], {
+        isolation,
+        limits: { maxOutputBytes: 22 },
+      })
+      assert.equal(r.status, 'output-limit')
+      assert.equal(r.outputBytes, 22)
+      assert.equal(r.stdout.length + r.stderr.length, 22)
+      assert.equal(r.output, '1234567890abcdefghijXY')
+    })
+
+    it('a multi-byte character split across writes decodes whole', async () => {
+      const r = await run(['sh', '-c', "printf '\\342'; sleep 0.2; printf '\\202\\254\\n'"], { isolation })
+      assert.equal(r.stdout, '€\n')
+    })
+
+    it('onOutput sees chunks live, in arrival order, before the program ends', async () => {
+      const chunks: OutputChunk[] = []
+      let firstAt = 0
+      const t0 = Date.now()
+      const r = await run(['sh', '-c', 'echo first; echo oops >&2; sleep 0.5; echo last'], {
+        isolation,
+        onOutput: (c) => {
+          firstAt ||= Date.now() - t0
+          chunks.push(c)
+        },
+      })
+      assert.ok(firstAt < r.wallMs, `first chunk at ${firstAt} ms, run took ${r.wallMs} ms`)
+      assert.deepEqual(
+        chunks.map((c) => [c.stream, c.data]),
+        [
+          ['stdout', 'first\n'],
+          ['stderr', 'oops\n'],
+          ['stdout', 'last\n'],
+        ],
+      )
+      assert.equal(r.output, 'first\noops\nlast\n')
+    })
+
+    it('start(): pid, live output iterator, stdin write and close', async () => {
+      const handle = start(['sh', '-c', 'read line; echo "got $line"; cat'], { isolation })
+      assert.ok(typeof handle.pid === 'number')
+      handle.write('hello\n')
+      const seen: string[] = []
+      for await (const chunk of handle.output) {
+        seen.push(chunk.data)
+        if (chunk.data.includes('got hello')) handle.closeStdin()
+      }
+      const r = await handle.result
+      assert.equal(r.status, 'ok')
+      assert.equal(seen.join(''), 'got hello\n')
+    })
+
+    it('stdin: text, Buffer, and EOF by default', async () => {
+      assert.equal((await run(['cat'], { isolation, stdin: 'abc' })).stdout, 'abc')
+      assert.equal((await run(['cat'], { isolation, stdin: Buffer.from('xyz') })).stdout, 'xyz')
+      const eof = await run(['cat'], { isolation, limits: { wallTimeMs: 5000 } })
+      assert.equal(eof.status, 'ok')
+    })
+  })
+}

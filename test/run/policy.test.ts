@@ -1,0 +1,75 @@
+// Secure defaults and command policy, end to end through run().
+import assert from 'node:assert/strict'
+import { mkdtempSync, symlinkSync } from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { describe, it } from 'node:test'
+import { PolicyError, run } from '../../src/index.js'
+import { parsePolicy } from '../../src/policy/schema.js'
+
+describe('policy through run()', () => {
+  it('defaults are on: limits set, network none, auto isolation', () => {
+    const p = parsePolicy({})
+    assert.equal(p.network, 'none')
+    assert.equal(p.limits.wallTimeMs, 30_000)
+    assert.equal(p.limits.memoryBytes, 512 * 1024 * 1024)
+    assert.equal(p.limits.maxOutputBytes, 1024 * 1024)
+    assert.equal(p.limits.maxProcesses, 64)
+  })
+
+  it('the environment starts clean: host variables stay out unless passed', async () => {
+    process.env.CORDON_TEST_SECRET = 'hunter2'
+    try {
+      const clean = await run(['sh', '-c', 'echo "[$CORDON_TEST_SECRET]"'])
+      assert.equal(clean.stdout, '[]\n')
+      const passed = await run(['sh', '-c', 'echo "[$CORDON_TEST_SECRET] [$X]"'], {
+        passEnv: ['CORDON_TEST_SECRET'],
+        env: { X: 'y' },
+      })
+      assert.equal(passed.stdout, '[hunter2] [y]\n')
+    } finally {
+      delete process.env.CORDON_TEST_SECRET
+    }
+  })
+
+  it('a symlink named echo that points at rm cannot slip past deny', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'cordon-link-'))
+    symlinkSync('/bin/rm', path.join(dir, 'echo'))
+    const r = await run([path.join(dir, 'echo'), '-rf', '/nothing'], { deny: ['rm'] })
+    assert.equal(r.status, 'denied')
+    const dotted = await run(['/usr/bin/../bin/rm', '/nothing'], { deny: ['rm'] })
+    assert.equal(dotted.status, 'denied')
+  })
+
+  it('a non-empty allow list denies everything else; deny wins', async () => {
+    assert.equal((await run(['ls'], { allow: ['echo'] })).status, 'denied')
+    assert.equal((await run(['echo'], { allow: ['echo'] })).status, 'ok')
+    assert.equal((await run(['echo'], { allow: ['echo'], deny: ['echo'] })).status, 'denied')
+  })
+
+  it('not-found and denied are results, not exceptions', async () => {
+    const r = await run(['definitely-not-a-program-xyz'])
+    assert.equal(r.status, 'not-found')
+    assert.equal(r.violation?.kind, 'not-found')
+  })
+
+  it('invalid options throw a PolicyError naming the field', async () => {
+    const cases: [unknown[], unknown, string][] = [
+      [['true'], { cwd: '/does/not/exist' }, 'cwd'],
+      [['true'], { limits: { memoryBytes: 'banana' } }, 'limits.memoryBytes'],
+      [['true'], { limits: { wallTimeMs: -5 } }, 'limits.wallTimeMs'],
+      [['true'], { bogus: 1 }, 'bogus'],
+      [['true'], { allow: ['no-such-program-xyz'] }, 'allow.0'],
+      [['true'], { deny: ['no-such-program-xyz'] }, 'deny.0'],
+      [[], {}, 'command'],
+      [['true'], { writable: ['/does/not/exist'] }, 'writable.0'],
+    ]
+    for (const [command, options, field] of cases) {
+      await assert.rejects(
+        run(command as string[], options as object),
+        (e: unknown) => e instanceof PolicyError && e.field === field,
+        `field ${field}`,
+      )
+    }
+  })
+})
