@@ -1,6 +1,6 @@
 // One unprivileged uid per sandbox when cordon runs as root. A lock file per uid (holding the owner's pid)
 // keeps concurrent cordon processes on one host apart; a lock whose owner is dead is taken over.
-import { closeSync, mkdirSync, openSync, readFileSync, unlinkSync, writeSync } from 'node:fs'
+import { linkSync, mkdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 
 export interface UidPool {
@@ -24,16 +24,21 @@ function isAlive(pid: number): boolean {
   }
 }
 
-/** Create the lock file holding our pid; false when it already exists. */
+/**
+ * Create the lock file holding our pid; false when it already exists. The pid is written to a private
+ * file first and hard-linked into place, so a lock is never seen empty.
+ */
 function create(file: string): boolean {
+  const draft = `${file}.${process.pid}.draft`
+  writeFileSync(draft, String(process.pid), { mode: 0o600 })
   try {
-    const fd = openSync(file, 'wx', 0o600)
-    writeSync(fd, String(process.pid))
-    closeSync(fd)
+    linkSync(draft, file)
     return true
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'EEXIST') return false
     throw error
+  } finally {
+    unlinkSync(draft)
   }
 }
 
@@ -45,7 +50,9 @@ function tryLock(file: string): boolean {
   } catch {
     // Released between our open and read: fall through and try again.
   }
-  if (Number.isInteger(owner) && owner > 0 && isAlive(owner)) return false
+  // Only a lock whose owner is known and dead is stale. (Two hosts taking over the same stale lock at
+  // the same instant could both win; stale locks only exist after a crash, so that race is left open.)
+  if (!(Number.isInteger(owner) && owner > 0) || isAlive(owner)) return false
   try {
     unlinkSync(file)
   } catch {

@@ -47,13 +47,11 @@ const nonEmpty = z
 export const MiB = 1024 * 1024
 
 export const limitsSchema = z.strictObject({
-  wallTimeMs: duration()
-    .default(30_000)
-    .register(cli, {
-      flag: 'timeout',
-      arg: 'DURATION',
-      description: 'wall-clock limit (e.g. 500ms, 2s, 1m)',
-    }),
+  wallTimeMs: duration().default(30_000).register(cli, {
+    flag: 'timeout',
+    arg: 'DURATION',
+    description: 'wall-clock limit (e.g. 500ms, 2s, 1m)',
+  }),
   cpuTimeMs: duration()
     .default(30_000)
     .register(cli, { flag: 'cpu-time', arg: 'DURATION', description: 'CPU-time limit' }),
@@ -105,14 +103,11 @@ export const policySchema = z.strictObject({
     .record(envName, z.string())
     .default({})
     .register(cli, { flag: 'env', arg: 'K=V', description: 'set a variable in the sandbox (repeatable)' }),
-  passEnv: z
-    .array(envName)
-    .default([])
-    .register(cli, {
-      flag: 'pass-env',
-      arg: 'K',
-      description: "pass one of cordon's variables through (repeatable)",
-    }),
+  passEnv: z.array(envName).default([]).register(cli, {
+    flag: 'pass-env',
+    arg: 'K',
+    description: "pass one of cordon's variables through (repeatable)",
+  }),
   cwd: nonEmpty
     .optional()
     .register(cli, { flag: 'cwd', arg: 'DIR', description: 'working directory (must exist)' }),
@@ -124,22 +119,16 @@ export const policySchema = z.strictObject({
     .enum(['none', 'host'])
     .default('none')
     .register(cli, { flag: 'net', arg: 'none|host', description: 'network access' }),
-  allow: z
-    .array(nonEmpty)
-    .default([])
-    .register(cli, {
-      flag: 'allow',
-      arg: 'CMD',
-      description: 'only these commands may be launched (repeatable)',
-    }),
-  deny: z
-    .array(nonEmpty)
-    .default([])
-    .register(cli, {
-      flag: 'deny',
-      arg: 'CMD',
-      description: 'these commands may not be launched (repeatable)',
-    }),
+  allow: z.array(nonEmpty).default([]).register(cli, {
+    flag: 'allow',
+    arg: 'CMD',
+    description: 'only these commands may be launched (repeatable)',
+  }),
+  deny: z.array(nonEmpty).default([]).register(cli, {
+    flag: 'deny',
+    arg: 'CMD',
+    description: 'these commands may not be launched (repeatable)',
+  }),
   isolation: z
     .enum(['auto', 'namespace', 'process'])
     .default('auto')

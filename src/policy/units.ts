@@ -22,7 +22,11 @@ function parseWithUnits(text: string, units: Record<string, number>, what: strin
     const names = Object.keys(units).filter(Boolean).join(', ')
     throw new Error(`"${text}" is not a ${what} (a non-negative number with a unit: ${names})`)
   }
-  return Math.round(Number(match[1]) * factor)
+  const value = Number(match[1]) * factor
+  // Tolerate float noise (1.15s) but refuse a fraction of the base unit (0.5 bytes).
+  if (Math.abs(value - Math.round(value)) > 1e-6)
+    throw new Error(`"${text}" is not a whole number of ${what === 'size' ? 'bytes' : 'milliseconds'}`)
+  return Math.round(value)
 }
 
 /** '500ms', '2s', '1m', '1.5h' → milliseconds. A bare number string means milliseconds. */

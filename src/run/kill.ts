@@ -1,7 +1,7 @@
 // Finding and stopping every process of one sandbox. The namespace tier's hard stop is atomic: killing
 // bwrap's monitor takes down its PID namespace. The process tier relies on the sandbox's own uid, so
 // processes that left the process group (setsid, double fork) are still found.
-import { isLiving, livingByUid, livingDescendants, livingInGroup, signal } from './procs.js'
+import { isLiving, listProcesses, livingByUid, livingDescendants, signal } from './procs.js'
 
 export interface SandboxProcesses {
   /** SIGTERM to every program in the sandbox (not to bwrap itself, which would kill without grace). */
@@ -37,7 +37,10 @@ export function namespaceProcesses(monitorPid: number, uid: number | null): Sand
 }
 
 export function processTierProcesses(leaderPid: number, uid: number | null): SandboxProcesses {
-  const all = () => [...new Set([...livingInGroup(leaderPid), ...(uid === null ? [] : livingByUid(uid))])]
+  const all = () =>
+    listProcesses()
+      .filter((p) => !p.zombie && (p.pgid === leaderPid || p.uid === uid))
+      .map((p) => p.pid)
   return {
     term() {
       signal(all(), 'SIGTERM')

@@ -13,6 +13,8 @@ export class OutputBuffer {
   stderrTail = ''
   private readonly parts: { stream: Stream; text: string }[] = []
   private readonly decoders = { stdout: new StringDecoder('utf8'), stderr: new StringDecoder('utf8') }
+  /** Bytes kept but still inside the decoder (part of a character), reported with the next text. */
+  private readonly pending = { stdout: 0, stderr: 0 }
 
   constructor(
     private readonly cap: number,
@@ -32,9 +34,11 @@ export class OutputBuffer {
   }
 
   private emit(stream: Stream, text: string, bytes: number): void {
+    this.pending[stream] += bytes
     if (!text) return
     this.parts.push({ stream, text })
-    this.onChunk({ stream, data: text, bytes })
+    this.onChunk({ stream, data: text, bytes: this.pending[stream] })
+    this.pending[stream] = 0
   }
 
   /** Flush partial characters (a cut at the cap becomes U+FFFD) and return the three views. */

@@ -49,12 +49,6 @@ export function isLiving(pid: number): boolean {
   return info !== null && !info.zombie
 }
 
-export function livingInGroup(pgid: number): number[] {
-  return listProcesses()
-    .filter((p) => p.pgid === pgid && !p.zombie)
-    .map((p) => p.pid)
-}
-
 /** Living descendants of `root` (not `root` itself). */
 export function livingDescendants(root: number): number[] {
   const procs = listProcesses()

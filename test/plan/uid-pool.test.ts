@@ -1,0 +1,133 @@
+import assert from 'node:assert/strict'
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import path from 'node:path'
+import { afterEach, beforeEach, describe, it } from 'node:test'
+import { claimUid, type UidLease, type UidPool } from '../../src/plan/uid-pool.js'
+
+// Above the kernel's PID_MAX_LIMIT (2^22), so no process can have it.
+const DEAD_PID = '999999999'
+
+let root: string
+let leases: UidLease[]
+
+beforeEach(() => {
+  root = mkdtempSync(path.join(tmpdir(), 'cordon-uids-'))
+  leases = []
+})
+
+afterEach(() => {
+  for (const lease of leases) lease.release()
+  rmSync(root, { recursive: true, force: true })
+})
+
+const pool = (count: number, first = 70_000): UidPool => ({ first, count, lockDir: path.join(root, 'locks') })
+const claim = (p: UidPool): UidLease => {
+  const lease = claimUid(p)
+  leases.push(lease)
+  return lease
+}
+const lockFile = (p: UidPool, uid: number) => path.join(p.lockDir, String(uid))
+/** Leave a lock file for `uid` as another cordon process (or its remains) would. */
+const plantLock = (p: UidPool, uid: number, content: string) => {
+  mkdirSync(p.lockDir, { recursive: true })
+  writeFileSync(lockFile(p, uid), content)
+}
+
+describe('claimUid', () => {
+  it('creates the lock dir and a lock file holding our pid', () => {
+    const p = pool(10)
+    const lease = claim(p)
+    assert.ok(lease.uid >= p.first && lease.uid < p.first + p.count)
+    assert.equal(readFileSync(lockFile(p, lease.uid), 'utf8'), String(process.pid))
+  })
+
+  it('gives every sandbox the pool’s first id as gid', () => {
+    const p = pool(10)
+    assert.equal(claim(p).gid, p.first)
+    assert.equal(claim(p).gid, p.first)
+  })
+
+  it('gives two claims distinct uids', () => {
+    const p = pool(2)
+    const a = claim(p)
+    const b = claim(p)
+    assert.notEqual(a.uid, b.uid)
+    assert.deepEqual([a.uid, b.uid].sort(), [p.first, p.first + 1])
+  })
+
+  it('hands out every uid of the pool exactly once, then refuses', () => {
+    const p = pool(5)
+    const uids = Array.from({ length: 5 }, () => claim(p).uid)
+    assert.deepEqual(
+      uids.sort((x, y) => x - y),
+      [0, 1, 2, 3, 4].map((i) => p.first + i),
+    )
+    assert.throws(() => claimUid(p), /uidPool/)
+  })
+
+  it('frees the uid on release so it can be claimed again', () => {
+    const p = pool(1)
+    const a = claimUid(p)
+    assert.ok(existsSync(lockFile(p, a.uid)))
+    a.release()
+    assert.ok(!existsSync(lockFile(p, a.uid)))
+    const b = claim(p)
+    assert.equal(b.uid, a.uid)
+  })
+
+  it('release is idempotent and never removes a lock that was claimed again', () => {
+    const p = pool(1)
+    const a = claimUid(p)
+    a.release()
+    const b = claim(p)
+    a.release()
+    assert.ok(existsSync(lockFile(p, b.uid)))
+  })
+
+  it('takes over a stale lock whose owner is dead', () => {
+    const p = pool(1)
+    plantLock(p, p.first, DEAD_PID)
+    const lease = claim(p)
+    assert.equal(lease.uid, p.first)
+    assert.equal(readFileSync(lockFile(p, p.first), 'utf8'), String(process.pid))
+  })
+
+  it('leaves a lock file holding garbage alone (its owner is unknown, so it is not known to be dead)', () => {
+    const p = pool(1)
+    plantLock(p, p.first, 'not a pid')
+    assert.throws(() => claim(p), /uidPool/)
+  })
+
+  it('skips a uid whose lock is held by a live process', () => {
+    const p = pool(2)
+    plantLock(p, p.first, String(process.pid))
+    for (let i = 0; i < 10; i++) {
+      const lease = claimUid(p)
+      assert.equal(lease.uid, p.first + 1)
+      lease.release()
+    }
+    assert.equal(readFileSync(lockFile(p, p.first), 'utf8'), String(process.pid))
+  })
+
+  it('throws mentioning uidPool when a pool of one is held by a live lock', () => {
+    const p = pool(1, 61_234)
+    claim(p)
+    assert.throws(
+      () => claimUid(p),
+      (error: unknown) => {
+        assert.ok(error instanceof Error)
+        assert.match(error.message, /uidPool/)
+        assert.match(error.message, /all 1 sandbox uids from 61234 are in use/)
+        return true
+      },
+    )
+    assert.deepEqual(readdirSync(p.lockDir), ['61234'])
+  })
+
+  it('does not take over an empty lock file (a claimer between creating it and writing its pid)', {}, () => {
+    const p = pool(1)
+    plantLock(p, p.first, '')
+    assert.throws(() => claim(p), /uidPool/)
+  })
+})

@@ -1,0 +1,187 @@
+import assert from 'node:assert/strict'
+import { describe, it } from 'node:test'
+import type { Limits } from '../../src/policy/schema.js'
+import { classify, effectiveSignal, type Outcome } from '../../src/run/classify.js'
+
+const limits: Limits = {
+  wallTimeMs: 2000,
+  cpuTimeMs: 1500,
+  memoryBytes: 256 * 1024 * 1024,
+  maxProcesses: 16,
+  maxFileSizeBytes: 64 * 1024,
+  maxOutputBytes: 1000,
+  killGraceMs: 100,
+}
+
+const outcome = (over: Partial<Outcome> = {}): Outcome => ({
+  exitCode: 0,
+  signal: null,
+  stoppedFor: null,
+  stderrTail: '',
+  limits,
+  launchError: null,
+  ...over,
+})
+
+describe('effectiveSignal', () => {
+  it('prefers the reported signal', () => {
+    assert.equal(effectiveSignal(null, 'SIGKILL'), 'SIGKILL')
+    assert.equal(effectiveSignal(152, 'SIGTERM'), 'SIGTERM')
+  })
+
+  it('decodes a 128+N exit code', () => {
+    assert.equal(effectiveSignal(137, null), 'SIGKILL')
+    assert.equal(effectiveSignal(152, null), 'SIGXCPU')
+    assert.equal(effectiveSignal(153, null), 'SIGXFSZ')
+    assert.equal(effectiveSignal(129, null), 'SIGHUP')
+  })
+
+  it('returns null for ordinary exit codes and out-of-range ones', () => {
+    for (const code of [0, 1, 2, 127, 128, 193, 255])
+      assert.equal(effectiveSignal(code, null), null, String(code))
+    assert.equal(effectiveSignal(null, null), null)
+  })
+})
+
+describe('classify', () => {
+  it('ok on exit 0', () => {
+    assert.deepEqual(classify(outcome()), { status: 'ok', violation: null })
+  })
+
+  it('ok on exit 0 even when stderr mentions memory or fork failures', () => {
+    const result = classify(outcome({ stderrTail: 'MemoryError\nCannot fork\n' }))
+    assert.deepEqual(result, { status: 'ok', violation: null })
+  })
+
+  it('nonzero-exit on an ordinary failure', () => {
+    assert.deepEqual(classify(outcome({ exitCode: 1, stderrTail: 'boom' })), {
+      status: 'nonzero-exit',
+      violation: null,
+    })
+    assert.equal(classify(outcome({ exitCode: 128 })).status, 'nonzero-exit')
+  })
+
+  it('signaled when killed by a signal no limit explains', () => {
+    assert.deepEqual(classify(outcome({ exitCode: null, signal: 'SIGSEGV' })), {
+      status: 'signaled',
+      violation: null,
+    })
+    assert.equal(classify(outcome({ exitCode: null, signal: 'SIGKILL' })).status, 'signaled')
+  })
+
+  it('timeout wins over the exit code it caused', () => {
+    for (const over of [{ exitCode: 0 }, { exitCode: 143 }, { exitCode: null, signal: 'SIGKILL' }]) {
+      assert.deepEqual(classify(outcome({ ...over, stoppedFor: 'timeout' })), {
+        status: 'timeout',
+        violation: { kind: 'timeout', limit: 2000, message: 'wall time exceeded 2s' },
+      })
+    }
+  })
+
+  it('output-limit wins over the exit code it caused', () => {
+    assert.deepEqual(classify(outcome({ exitCode: null, signal: 'SIGKILL', stoppedFor: 'output-limit' })), {
+      status: 'output-limit',
+      violation: { kind: 'output-limit', limit: 1000, message: 'output exceeded 1000B' },
+    })
+    assert.equal(classify(outcome({ exitCode: 0, stoppedFor: 'output-limit' })).status, 'output-limit')
+  })
+
+  it('canceled wins over the exit code it caused', () => {
+    assert.deepEqual(classify(outcome({ exitCode: null, signal: 'SIGTERM', stoppedFor: 'canceled' })), {
+      status: 'canceled',
+      violation: { kind: 'canceled', limit: 'signal', message: 'canceled by the caller' },
+    })
+    assert.equal(classify(outcome({ exitCode: 0, stoppedFor: 'canceled' })).status, 'canceled')
+  })
+
+  it('stoppedFor wins over signals and stderr that point at other limits', () => {
+    const tail = 'MemoryError\nCannot fork'
+    assert.equal(
+      classify(outcome({ exitCode: null, signal: 'SIGXCPU', stoppedFor: 'timeout' })).status,
+      'timeout',
+    )
+    assert.equal(classify(outcome({ exitCode: 153, stoppedFor: 'output-limit' })).status, 'output-limit')
+    assert.equal(
+      classify(outcome({ exitCode: 1, stderrTail: tail, stoppedFor: 'canceled' })).status,
+      'canceled',
+    )
+  })
+
+  it('cpu-time on SIGXCPU, reported directly or as exit 152', () => {
+    const expected = {
+      status: 'cpu-time',
+      violation: { kind: 'cpu-time', limit: 1500, message: 'CPU time exceeded 1500ms' },
+    }
+    assert.deepEqual(classify(outcome({ exitCode: null, signal: 'SIGXCPU' })), expected)
+    assert.deepEqual(classify(outcome({ exitCode: 128 + 24 })), expected)
+  })
+
+  it('file-size on SIGXFSZ, reported directly or as exit 153 (128+SIGXFSZ)', () => {
+    const expected = {
+      status: 'file-size',
+      violation: { kind: 'file-size', limit: 64 * 1024, message: 'a file grew past 64K' },
+    }
+    assert.deepEqual(classify(outcome({ exitCode: 153 })), expected)
+    assert.deepEqual(classify(outcome({ exitCode: null, signal: 'SIGXFSZ' })), expected)
+  })
+
+  it('memory when stderr shows a failed allocation', () => {
+    const expected = {
+      status: 'memory',
+      violation: {
+        kind: 'memory',
+        limit: 256 * 1024 * 1024,
+        message: 'memory exceeded 256M (allocation failed)',
+      },
+    }
+    assert.deepEqual(
+      classify(outcome({ exitCode: 1, stderrTail: 'Traceback (most recent call last):\nMemoryError\n' })),
+      expected,
+    )
+    for (const tail of [
+      'fatal: Out of memory, malloc failed',
+      'bash: xmalloc: cannot allocate: Cannot allocate memory',
+      "terminate called after throwing an instance of 'std::bad_alloc'",
+      'memory allocation of 1073741824 bytes failed',
+      'java.lang.OutOfMemoryError: Java heap space',
+      'fatal error: runtime: failed to reserve page summary memory',
+    ]) {
+      assert.equal(classify(outcome({ exitCode: 1, stderrTail: tail })).status, 'memory', tail)
+    }
+    assert.equal(
+      classify(outcome({ exitCode: null, signal: 'SIGABRT', stderrTail: 'std::bad_alloc' })).status,
+      'memory',
+    )
+  })
+
+  it('process-limit when stderr shows a failed fork', () => {
+    const expected = {
+      status: 'process-limit',
+      violation: { kind: 'process-limit', limit: 16, message: 'more than 16 processes (fork failed)' },
+    }
+    assert.deepEqual(classify(outcome({ exitCode: 1, stderrTail: 'sh: 1: Cannot fork\n' })), expected)
+    for (const tail of [
+      "perl: can't fork",
+      'bash: fork: retry: Resource temporarily unavailable',
+      'bash: fork: Resource temporarily unavailable',
+      'BlockingIOError: [Errno 11] Resource temporarily unavailable',
+    ]) {
+      assert.equal(classify(outcome({ exitCode: 254, stderrTail: tail })).status, 'process-limit', tail)
+    }
+  })
+
+  it('prefers memory over process-limit when stderr shows both', () => {
+    assert.equal(classify(outcome({ exitCode: 1, stderrTail: 'Cannot fork\nMemoryError' })).status, 'memory')
+  })
+
+  it('error when the launch failed, before anything else', () => {
+    assert.deepEqual(classify(outcome({ exitCode: null, launchError: 'spawn prlimit ENOENT' })), {
+      status: 'error',
+      violation: { kind: 'error', limit: 'launch', message: 'spawn prlimit ENOENT' },
+    })
+    assert.equal(
+      classify(outcome({ exitCode: 153, stoppedFor: 'timeout', launchError: 'spawn EACCES' })).status,
+      'error',
+    )
+  })
+})

@@ -1,0 +1,176 @@
+import assert from 'node:assert/strict'
+import { describe, it } from 'node:test'
+import type { OutputChunk } from '../../src/policy/schema.js'
+import { OutputBuffer } from '../../src/run/output.js'
+
+function buffer(cap: number): { out: OutputBuffer; chunks: OutputChunk[] } {
+  const chunks: OutputChunk[] = []
+  return { out: new OutputBuffer(cap, (chunk) => chunks.push(chunk)), chunks }
+}
+const b = (text: string) => Buffer.from(text)
+const EURO = Buffer.from('€') // e2 82 ac
+
+describe('OutputBuffer', () => {
+  it('keeps everything under the cap', () => {
+    const { out, chunks } = buffer(100)
+    assert.equal(out.push('stdout', b('hello ')), true)
+    assert.equal(out.push('stderr', b('warn')), true)
+    assert.equal(out.push('stdout', b('world')), true)
+    assert.equal(out.bytes, 15)
+    assert.equal(out.truncated, false)
+    assert.deepEqual(out.finish(), { stdout: 'hello world', stderr: 'warn', output: 'hello warnworld' })
+    assert.equal(chunks.length, 3)
+  })
+
+  it('shares one budget across stdout and stderr', () => {
+    const { out } = buffer(10)
+    assert.equal(out.push('stdout', b('aaaaaa')), true)
+    assert.equal(out.push('stderr', b('bbbbbb')), false)
+    assert.equal(out.bytes, 10)
+    assert.equal(out.truncated, true)
+    assert.deepEqual(out.finish(), { stdout: 'aaaaaa', stderr: 'bbbb', output: 'aaaaaabbbb' })
+  })
+
+  it('filling the cap exactly is not truncation', () => {
+    const { out } = buffer(5)
+    assert.equal(out.push('stdout', b('12345')), true)
+    assert.equal(out.bytes, 5)
+    assert.equal(out.truncated, false)
+    assert.equal(out.finish().stdout, '12345')
+  })
+
+  it('cuts exactly at the cap', () => {
+    const { out } = buffer(7)
+    assert.equal(out.push('stdout', b('0123')), true)
+    assert.equal(out.push('stdout', b('456789')), false)
+    assert.equal(out.bytes, 7)
+    assert.equal(out.truncated, true)
+    assert.equal(out.finish().stdout, '0123456')
+  })
+
+  it('returns false for every push past the cap and keeps nothing more', () => {
+    const { out, chunks } = buffer(4)
+    out.push('stdout', b('1234'))
+    assert.equal(out.push('stdout', b('5')), false)
+    assert.equal(out.truncated, true)
+    const seen = chunks.length
+    assert.equal(out.push('stdout', b('more')), false)
+    assert.equal(out.push('stderr', b('even more')), false)
+    assert.equal(chunks.length, seen)
+    assert.equal(out.bytes, 4)
+    assert.deepEqual(out.finish(), { stdout: '1234', stderr: '', output: '1234' })
+  })
+
+  it('a cap of zero keeps nothing', () => {
+    const { out, chunks } = buffer(0)
+    assert.equal(out.push('stdout', b('x')), false)
+    assert.equal(out.bytes, 0)
+    assert.deepEqual(out.finish(), { stdout: '', stderr: '', output: '' })
+    assert.deepEqual(chunks, [])
+  })
+
+  it('decodes a 3-byte character split across two pushes whole, in the later chunk', () => {
+    const { out, chunks } = buffer(100)
+    out.push('stdout', Buffer.concat([b('a'), EURO.subarray(0, 1)]))
+    out.push('stdout', Buffer.concat([EURO.subarray(1), b('b')]))
+    assert.deepEqual(
+      chunks.map((c) => c.data),
+      ['a', '€b'],
+    )
+    assert.equal(out.bytes, 5)
+    assert.deepEqual(out.finish(), { stdout: 'a€b', stderr: '', output: 'a€b' })
+  })
+
+  it('decodes a character split byte by byte', () => {
+    const { out, chunks } = buffer(100)
+    for (const byte of EURO) out.push('stderr', Buffer.from([byte]))
+    assert.deepEqual(
+      chunks.map((c) => [c.stream, c.data]),
+      [['stderr', '€']],
+    )
+    assert.equal(out.finish().stderr, '€')
+  })
+
+  it('decodes each stream separately', () => {
+    const { out } = buffer(100)
+    out.push('stdout', EURO.subarray(0, 2))
+    out.push('stderr', b('x'))
+    out.push('stdout', EURO.subarray(2))
+    assert.deepEqual(out.finish(), { stdout: '€', stderr: 'x', output: 'x€' })
+  })
+
+  it('turns a character cut at the cap into U+FFFD', () => {
+    const { out } = buffer(2)
+    assert.equal(out.push('stdout', EURO), false)
+    assert.equal(out.bytes, 2)
+    assert.equal(out.finish().stdout, '\uFFFD')
+  })
+
+  it('keeps stdout and stderr interleaved in arrival order in output', () => {
+    const { out } = buffer(100)
+    out.push('stdout', b('1'))
+    out.push('stderr', b('2'))
+    out.push('stdout', b('3'))
+    out.push('stderr', b('4'))
+    out.push('stderr', b('5'))
+    out.push('stdout', b('6'))
+    assert.deepEqual(out.finish(), { stdout: '136', stderr: '245', output: '123456' })
+  })
+
+  it('calls onChunk with the stream, the text and the bytes kept', () => {
+    const { out, chunks } = buffer(8)
+    out.push('stdout', b('abc'))
+    out.push('stderr', b('de'))
+    out.push('stdout', b('fghij'))
+    assert.deepEqual(chunks, [
+      { stream: 'stdout', data: 'abc', bytes: 3 },
+      { stream: 'stderr', data: 'de', bytes: 2 },
+      { stream: 'stdout', data: 'fgh', bytes: 3 },
+    ])
+  })
+
+  it('does not call onChunk for an empty push', () => {
+    const { out, chunks } = buffer(8)
+    assert.equal(out.push('stdout', Buffer.alloc(0)), true)
+    out.finish()
+    assert.deepEqual(chunks, [])
+  })
+
+  it('onChunk byte counts add up to the bytes kept', {}, () => {
+    const { out, chunks } = buffer(100)
+    out.push('stdout', EURO.subarray(0, 1))
+    out.push('stdout', EURO.subarray(1))
+    out.finish()
+    assert.equal(
+      chunks.reduce((sum, c) => sum + c.bytes, 0),
+      out.bytes,
+    )
+  })
+
+  it('keeps the stderr tail past the cap', () => {
+    const { out } = buffer(4)
+    out.push('stderr', b('start'))
+    out.push('stdout', b('ignored'))
+    out.push('stderr', b('\nMemoryError\n'))
+    assert.equal(out.truncated, true)
+    assert.equal(out.stderrTail, 'start\nMemoryError\n')
+    assert.equal(out.finish().stderr, 'star')
+  })
+
+  it('keeps only stderr in the tail', () => {
+    const { out } = buffer(100)
+    out.push('stdout', b('out'))
+    out.push('stderr', b('err'))
+    assert.equal(out.stderrTail, 'err')
+  })
+
+  it('bounds the stderr tail to its last 4096 characters', () => {
+    const { out } = buffer(10)
+    out.push('stderr', Buffer.alloc(10_000, 'x'))
+    out.push('stderr', b('Cannot fork'))
+    assert.equal(out.stderrTail.length, 4096)
+    assert.ok(out.stderrTail.endsWith('xCannot fork'))
+    for (let i = 0; i < 100; i++) out.push('stderr', Buffer.alloc(1000, 'y'))
+    assert.equal(out.stderrTail, 'y'.repeat(4096))
+  })
+})
