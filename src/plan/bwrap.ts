@@ -6,6 +6,11 @@ export interface BwrapSpec {
   /** Real, existing working directory; bound read-only when no writable path covers it. */
   cwd: string
   network: 'none' | 'host'
+  /**
+   * Hold the program until the supervisor has put bwrap's processes in the sandbox cgroup: bwrap writes
+   * its child's pid to `info` and waits for a byte on `block` before running the program.
+   */
+  holdFds?: { info: number; block: number }
 }
 
 const covers = (dir: string, target: string) =>
@@ -20,5 +25,7 @@ export function bwrapArgs(spec: BwrapSpec): string[] {
   args.push('--unshare-all')
   if (spec.network === 'host') args.push('--share-net')
   args.push('--hostname', 'cordon', '--die-with-parent', '--new-session', '--chdir', spec.cwd)
+  if (spec.holdFds)
+    args.push('--info-fd', String(spec.holdFds.info), '--block-fd', String(spec.holdFds.block))
   return args
 }

@@ -3,6 +3,7 @@
 import { readFileSync } from 'node:fs'
 import { resolveProgram } from '../policy/command.js'
 import { SAFE_PATH } from '../policy/env.js'
+import { type CgroupSupport, cgroupSupport, detectCgroups } from './cgroups.js'
 
 export interface Capabilities {
   isRoot: boolean
@@ -14,6 +15,8 @@ export interface Capabilities {
   userns: boolean
   /** Why user namespaces are unavailable, when they are. */
   usernsReason: string | null
+  /** Where per-sandbox cgroups can be made, or why not. */
+  cgroup: CgroupSupport
 }
 
 function readSysctl(file: string): string | null {
@@ -35,7 +38,7 @@ function usernsBlocker(): string | null {
   return null
 }
 
-export function probeCapabilities(hostPath = process.env.PATH ?? ''): Capabilities {
+export function probeCapabilities(cgroupParent?: string, hostPath = process.env.PATH ?? ''): Capabilities {
   const searchPath = `${SAFE_PATH}:${hostPath}`
   const find = (name: string) => resolveProgram(name, searchPath, '/')
   const usernsReason = usernsBlocker()
@@ -46,5 +49,6 @@ export function probeCapabilities(hostPath = process.env.PATH ?? ''): Capabiliti
     setpriv: find('setpriv'),
     userns: usernsReason === null,
     usernsReason,
+    cgroup: cgroupSupport(detectCgroups(), cgroupParent),
   }
 }

@@ -1,5 +1,7 @@
 // Which cgroup hierarchies this machine offers and where this process sits in them.
-import { readFileSync } from 'node:fs'
+import { accessSync, constants, readFileSync, statSync, writeFileSync } from 'node:fs'
+import path from 'node:path'
+import { V1_CONTROLLERS, type V1Controller } from './cgroup-settings.js'
 
 export interface CgroupInfo {
   /** Mount point of the unified (v2) hierarchy and the controllers it delegates, if mounted. */
@@ -41,4 +43,64 @@ export function detectCgroups(): CgroupInfo {
     for (const c of controllers === '' ? [''] : controllers.split(',')) own[c] = path
   }
   return { v2, v1, own }
+}
+
+export type CgroupSupport =
+  | { version: 2; parent: string }
+  | { version: 1; parents: Record<V1Controller, string> }
+  | { version: null; reason: string }
+
+/** A directory inside a hierarchy mounted at `mount`, without a trailing slash. */
+const inside = (mount: string, sub: string) => path.join(mount, sub).replace(/(.)\/$/, '$1')
+
+function writableDir(dir: string): boolean {
+  try {
+    accessSync(dir, constants.W_OK)
+    return statSync(dir).isDirectory()
+  } catch {
+    return false
+  }
+}
+
+/**
+ * Where sandbox cgroups can be created: under `parent` (a path inside the hierarchy, e.g. '/cordon') or
+ * else under the cgroup this process is in. v2 is preferred when it has the memory and pids controllers.
+ */
+export function cgroupSupport(info: CgroupInfo = detectCgroups(), parent?: string): CgroupSupport {
+  const reasons: string[] = []
+  if (info.v2) {
+    const dir = inside(info.v2.mount, parent ?? info.own[''] ?? '/')
+    const available = read(path.join(dir, 'cgroup.controllers')).split(/\s+/)
+    const missing = ['memory', 'pids'].filter((c) => !available.includes(c))
+    if (missing.length) reasons.push(`v2 at ${dir} lacks ${missing.join(', ')}`)
+    else if (!writableDir(dir)) reasons.push(`v2 ${dir} is not writable`)
+    else if (enableV2Controllers(dir, available)) return { version: 2, parent: dir }
+    else reasons.push(`v2 ${dir} holds processes, so it cannot delegate controllers (set cgroupParent)`)
+  }
+  const missingV1 = V1_CONTROLLERS.filter((c) => !info.v1[c])
+  if (missingV1.length === 0) {
+    const parents = Object.fromEntries(
+      V1_CONTROLLERS.map((c) => [c, inside(info.v1[c]!, parent ?? info.own[c] ?? '/')]),
+    ) as Record<V1Controller, string>
+    const unwritable = V1_CONTROLLERS.filter((c) => !writableDir(parents[c]))
+    if (unwritable.length === 0) return { version: 1, parents }
+    reasons.push(`v1 ${unwritable.map((c) => parents[c]).join(', ')} not writable`)
+  } else if (Object.keys(info.v1).length) {
+    reasons.push(`v1 lacks ${missingV1.join(', ')}`)
+  }
+  if (!info.v2 && Object.keys(info.v1).length === 0) reasons.push('no cgroup filesystem is mounted')
+  return { version: null, reason: reasons.join('; ') }
+}
+
+/** Make memory, pids and cpu available to child cgroups of `dir`; false when the kernel refuses. */
+function enableV2Controllers(dir: string, available: string[]): boolean {
+  const enabled = read(path.join(dir, 'cgroup.subtree_control')).split(/\s+/)
+  const wanted = ['memory', 'pids', 'cpu'].filter((c) => available.includes(c) && !enabled.includes(c))
+  if (wanted.length === 0) return true
+  try {
+    writeFileSync(path.join(dir, 'cgroup.subtree_control'), wanted.map((c) => `+${c}`).join(' '))
+    return true
+  } catch {
+    return false
+  }
 }

@@ -87,11 +87,18 @@ export function diagnose(): Diagnosis {
     },
     {
       name: 'cgroups',
-      ok: false,
+      ok: caps.cgroup.version !== null,
       detail:
-        `${cg.v2 ? `v2 at ${cg.v2.mount} (controllers: ${cg.v2.controllers.join(' ') || 'none'})` : 'no v2'}; ` +
-        `${v1.length ? `v1 controllers: ${v1.join(' ')}` : 'no v1'} — not used yet: memory, CPU and processes are limited per process by rlimits`,
-      fix: 'whole-sandbox cgroup accounting is planned; nothing to install',
+        caps.cgroup.version === 2
+          ? `v2 under ${caps.cgroup.parent}: memory, processes and CPU time enforced on the whole sandbox, exact usage figures`
+          : caps.cgroup.version === 1
+            ? `v1 (${Object.values(caps.cgroup.parents).join(', ')}): memory, processes and CPU time enforced on the whole sandbox, exact usage figures`
+            : `unusable (${caps.cgroup.reason}); found ${cg.v2 ? `v2 at ${cg.v2.mount}` : 'no v2'}, ${v1.length ? `v1 ${v1.join(' ')}` : 'no v1'}: ` +
+              'memory, CPU time and processes are limited per process only (rlimits) and cpuMs/maxRssBytes are null',
+      fix:
+        caps.cgroup.version !== null
+          ? null
+          : 'run cordon as root, or give it a delegated cgroup (cgroup.parent) with memory and pids controllers',
     },
     {
       name: 'seccomp',

@@ -9,6 +9,8 @@ import type { Policy } from '../policy/schema.js'
 import type { Isolation, Violation } from '../run/result.js'
 import { bwrapArgs } from './bwrap.js'
 import type { Capabilities } from './capabilities.js'
+import { type CgroupWrite, cgroupWrites } from './cgroup-settings.js'
+import type { CgroupSupport } from './cgroups.js'
 import { rlimitArgs } from './rlimits.js'
 import { claimUid, type UidLease } from './uid-pool.js'
 
@@ -20,7 +22,22 @@ export interface LaunchPlan {
   /** Host-side working directory of the launched helper. */
   cwd: string
   lease: UidLease | null
+  /** The sandbox's cgroup, when the machine offers one: created before launch, joined while the program is held. */
+  cgroup: { support: Exclude<CgroupSupport, { version: null }>; writes: CgroupWrite[] } | null
+  /**
+   * How the program is held until it is in the cgroup: bwrap's info/block fds (3 and 4), or a shell
+   * that waits for a line on fd 3 before it execs the rest of the argv.
+   */
+  hold: 'bwrap' | 'shell' | null
+  /** Limits that only hold per process (rlimits) because no cgroup covers the whole tree. */
+  perProcessLimits: PerProcessLimit[]
 }
+
+export type PerProcessLimit = 'cpuTimeMs' | 'memoryBytes' | 'maxProcesses'
+
+/** Waits for cordon's go-ahead on fd 3, then closes it and execs its arguments. A fixed program: no input is ever interpolated. */
+export const HOLD_SCRIPT = 'read -r _ <&3 && exec 3<&- "$@"'
+export const HOLD_FDS = { info: 3, block: 4 } as const
 
 export type Prepared =
   | { kind: 'launch'; plan: LaunchPlan }
@@ -89,31 +106,60 @@ export function prepare(command: readonly string[], policy: Policy, caps: Capabi
         }
       }
     }
+    const overheadProcesses = tier === 'namespace' ? 2 : 0
+    const cgroup =
+      policy.cgroup.mode === 'auto' && caps.cgroup.version !== null
+        ? {
+            support: caps.cgroup,
+            writes: cgroupWrites(caps.cgroup.version, policy.limits, overheadProcesses),
+          }
+        : null
     const rlimits = rlimitArgs(policy.limits, {
       ownUid: lease !== null,
-      overheadProcesses: tier === 'namespace' ? 2 : 0,
+      overheadProcesses,
+      cgroup: cgroup !== null,
     })
     const program = [check.program, ...command.slice(1)]
-    const args =
+    let argv =
       tier === 'namespace'
         ? [
+            caps.prlimit,
             ...rlimits,
             '--',
             caps.bwrap!,
-            ...bwrapArgs({ writable, cwd, network: policy.network }),
+            ...bwrapArgs({
+              writable,
+              cwd,
+              network: policy.network,
+              ...(cgroup ? { holdFds: HOLD_FDS } : {}),
+            }),
             '--',
             ...program,
           ]
-        : ['--no-new-privs', '--pdeathsig', 'KILL', '--', caps.prlimit!, ...rlimits, '--', ...program]
+        : [
+            caps.setpriv!,
+            '--no-new-privs',
+            '--pdeathsig',
+            'KILL',
+            '--',
+            caps.prlimit,
+            ...rlimits,
+            '--',
+            ...program,
+          ]
+    if (cgroup && tier === 'process') argv = ['/bin/sh', '-c', HOLD_SCRIPT, 'cordon-hold', ...argv]
     return {
       kind: 'launch',
       plan: {
         tier,
-        file: tier === 'namespace' ? caps.prlimit : caps.setpriv!,
-        args,
+        file: argv[0]!,
+        args: argv.slice(1),
         env,
         cwd: tier === 'namespace' ? '/' : cwd,
         lease,
+        cgroup,
+        hold: cgroup ? (tier === 'namespace' ? 'bwrap' : 'shell') : null,
+        perProcessLimits: cgroup ? [] : ['cpuTimeMs', 'memoryBytes', 'maxProcesses'],
       },
     }
   } catch (error) {

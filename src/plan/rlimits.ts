@@ -7,6 +7,8 @@ export interface RlimitOptions {
   ownUid: boolean
   /** Processes the isolation tier itself adds under the sandbox uid (bwrap's monitor and init). */
   overheadProcesses: number
+  /** A cgroup limits memory and processes for the whole tree; rlimits then would only pre-empt its counters. */
+  cgroup: boolean
 }
 
 export function rlimitArgs(limits: Limits, opts: RlimitOptions): string[] {
@@ -14,10 +16,11 @@ export function rlimitArgs(limits: Limits, opts: RlimitOptions): string[] {
   const args = [
     // SIGXCPU at the soft limit, SIGKILL one second later for programs that catch it.
     `--cpu=${cpuSeconds}:${cpuSeconds + 1}`,
-    `--data=${limits.memoryBytes}`,
     `--fsize=${limits.maxFileSizeBytes}`,
     '--core=0',
   ]
+  if (opts.cgroup) return args
+  args.push(`--data=${limits.memoryBytes}`)
   if (opts.ownUid) args.push(`--nproc=${limits.maxProcesses + opts.overheadProcesses}`)
   return args
 }

@@ -2,6 +2,7 @@
 // keeps concurrent cordon processes on one host apart; a lock whose owner is dead is taken over.
 import { linkSync, mkdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
+import { isAlive } from '../run/procs.js'
 
 export interface UidPool {
   first: number
@@ -12,16 +13,9 @@ export interface UidPool {
 export interface UidLease {
   uid: number
   gid: number
+  /** The lock was taken over from a dead owner, whose sandbox may have left processes behind. */
+  inherited: boolean
   release(): void
-}
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM'
-  }
 }
 
 /**
@@ -42,8 +36,9 @@ function create(file: string): boolean {
   }
 }
 
-function tryLock(file: string): boolean {
-  if (create(file)) return true
+/** 'fresh' or 'inherited' (taken over from a dead owner) when we hold the lock, false when we do not. */
+function tryLock(file: string): 'fresh' | 'inherited' | false {
+  if (create(file)) return 'fresh'
   let owner = Number.NaN
   try {
     owner = Number(readFileSync(file, 'utf8'))
@@ -58,7 +53,7 @@ function tryLock(file: string): boolean {
   } catch {
     // Someone else took it over first.
   }
-  return create(file)
+  return create(file) && 'inherited'
 }
 
 /**
@@ -71,11 +66,13 @@ export function claimUid(pool: UidPool): UidLease {
   for (let i = 0; i < pool.count; i++) {
     const uid = pool.first + ((start + i) % pool.count)
     const file = path.join(pool.lockDir, String(uid))
-    if (tryLock(file)) {
+    const locked = tryLock(file)
+    if (locked) {
       let released = false
       return {
         uid,
         gid: pool.first,
+        inherited: locked === 'inherited',
         release() {
           if (released) return
           released = true

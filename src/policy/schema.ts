@@ -97,6 +97,16 @@ export const uidPoolSchema = z.strictObject({
   lockDir: z.string().default('/run/cordon/uids'),
 })
 
+export const cgroupSchema = z.strictObject({
+  /** 'off' leaves memory, CPU time and processes to per-process rlimits. */
+  mode: z.enum(['auto', 'off']).default('auto'),
+  /** Path inside the cgroup hierarchy to create sandboxes under; default: the one cordon runs in. */
+  parent: z
+    .string()
+    .startsWith('/', 'must be a path inside the cgroup hierarchy, starting with /')
+    .optional(),
+})
+
 export const policySchema = z.strictObject({
   limits: limitsSchema.prefault({}),
   env: z
@@ -139,6 +149,7 @@ export const policySchema = z.strictObject({
     .custom<(chunk: OutputChunk) => void>((v) => typeof v === 'function', 'must be a function')
     .optional(),
   uidPool: uidPoolSchema.prefault({}),
+  cgroup: cgroupSchema.prefault({}),
 })
 
 /** What callers pass: every field optional, sizes and durations as numbers or strings. */

@@ -4,11 +4,15 @@ import type { Limits } from '../policy/schema.js'
 import { formatBytes, formatDuration } from '../policy/units.js'
 import type { Status, Violation } from './result.js'
 
+export type StopReason = 'timeout' | 'output-limit' | 'canceled' | 'cpu-time'
+
 export interface Outcome {
   exitCode: number | null
   signal: string | null
   /** Why the supervisor stopped the sandbox, if it did. */
-  stoppedFor: 'timeout' | 'output-limit' | 'canceled' | null
+  stoppedFor: StopReason | null
+  /** The cgroup's own counters, when the sandbox had one. */
+  kernel: { oomKills: number; pidsMaxHits: number } | null
   /** Text the sandbox wrote to stderr last (kept even past the output cap). */
   stderrTail: string
   limits: Limits
@@ -50,14 +54,24 @@ export function classify(o: Outcome): { status: Status; violation: Violation | n
   })
   if (o.launchError) return v('error', 'launch', o.launchError)
   if (o.stoppedFor === 'canceled') return v('canceled', 'signal', 'canceled by the caller')
+  // The kernel's counters are causes: a fork bomb that then runs out the clock is a process-limit hit,
+  // and they win over whatever exit the program managed afterwards.
+  if (o.kernel && o.kernel.oomKills > 0) {
+    return v('memory', l.memoryBytes, `memory exceeded ${formatBytes(l.memoryBytes)} (OOM kill)`)
+  }
+  if (o.kernel && o.kernel.pidsMaxHits > 0) {
+    return v('process-limit', l.maxProcesses, `more than ${l.maxProcesses} processes (fork refused)`)
+  }
   if (o.stoppedFor === 'output-limit') {
     return v('output-limit', l.maxOutputBytes, `output exceeded ${formatBytes(l.maxOutputBytes)}`)
   }
   if (o.stoppedFor === 'timeout') {
     return v('timeout', l.wallTimeMs, `wall time exceeded ${formatDuration(l.wallTimeMs)}`)
   }
+  const cpu = () => v('cpu-time', l.cpuTimeMs, `CPU time exceeded ${formatDuration(l.cpuTimeMs)}`)
+  if (o.stoppedFor === 'cpu-time') return cpu()
   const sig = effectiveSignal(o.exitCode, o.signal)
-  if (sig === 'SIGXCPU') return v('cpu-time', l.cpuTimeMs, `CPU time exceeded ${formatDuration(l.cpuTimeMs)}`)
+  if (sig === 'SIGXCPU') return cpu()
   if (sig === 'SIGXFSZ') {
     return v('file-size', l.maxFileSizeBytes, `a file grew past ${formatBytes(l.maxFileSizeBytes)}`)
   }

@@ -37,10 +37,13 @@ export function namespaceProcesses(monitorPid: number, uid: number | null): Sand
 }
 
 export function processTierProcesses(leaderPid: number, uid: number | null): SandboxProcesses {
+  // With a uid of its own every sandbox process carries it; otherwise the process group is all we have.
   const all = () =>
-    listProcesses()
-      .filter((p) => !p.zombie && (p.pgid === leaderPid || p.uid === uid))
-      .map((p) => p.pid)
+    uid !== null
+      ? livingByUid(uid)
+      : listProcesses()
+          .filter((p) => !p.zombie && p.pgid === leaderPid)
+          .map((p) => p.pid)
   return {
     term() {
       signal(all(), 'SIGTERM')
@@ -60,5 +63,24 @@ export async function reap(procs: SandboxProcesses, timeoutMs: number): Promise<
     if (alive.length === 0 || Date.now() > deadline) return alive
     signal(alive, 'SIGKILL')
     await new Promise((r) => setTimeout(r, 5))
+  }
+}
+
+/**
+ * With a cgroup, its member list is the truth for what is left, and the process tier's hard stop is the
+ * cgroup's atomic kill. The namespace tier keeps killing bwrap's monitor, which tears down the PID namespace.
+ */
+export function cgroupProcesses(
+  cgroup: { pids(): number[]; kill(): void },
+  base: SandboxProcesses,
+  namespace: boolean,
+): SandboxProcesses {
+  return {
+    term: () => base.term(),
+    kill() {
+      if (namespace) base.kill()
+      if (cgroup.pids().length > 0) cgroup.kill()
+    },
+    survivors: () => cgroup.pids(),
   }
 }

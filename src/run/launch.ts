@@ -1,9 +1,9 @@
 // The supervisor: spawn → stream → enforce → classify. Everything with processes and timers is here.
 import { type ChildProcess, spawn } from 'node:child_process'
 import { performance } from 'node:perf_hooks'
-import type { Readable } from 'node:stream'
+import type { Readable, Writable } from 'node:stream'
 import { probeCapabilities } from '../plan/capabilities.js'
-import { type LaunchPlan, prepare } from '../plan/plan.js'
+import { HOLD_FDS, type LaunchPlan, prepare } from '../plan/plan.js'
 import {
   type OutputChunk,
   type Policy,
@@ -11,8 +11,15 @@ import {
   parsePolicy,
   type RunOptions,
 } from '../policy/schema.js'
-import { classify, effectiveSignal } from './classify.js'
-import { namespaceProcesses, processTierProcesses, reap, type SandboxProcesses } from './kill.js'
+import { SandboxCgroup } from './cgroup.js'
+import { classify, effectiveSignal, type StopReason } from './classify.js'
+import {
+  cgroupProcesses,
+  namespaceProcesses,
+  processTierProcesses,
+  reap,
+  type SandboxProcesses,
+} from './kill.js'
 import { OutputBuffer } from './output.js'
 import { livingByUid, signal as signalPids } from './procs.js'
 import { ChunkQueue } from './queue.js'
@@ -31,7 +38,8 @@ export interface RunHandle {
   readonly result: Promise<RunResult>
 }
 
-type StopReason = 'timeout' | 'output-limit' | 'canceled'
+/** How often the whole tree's CPU time is read to enforce cpuTimeMs. */
+const CPU_POLL_MS = 50
 
 function emptyResult(isolation: Isolation, violation: Violation): RunResult {
   return {
@@ -48,10 +56,11 @@ function emptyResult(isolation: Isolation, violation: Violation): RunResult {
     maxRssBytes: null,
     isolation,
     violation,
+    perProcessLimits: [],
   }
 }
 
-function refusedHandle(result: RunResult): RunHandle {
+function finishedHandle(result: RunResult): RunHandle {
   return {
     pid: undefined,
     output: { async *[Symbol.asyncIterator]() {} },
@@ -78,19 +87,24 @@ export async function run(command: readonly string[], options: RunOptions = {}):
 function launch(command: readonly string[], options: RunOptions, keepStdinOpen: boolean): RunHandle {
   const argv = parseCommand(command)
   const policy = parsePolicy(options)
-  const prepared = prepare(argv, policy, probeCapabilities())
-  if (prepared.kind === 'refused') return refusedHandle(emptyResult(prepared.tier, prepared.violation))
+  const prepared = prepare(argv, policy, probeCapabilities(policy.cgroup.parent))
+  if (prepared.kind === 'refused') return finishedHandle(emptyResult(prepared.tier, prepared.violation))
+  const { plan } = prepared
   if (policy.signal?.aborted) {
-    prepared.plan.lease?.release()
-    return refusedHandle(
-      emptyResult(prepared.plan.tier, {
-        kind: 'canceled',
-        limit: 'signal',
-        message: 'canceled before start',
-      }),
+    plan.lease?.release()
+    return finishedHandle(
+      emptyResult(plan.tier, { kind: 'canceled', limit: 'signal', message: 'canceled before start' }),
     )
   }
-  return supervise(prepared.plan, policy, keepStdinOpen && policy.stdin === undefined)
+  let cgroup: SandboxCgroup | null = null
+  try {
+    cgroup = plan.cgroup && SandboxCgroup.create(plan.cgroup.support, plan.cgroup.writes)
+  } catch (error) {
+    plan.lease?.release()
+    const message = `could not create the sandbox cgroup: ${(error as Error).message}`
+    return finishedHandle(emptyResult(plan.tier, { kind: 'error', limit: 'cgroup', message }))
+  }
+  return supervise(plan, policy, cgroup, keepStdinOpen && policy.stdin === undefined)
 }
 
 function feedStdin(child: ChildProcess, stdin: Policy['stdin'], keepOpen: boolean): void {
@@ -106,34 +120,82 @@ function feedStdin(child: ChildProcess, stdin: Policy['stdin'], keepOpen: boolea
   }
 }
 
-function supervise(plan: LaunchPlan, policy: Policy, keepStdinOpen: boolean): RunHandle {
+/**
+ * Put the held sandbox into its cgroup, then let it go. bwrap reports its child's pid on the info fd and
+ * waits on the block fd; the shell hold waits on fd 3. Until then no program code has run.
+ */
+function releaseIntoCgroup(
+  child: ChildProcess,
+  plan: LaunchPlan,
+  cgroup: SandboxCgroup,
+  onError: (m: string) => void,
+) {
+  const go = (pipe: Writable | undefined) => pipe?.end('\n')
+  const join = (pid: number) => {
+    try {
+      cgroup.join(pid)
+      return true
+    } catch (error) {
+      onError(`could not join the sandbox cgroup: ${(error as Error).message}`)
+      child.kill('SIGKILL')
+      return false
+    }
+  }
+  if (child.pid === undefined || !join(child.pid)) return
+  const control = child.stdio[HOLD_FDS.info] as Readable | undefined
+  if (plan.hold === 'shell') return go(child.stdio[3] as Writable)
+  let info = ''
+  control?.setEncoding('utf8')
+  control?.on('data', (text: string) => {
+    info += text
+    const match = /"child-pid"\s*:\s*(\d+)/.exec(info)
+    if (match && info.includes('}')) {
+      control.removeAllListeners('data')
+      control.resume()
+      if (join(Number(match[1]))) go(child.stdio[HOLD_FDS.block] as Writable)
+    }
+  })
+}
+
+function supervise(
+  plan: LaunchPlan,
+  policy: Policy,
+  cgroup: SandboxCgroup | null,
+  keepStdinOpen: boolean,
+): RunHandle {
   const { limits } = policy
   const uid = plan.lease?.uid ?? null
-  // A uid left with processes by a host that died mid-run gets a clean slate.
-  if (uid !== null) signalPids(livingByUid(uid), 'SIGKILL')
+  // A uid inherited from a host that died mid-run may still have processes: clean slate first.
+  if (plan.lease?.inherited) signalPids(livingByUid(plan.lease.uid), 'SIGKILL')
 
   const queue = new ChunkQueue<OutputChunk>()
   const out = new OutputBuffer(limits.maxOutputBytes, (chunk) => {
     queue.push(chunk)
     policy.onOutput?.(chunk)
   })
+  const holdPipes = plan.hold === 'bwrap' ? ['pipe', 'pipe'] : plan.hold === 'shell' ? ['pipe'] : []
   const started = performance.now()
   const child = spawn(plan.file, plan.args, {
     cwd: plan.cwd,
     env: plan.env,
-    stdio: ['pipe', 'pipe', 'pipe'],
+    stdio: ['pipe', 'pipe', 'pipe', ...(holdPipes as 'pipe'[])],
     detached: true, // own session and process group, away from the host's terminal
     ...(plan.lease ? { uid: plan.lease.uid, gid: plan.lease.gid } : {}),
   })
-  const procs: SandboxProcesses | null =
-    child.pid === undefined
-      ? null
-      : plan.tier === 'namespace'
-        ? namespaceProcesses(child.pid, uid)
-        : processTierProcesses(child.pid, uid)
+  let launchError: string | null = null
+  const fail = (message: string) => {
+    launchError ??= message
+  }
+  if (cgroup) releaseIntoCgroup(child, plan, cgroup, fail)
+
+  let procs: SandboxProcesses | null = null
+  if (child.pid !== undefined) {
+    const base =
+      plan.tier === 'namespace' ? namespaceProcesses(child.pid, uid) : processTierProcesses(child.pid, uid)
+    procs = cgroup ? cgroupProcesses(cgroup, base, plan.tier === 'namespace') : base
+  }
 
   let stoppedFor: StopReason | null = null
-  let launchError: string | null = null
   let graceTimer: NodeJS.Timeout | undefined
   const stop = (reason: StopReason, graceful: boolean) => {
     if (stoppedFor || !procs) return
@@ -143,6 +205,11 @@ function supervise(plan: LaunchPlan, policy: Policy, keepStdinOpen: boolean): Ru
     graceTimer = setTimeout(() => procs.kill(), limits.killGraceMs)
   }
   const wallTimer = setTimeout(() => stop('timeout', true), limits.wallTimeMs)
+  const cpuTimer =
+    cgroup &&
+    setInterval(() => {
+      if ((cgroup.cpuMs() ?? 0) >= limits.cpuTimeMs) stop('cpu-time', false)
+    }, CPU_POLL_MS)
   const onAbort = () => stop('canceled', true)
   policy.signal?.addEventListener('abort', onAbort, { once: true })
 
@@ -153,9 +220,7 @@ function supervise(plan: LaunchPlan, policy: Policy, keepStdinOpen: boolean): Ru
   const result = new Promise<RunResult>((resolve) => {
     let exited: { code: number | null; signal: NodeJS.Signals | null } | null = null
     let wallMs = 0
-    child.on('error', (error) => {
-      launchError ??= `could not launch ${plan.file}: ${error.message}`
-    })
+    child.on('error', (error) => fail(`could not launch ${plan.file}: ${error.message}`))
     child.on('exit', (code, sig) => {
       exited = { code, signal: sig }
       wallMs = performance.now() - started
@@ -165,8 +230,11 @@ function supervise(plan: LaunchPlan, policy: Policy, keepStdinOpen: boolean): Ru
     child.on('close', async (code, sig) => {
       clearTimeout(wallTimer)
       clearTimeout(graceTimer)
+      if (cpuTimer) clearInterval(cpuTimer)
       policy.signal?.removeEventListener('abort', onAbort)
-      if (procs && (plan.tier === 'process' || stoppedFor)) await reap(procs, 5000)
+      if (procs && (plan.tier === 'process' || stoppedFor || cgroup)) await reap(procs, 5000)
+      const usage = cgroup?.usage() ?? null
+      await cgroup?.remove()
       plan.lease?.release()
       exited ??= { code, signal: sig }
       let exitCode = exited.code
@@ -180,6 +248,7 @@ function supervise(plan: LaunchPlan, policy: Policy, keepStdinOpen: boolean): Ru
         exitCode,
         signal,
         stoppedFor,
+        kernel: usage,
         stderrTail: out.stderrTail,
         limits,
         launchError,
@@ -194,10 +263,11 @@ function supervise(plan: LaunchPlan, policy: Policy, keepStdinOpen: boolean): Ru
         truncated: out.truncated,
         outputBytes: out.bytes,
         wallMs: Math.round(wallMs || performance.now() - started),
-        cpuMs: null,
-        maxRssBytes: null,
+        cpuMs: usage?.cpuMs ?? null,
+        maxRssBytes: usage?.maxRssBytes ?? null,
         isolation: plan.tier,
         violation,
+        perProcessLimits: plan.perProcessLimits,
       })
     })
   })

@@ -28,4 +28,9 @@ export interface RunResult {
   maxRssBytes: number | null
   isolation: Isolation
   violation: Violation | null
+  /**
+   * Limits enforced only per process (rlimits) because no cgroup held the whole sandbox; empty when a
+   * cgroup enforced memory, processes and CPU time on the whole tree.
+   */
+  perProcessLimits: ('cpuTimeMs' | 'memoryBytes' | 'maxProcesses')[]
 }

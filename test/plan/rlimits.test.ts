@@ -4,13 +4,21 @@ import { rlimitArgs } from '../../src/plan/rlimits.js'
 import { type Limits, parsePolicy } from '../../src/policy/schema.js'
 
 const limits = (over: Partial<Limits> = {}): Limits => ({ ...parsePolicy({}).limits, ...over })
-const noUid = { ownUid: false, overheadProcesses: 0 }
+const noUid = { ownUid: false, overheadProcesses: 0, cgroup: false }
 
 describe('rlimitArgs', () => {
   it('builds the default argument list without nproc', () => {
     assert.deepEqual(rlimitArgs(limits(), noUid), [
       '--cpu=30:31',
+      `--fsize=${256 * 1024 * 1024}`,
+      '--core=0',
       `--data=${512 * 1024 * 1024}`,
+    ])
+  })
+
+  it('leaves memory and processes to the cgroup when there is one', () => {
+    assert.deepEqual(rlimitArgs(limits(), { ownUid: true, overheadProcesses: 2, cgroup: true }), [
+      '--cpu=30:31',
       `--fsize=${256 * 1024 * 1024}`,
       '--core=0',
     ])
@@ -46,22 +54,27 @@ describe('rlimitArgs', () => {
   })
 
   it('omits nproc when the sandbox shares a uid, whatever the overhead', () => {
-    const args = rlimitArgs(limits({ maxProcesses: 5 }), { ownUid: false, overheadProcesses: 2 })
+    const args = rlimitArgs(limits({ maxProcesses: 5 }), {
+      ownUid: false,
+      overheadProcesses: 2,
+      cgroup: false,
+    })
     assert.ok(!args.some((a) => a.startsWith('--nproc')))
   })
 
   it('adds nproc with the overhead when the sandbox has its own uid', () => {
-    assert.deepEqual(rlimitArgs(limits({ maxProcesses: 5 }), { ownUid: true, overheadProcesses: 2 }), [
-      '--cpu=30:31',
-      `--data=${512 * 1024 * 1024}`,
-      `--fsize=${256 * 1024 * 1024}`,
-      '--core=0',
-      '--nproc=7',
-    ])
+    assert.deepEqual(
+      rlimitArgs(limits({ maxProcesses: 5 }), { ownUid: true, overheadProcesses: 2, cgroup: false }),
+      ['--cpu=30:31', `--fsize=${256 * 1024 * 1024}`, '--core=0', `--data=${512 * 1024 * 1024}`, '--nproc=7'],
+    )
   })
 
   it('adds nproc equal to maxProcesses with no overhead', () => {
-    const args = rlimitArgs(limits({ maxProcesses: 64 }), { ownUid: true, overheadProcesses: 0 })
+    const args = rlimitArgs(limits({ maxProcesses: 64 }), {
+      ownUid: true,
+      overheadProcesses: 0,
+      cgroup: false,
+    })
     assert.equal(args.at(-1), '--nproc=64')
   })
 })

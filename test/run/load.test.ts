@@ -1,6 +1,6 @@
 // Hundreds of runs at concurrency 30 leak no file descriptors, processes, uid locks or memory.
 import assert from 'node:assert/strict'
-import { readdirSync } from 'node:fs'
+import { readdirSync, readFileSync } from 'node:fs'
 import { describe, it } from 'node:test'
 import { run } from '../../src/index.js'
 import { uidPoolSchema } from '../../src/policy/schema.js'
@@ -13,7 +13,9 @@ const sandboxProcesses = () =>
   listProcesses().filter((p) => !p.zombie && p.uid >= pool.first && p.uid < pool.first + pool.count)
 const ourLocks = () => {
   try {
-    return readdirSync(pool.lockDir).length
+    return readdirSync(pool.lockDir).filter(
+      (f) => readFileSync(`${pool.lockDir}/${f}`, 'utf8') === String(process.pid),
+    ).length
   } catch {
     return 0
   }

@@ -1,0 +1,108 @@
+// Pure cgroup builders: which files to write for a sandbox's limits, and how to read the kernel's
+// counters back. v2 (unified) and v1 (one hierarchy per controller) differ only in file names.
+import type { Limits } from '../policy/schema.js'
+
+export type CgroupVersion = 1 | 2
+/** v1 controllers cordon uses; v2 has them all in one directory. */
+export const V1_CONTROLLERS = ['memory', 'pids', 'cpuacct', 'freezer'] as const
+export type V1Controller = (typeof V1_CONTROLLERS)[number]
+
+export interface CgroupWrite {
+  /** v1: the controller whose directory holds the file; v2: always 'unified'. */
+  controller: V1Controller | 'unified'
+  file: string
+  value: string
+}
+
+/**
+ * Writes that apply the limits. `extraProcesses` are the tier's own helpers (bwrap's monitor and init)
+ * inside the cgroup. Swap is off so the memory limit is the memory the sandbox gets.
+ */
+export function cgroupWrites(version: CgroupVersion, limits: Limits, extraProcesses: number): CgroupWrite[] {
+  const pids = String(limits.maxProcesses + extraProcesses)
+  const memory = String(limits.memoryBytes)
+  if (version === 2) {
+    return [
+      { controller: 'unified', file: 'memory.max', value: memory },
+      { controller: 'unified', file: 'memory.swap.max', value: '0' },
+      // An OOM kill takes the whole sandbox, not one process chosen from it.
+      { controller: 'unified', file: 'memory.oom.group', value: '1' },
+      { controller: 'unified', file: 'pids.max', value: pids },
+    ]
+  }
+  return [
+    { controller: 'memory', file: 'memory.limit_in_bytes', value: memory },
+    // memsw (memory + swap) must be >= limit_in_bytes, so it is written second.
+    { controller: 'memory', file: 'memory.memsw.limit_in_bytes', value: memory },
+    { controller: 'memory', file: 'memory.swappiness', value: '0' },
+    { controller: 'pids', file: 'pids.max', value: pids },
+  ]
+}
+
+/** Files read at the end of a run, per controller. */
+export function usageFiles(version: CgroupVersion): { controller: V1Controller | 'unified'; file: string }[] {
+  if (version === 2) {
+    return ['cpu.stat', 'memory.peak', 'memory.events', 'pids.events'].map((file) => ({
+      controller: 'unified',
+      file,
+    }))
+  }
+  return [
+    { controller: 'cpuacct', file: 'cpuacct.usage' },
+    { controller: 'memory', file: 'memory.max_usage_in_bytes' },
+    { controller: 'memory', file: 'memory.oom_control' },
+    { controller: 'pids', file: 'pids.events' },
+  ]
+}
+
+/** `key value` lines (memory.events, cpu.stat, pids.events, memory.oom_control) → numbers. */
+export function parseFlatKeyed(text: string): Record<string, number> {
+  const out: Record<string, number> = {}
+  for (const line of text.split('\n')) {
+    const [key, value] = line.trim().split(/\s+/)
+    if (key && value !== undefined && /^\d+$/.test(value)) out[key] = Number(value)
+  }
+  return out
+}
+
+export interface CgroupUsage {
+  cpuMs: number | null
+  maxRssBytes: number | null
+  /** Processes the kernel's OOM killer killed in this cgroup. */
+  oomKills: number
+  /** Forks refused because pids.max was reached. */
+  pidsMaxHits: number
+}
+
+const num = (text: string | undefined) => (text !== undefined && /^\d+\s*$/.test(text) ? Number(text) : null)
+
+/** Interpret the files named by `usageFiles` (contents keyed by file name; missing ones are undefined). */
+export function parseUsage(version: CgroupVersion, files: Record<string, string | undefined>): CgroupUsage {
+  const pidsMaxHits = parseFlatKeyed(files['pids.events'] ?? '').max ?? 0
+  if (version === 2) {
+    const usec = parseFlatKeyed(files['cpu.stat'] ?? '').usage_usec
+    return {
+      cpuMs: usec === undefined ? null : Math.round(usec / 1000),
+      maxRssBytes: num(files['memory.peak']),
+      oomKills: parseFlatKeyed(files['memory.events'] ?? '').oom_kill ?? 0,
+      pidsMaxHits,
+    }
+  }
+  const ns = num(files['cpuacct.usage'])
+  return {
+    cpuMs: ns === null ? null : Math.round(ns / 1e6),
+    maxRssBytes: num(files['memory.max_usage_in_bytes']),
+    oomKills: parseFlatKeyed(files['memory.oom_control'] ?? '').oom_kill ?? 0,
+    pidsMaxHits,
+  }
+}
+
+/** The file whose value is the CPU time so far, polled to enforce cpuTimeMs on the whole tree. */
+export function cpuUsageMs(version: CgroupVersion, text: string): number | null {
+  if (version === 2) {
+    const usec = parseFlatKeyed(text).usage_usec
+    return usec === undefined ? null : usec / 1000
+  }
+  const ns = num(text)
+  return ns === null ? null : ns / 1e6
+}

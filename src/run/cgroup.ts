@@ -1,0 +1,154 @@
+// One cgroup per sandbox: created before launch, joined by the sandbox's first processes, read for
+// exact figures, killed atomically, and always removed.
+import { randomUUID } from 'node:crypto'
+import { mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs'
+import path from 'node:path'
+import {
+  type CgroupUsage,
+  type CgroupVersion,
+  type CgroupWrite,
+  cpuUsageMs,
+  parseUsage,
+  usageFiles,
+  type V1Controller,
+} from '../plan/cgroup-settings.js'
+import type { CgroupSupport } from '../plan/cgroups.js'
+import { isAlive, signal } from './procs.js'
+
+const sleepSync = (ms: number) => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms)
+
+type Controller = V1Controller | 'unified'
+const PREFIX = 'cordon-'
+
+function tryRead(file: string): string | undefined {
+  try {
+    return readFileSync(file, 'utf8')
+  } catch {
+    return undefined
+  }
+}
+
+export class SandboxCgroup {
+  private constructor(
+    readonly version: CgroupVersion,
+    private readonly dirs: Map<Controller, string>,
+  ) {}
+
+  /** Create the sandbox's cgroup(s) and apply `writes`. Files a kernel lacks (memsw without swap accounting) are skipped. */
+  static create(support: Exclude<CgroupSupport, { version: null }>, writes: CgroupWrite[]): SandboxCgroup {
+    const name = `${PREFIX}${process.pid}-${randomUUID().slice(0, 8)}`
+    const parents: [Controller, string][] =
+      support.version === 2
+        ? [['unified', support.parent]]
+        : (Object.entries(support.parents) as [Controller, string][])
+    const dirs = new Map<Controller, string>()
+    const cgroup = new SandboxCgroup(support.version, dirs)
+    try {
+      for (const [controller, parent] of parents) {
+        sweepStale(parent)
+        const dir = path.join(parent, name)
+        mkdirSync(dir)
+        dirs.set(controller, dir)
+      }
+      for (const w of writes) {
+        try {
+          writeFileSync(path.join(dirs.get(w.controller)!, w.file), w.value)
+        } catch (error) {
+          const code = (error as NodeJS.ErrnoException).code
+          if (!(code === 'ENOENT' && /swap|memsw|oom\.group/.test(w.file))) throw error
+        }
+      }
+    } catch (error) {
+      cgroup.removeNow()
+      throw error
+    }
+    return cgroup
+  }
+
+  /** Move `pid` (and its threads) into every hierarchy of this cgroup. */
+  join(pid: number): void {
+    for (const dir of this.dirs.values()) writeFileSync(path.join(dir, 'cgroup.procs'), String(pid))
+  }
+
+  private file(controller: Controller, file: string): string | undefined {
+    const dir = this.dirs.get(this.version === 2 ? 'unified' : controller)
+    return dir && tryRead(path.join(dir, file))
+  }
+
+  cpuMs(): number | null {
+    const text = this.version === 2 ? this.file('unified', 'cpu.stat') : this.file('cpuacct', 'cpuacct.usage')
+    return text === undefined ? null : cpuUsageMs(this.version, text)
+  }
+
+  usage(): CgroupUsage {
+    const files: Record<string, string | undefined> = {}
+    for (const { controller, file } of usageFiles(this.version)) files[file] = this.file(controller, file)
+    return parseUsage(this.version, files)
+  }
+
+  pids(): number[] {
+    const text =
+      this.version === 2 ? this.file('unified', 'cgroup.procs') : this.file('freezer', 'cgroup.procs')
+    return (text ?? '').split('\n').filter(Boolean).map(Number)
+  }
+
+  /** SIGKILL everything inside, with nothing able to fork away meanwhile. */
+  kill(): void {
+    if (this.version === 2) {
+      try {
+        writeFileSync(path.join(this.dirs.get('unified')!, 'cgroup.kill'), '1')
+        return
+      } catch {
+        // cgroup.kill needs Linux 5.14; below that a kill loop converges because pids.max bounds the tree.
+        signal(this.pids(), 'SIGKILL')
+        return
+      }
+    }
+    const state = path.join(this.dirs.get('freezer')!, 'freezer.state')
+    writeFileSync(state, 'FROZEN')
+    // FREEZING becomes FROZEN once every task has stopped; a few ms at most in practice.
+    for (let i = 0; i < 50 && tryRead(state)?.trim() !== 'FROZEN'; i++) sleepSync(1)
+    signal(this.pids(), 'SIGKILL')
+    writeFileSync(state, 'THAWED')
+  }
+
+  /** Remove the cgroup, retrying while the last processes finish exiting. */
+  async remove(): Promise<void> {
+    for (let attempt = 0; attempt < 100 && this.dirs.size > 0; attempt++) {
+      this.removeNow()
+      if (this.dirs.size > 0) await new Promise((r) => setTimeout(r, 10))
+    }
+  }
+
+  private removeNow(): void {
+    for (const [controller, dir] of this.dirs) {
+      try {
+        rmdirSync(dir)
+        this.dirs.delete(controller)
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code === 'ENOENT') this.dirs.delete(controller)
+      }
+    }
+  }
+}
+
+/** Remove cgroups left by a cordon process that died (its pid is in the name), killing what is inside. */
+function sweepStale(parent: string): void {
+  let names: string[]
+  try {
+    names = readdirSync(parent).filter((n) => n.startsWith(PREFIX))
+  } catch {
+    return
+  }
+  for (const name of names) {
+    const owner = Number(name.slice(PREFIX.length).split('-')[0])
+    if (!Number.isInteger(owner) || isAlive(owner)) continue
+    const dir = path.join(parent, name)
+    signal((tryRead(path.join(dir, 'cgroup.procs')) ?? '').split('\n').filter(Boolean).map(Number), 'SIGKILL')
+    try {
+      rmdirSync(dir)
+    } catch {
+      // Still emptying; the next sweep takes it.
+    }
+  }
+}

@@ -1,0 +1,86 @@
+// Whole-sandbox limits and figures from a real cgroup: memory bomb, fork bomb, CPU burn in 4 processes.
+import assert from 'node:assert/strict'
+import { spawnSync } from 'node:child_process'
+import { readdirSync } from 'node:fs'
+import { describe, it } from 'node:test'
+import { probeCapabilities, run } from '../../src/index.js'
+import type { CgroupSupport } from '../../src/plan/cgroups.js'
+import { marker, processesWith, skipTier, TIERS } from '../helpers.js'
+
+const support = probeCapabilities().cgroup
+const noCgroup = support.version === null ? `no usable cgroup: ${support.reason}` : false
+const MiB = 1024 * 1024
+
+/** Sandbox cgroups this test process created and did not remove. */
+function leftovers(s: CgroupSupport): string[] {
+  const parents = s.version === 2 ? [s.parent] : s.version === 1 ? Object.values(s.parents) : []
+  return parents.flatMap((dir) => readdirSync(dir).filter((n) => n.startsWith(`cordon-${process.pid}-`)))
+}
+
+for (const tier of TIERS) {
+  describe(`cgroup limits (${tier} tier)`, { skip: noCgroup || skipTier(tier) }, () => {
+    const isolation = tier
+
+    it('a memory bomb is `memory`, read from the kernel OOM counter; the peak is the whole sandbox', async () => {
+      const r = await run(['python3', '-c', 'b = []\nwhile True: b.append(bytearray(8 << 20))'], {
+        isolation,
+        limits: { memoryBytes: '128M' },
+      })
+      assert.equal(r.status, 'memory')
+      assert.match(r.violation!.message, /OOM kill/)
+      assert.ok(r.maxRssBytes! > 100 * MiB && r.maxRssBytes! <= 128 * MiB, `peak ${r.maxRssBytes}`)
+      assert.deepEqual(r.perProcessLimits, [])
+    })
+
+    it('memory is limited on the tree: four 48M children under a 128M limit', async () => {
+      const child = 'import time; b = bytearray(48 << 20); b[::4096] = b"x" * len(b[::4096]); time.sleep(2)'
+      const r = await run(['sh', '-c', `for i in 1 2 3 4; do python3 -c '${child}' & done; wait`], {
+        isolation,
+        limits: { memoryBytes: '128M' },
+      })
+      assert.equal(r.status, 'memory')
+    })
+
+    it('a fork bomb is `process-limit` from pids.events and the host still spawns', async () => {
+      const m = marker()
+      const bomb = `b() { sleep ${m} & b & }; b; wait`
+      const r = await run(['sh', '-c', bomb], { isolation, limits: { maxProcesses: 32, wallTimeMs: '2s' } })
+      assert.equal(r.status, 'process-limit')
+      assert.match(r.violation!.message, /fork refused/)
+      assert.equal(spawnSync('true').status, 0)
+      assert.deepEqual(processesWith(m), [])
+    })
+
+    it('CPU time is the sum over 4 burning processes', async () => {
+      const r = await run(['sh', '-c', 'for i in 1 2 3 4; do (while :; do :; done) & done; wait'], {
+        isolation,
+        limits: { cpuTimeMs: '1s', wallTimeMs: '20s' },
+      })
+      assert.equal(r.status, 'cpu-time')
+      assert.ok(r.cpuMs! >= 1000 && r.cpuMs! < 3000, `cpuMs ${r.cpuMs}`)
+    })
+
+    it('cpuMs and maxRssBytes are exact figures for a normal run', async () => {
+      const r = await run(['python3', '-c', 'b = bytearray(64 << 20); b[::4096] = b"x" * len(b[::4096])'], {
+        isolation,
+      })
+      assert.equal(r.status, 'ok')
+      assert.ok(r.cpuMs !== null && r.cpuMs >= 0)
+      assert.ok(r.maxRssBytes! >= 64 * MiB, `peak ${r.maxRssBytes}`)
+    })
+
+    it('the cgroup is removed after ok, timeout, cancel and a crash', async () => {
+      await run(['true'], { isolation })
+      await run(['sleep', '5'], { isolation, limits: { wallTimeMs: 200 } })
+      await run(['sleep', '5'], { isolation, signal: AbortSignal.timeout(200) })
+      await run(['sh', '-c', 'kill -SEGV $$'], { isolation })
+      assert.deepEqual(leftovers(support), [])
+    })
+
+    it("cgroup mode 'off' says which limits held per process only", async () => {
+      const r = await run(['true'], { isolation, cgroup: { mode: 'off' } })
+      assert.deepEqual(r.perProcessLimits, ['cpuTimeMs', 'memoryBytes', 'maxProcesses'])
+      assert.equal(r.cpuMs, null)
+    })
+  })
+}
