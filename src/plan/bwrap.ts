@@ -11,6 +11,8 @@ export interface BwrapSpec {
    * its child's pid to `info` and waits for a byte on `block` before running the program.
    */
   holdFds?: { info: number; block: number }
+  /** fd from which bwrap reads the seccomp program it installs just before running the program. */
+  seccompFd?: number
 }
 
 const covers = (dir: string, target: string) =>
@@ -27,5 +29,6 @@ export function bwrapArgs(spec: BwrapSpec): string[] {
   args.push('--hostname', 'cordon', '--die-with-parent', '--new-session', '--chdir', spec.cwd)
   if (spec.holdFds)
     args.push('--info-fd', String(spec.holdFds.info), '--block-fd', String(spec.holdFds.block))
+  if (spec.seccompFd !== undefined) args.push('--seccomp', String(spec.seccompFd))
   return args
 }

@@ -3,6 +3,7 @@ import { spawnSync } from 'node:child_process'
 import { uidPoolSchema } from '../policy/schema.js'
 import { type Capabilities, probeCapabilities } from './capabilities.js'
 import { detectCgroups } from './cgroups.js'
+import { DEFAULT_DENIED, seccompSupported } from './seccomp.js'
 
 export interface Check {
   name: string
@@ -102,9 +103,14 @@ export function diagnose(): Diagnosis {
     },
     {
       name: 'seccomp',
-      ok: false,
-      detail: 'no syscall filter is applied yet',
-      fix: 'planned; nothing to install',
+      ok: seccompSupported() && namespaceOk,
+      detail:
+        seccompSupported() && namespaceOk
+          ? `default filter on every namespace-tier sandbox (${DEFAULT_DENIED.length} calls refused, namespace flags, TIOCSTI/TIOCLINUX, personality; non-native ABIs killed); none in the process tier`
+          : !seccompSupported()
+            ? `no filter: cordon builds one for x86_64 only, this is ${process.arch}`
+            : 'no filter: it is installed by bubblewrap, which is unavailable',
+      fix: seccompSupported() && namespaceOk ? null : 'use the namespace tier on x86_64',
     },
   ]
   return { capabilities: caps, autoTier: namespaceOk ? 'namespace' : 'process', checks }

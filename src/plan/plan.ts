@@ -12,6 +12,7 @@ import type { Capabilities } from './capabilities.js'
 import { type CgroupWrite, cgroupWrites } from './cgroup-settings.js'
 import type { CgroupSupport } from './cgroups.js'
 import { rlimitArgs } from './rlimits.js'
+import { seccompProgram } from './seccomp.js'
 import { claimUid, type UidLease } from './uid-pool.js'
 
 export interface LaunchPlan {
@@ -31,6 +32,8 @@ export interface LaunchPlan {
   hold: 'bwrap' | 'shell' | null
   /** Limits that only hold per process (rlimits) because no cgroup covers the whole tree. */
   perProcessLimits: PerProcessLimit[]
+  /** The seccomp program bwrap loads from SECCOMP_FD; null in the process tier. */
+  seccomp: Buffer | null
 }
 
 export type PerProcessLimit = 'cpuTimeMs' | 'memoryBytes' | 'maxProcesses'
@@ -38,6 +41,8 @@ export type PerProcessLimit = 'cpuTimeMs' | 'memoryBytes' | 'maxProcesses'
 /** Waits for cordon's go-ahead on fd 3, then closes it and execs its arguments. A fixed program: no input is ever interpolated. */
 export const HOLD_SCRIPT = 'read -r _ <&3 && exec 3<&- "$@"'
 export const HOLD_FDS = { info: 3, block: 4 } as const
+/** bwrap reads the seccomp program from this fd. */
+export const SECCOMP_FD = 5
 
 export type Prepared =
   | { kind: 'launch'; plan: LaunchPlan }
@@ -131,6 +136,7 @@ export function prepare(command: readonly string[], policy: Policy, caps: Capabi
               writable,
               cwd,
               network: policy.network,
+              seccompFd: SECCOMP_FD,
               ...(cgroup ? { holdFds: HOLD_FDS } : {}),
             }),
             '--',
@@ -160,6 +166,7 @@ export function prepare(command: readonly string[], policy: Policy, caps: Capabi
         cgroup,
         hold: cgroup ? (tier === 'namespace' ? 'bwrap' : 'shell') : null,
         perProcessLimits: cgroup ? [] : ['cpuTimeMs', 'memoryBytes', 'maxProcesses'],
+        seccomp: tier === 'namespace' ? seccompProgram(policy.denySyscalls) : null,
       },
     }
   } catch (error) {

@@ -2,6 +2,7 @@
 import { Readable } from 'node:stream'
 import { z } from 'zod'
 import { PolicyError } from '../errors.js'
+import { syscallNumber } from '../plan/seccomp.js'
 import { parseDuration, parseSize } from './units.js'
 
 export interface CliMeta {
@@ -148,6 +149,14 @@ export const policySchema = z.strictObject({
   onOutput: z
     .custom<(chunk: OutputChunk) => void>((v) => typeof v === 'function', 'must be a function')
     .optional(),
+  denySyscalls: z
+    .array(z.string().refine((name) => syscallNumber(name) !== undefined, 'is not a known system call'))
+    .default([])
+    .register(cli, {
+      flag: 'deny-syscall',
+      arg: 'NAME',
+      description: 'refuse one more system call with EPERM, namespace tier (repeatable)',
+    }),
   uidPool: uidPoolSchema.prefault({}),
   cgroup: cgroupSchema.prefault({}),
 })

@@ -3,7 +3,7 @@ import { type ChildProcess, spawn } from 'node:child_process'
 import { performance } from 'node:perf_hooks'
 import type { Readable, Writable } from 'node:stream'
 import { probeCapabilities } from '../plan/capabilities.js'
-import { HOLD_FDS, type LaunchPlan, prepare } from '../plan/plan.js'
+import { HOLD_FDS, type LaunchPlan, prepare, SECCOMP_FD } from '../plan/plan.js'
 import {
   type OutputChunk,
   type Policy,
@@ -173,12 +173,20 @@ function supervise(
     queue.push(chunk)
     policy.onOutput?.(chunk)
   })
-  const holdPipes = plan.hold === 'bwrap' ? ['pipe', 'pipe'] : plan.hold === 'shell' ? ['pipe'] : []
+  // fds 3 and 4 hold the program until it is in its cgroup; fd 5 carries the seccomp program.
+  const extra = (wanted: boolean) => (wanted ? 'pipe' : 'ignore')
   const started = performance.now()
   const child = spawn(plan.file, plan.args, {
     cwd: plan.cwd,
     env: plan.env,
-    stdio: ['pipe', 'pipe', 'pipe', ...(holdPipes as 'pipe'[])],
+    stdio: [
+      'pipe',
+      'pipe',
+      'pipe',
+      extra(plan.hold !== null),
+      extra(plan.hold === 'bwrap'),
+      extra(plan.seccomp !== null),
+    ],
     detached: true, // own session and process group, away from the host's terminal
     ...(plan.lease ? { uid: plan.lease.uid, gid: plan.lease.gid } : {}),
   })
@@ -186,6 +194,10 @@ function supervise(
   const fail = (message: string) => {
     launchError ??= message
   }
+  const extraPipes = (child.stdio as unknown as (Readable | Writable | null | undefined)[]).slice(3)
+  // bwrap closes these when it is done with them; a reset then is expected, not an error.
+  for (const pipe of extraPipes) pipe?.on('error', () => {})
+  if (plan.seccomp) (extraPipes[SECCOMP_FD - 3] as Writable | undefined)?.end(plan.seccomp)
   if (cgroup) releaseIntoCgroup(child, plan, cgroup, fail)
 
   let procs: SandboxProcesses | null = null

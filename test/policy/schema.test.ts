@@ -34,6 +34,7 @@ describe('parsePolicy defaults', () => {
     deny: [],
     isolation: 'auto',
     uidPool: { first: 60_000, count: 1000, lockDir: '/run/cordon/uids' },
+    denySyscalls: [],
     cgroup: { mode: 'auto' },
   }
 

@@ -1,0 +1,135 @@
+// The default seccomp filter, built at run time as classic BPF for bubblewrap's --seccomp fd. Each rule
+// is a short block that ends in a return, so every jump is local and easy to check.
+import { X86_64_SYSCALLS } from './syscalls-x86_64.js'
+
+const AUDIT_ARCH_X86_64 = 0xc000003e
+/** x32 syscalls are x86_64 numbers with this bit set; they would slip past a filter keyed on numbers. */
+const X32_SYSCALL_BIT = 0x40000000
+
+const RET_KILL_PROCESS = 0x80000000
+const RET_ALLOW = 0x7fff0000
+const retErrno = (errno: number) => 0x00050000 | errno
+const EPERM = 1
+const ENOSYS = 38
+
+// struct seccomp_data: nr @0, arch @4, instruction pointer @8, args[i] @16 + 8i (little-endian: low half first).
+const OFF_NR = 0
+const OFF_ARCH = 4
+const argLow = (i: number) => 16 + 8 * i
+
+const LD_ABS = 0x20
+const JEQ = 0x15
+const JGE = 0x35
+const JSET = 0x45
+const RET = 0x06
+
+type Insn = [code: number, jt: number, jf: number, k: number]
+const ld = (offset: number): Insn => [LD_ABS, 0, 0, offset]
+const ret = (k: number): Insn => [RET, 0, 0, k]
+
+/** Refused with EPERM outright: debugging other processes, kernel and mount surface, keys, exotic I/O. */
+export const DEFAULT_DENIED = [
+  'ptrace',
+  'process_vm_readv',
+  'process_vm_writev',
+  'mount',
+  'umount2',
+  'pivot_root',
+  'open_tree',
+  'move_mount',
+  'fsopen',
+  'fsconfig',
+  'fsmount',
+  'fspick',
+  'mount_setattr',
+  'kexec_load',
+  'kexec_file_load',
+  'init_module',
+  'finit_module',
+  'delete_module',
+  'bpf',
+  'perf_event_open',
+  'keyctl',
+  'add_key',
+  'request_key',
+  'userfaultfd',
+  'io_uring_setup',
+  'io_uring_enter',
+  'io_uring_register',
+  'setns',
+] as const
+
+/** Every namespace flag: a new user namespace would hand the sandbox capabilities to build the rest. */
+const CLONE_NEW_ANY = 0x7e020000
+const TIOCSTI = 0x5412
+const TIOCLINUX = 0x541c
+/** personality() values that change nothing dangerous (query, PER_LINUX, PER_LINUX32, UNAME26). */
+const SAFE_PERSONALITIES = [0, 0x8, 0x20000, 0x20008, 0xffffffff]
+
+export function syscallNumber(name: string): number | undefined {
+  return Object.hasOwn(X86_64_SYSCALLS, name) ? X86_64_SYSCALLS[name] : undefined
+}
+
+/** `if nr == n: <block>` — the block must end in a return. */
+function when(nr: number, block: Insn[]): Insn[] {
+  return [[JEQ, 0, block.length, nr], ...block]
+}
+
+/** Return `errno` when the low 32 bits of argument `arg` are one of `values`, else allow. */
+function argIn(arg: number, values: readonly number[], onMatch: number, otherwise: number): Insn[] {
+  const out: Insn[] = [ld(argLow(arg))]
+  values.forEach((v, i) => {
+    out.push([JEQ, values.length - i, 0, v])
+  })
+  out.push(ret(otherwise), ret(onMatch))
+  return out
+}
+
+/** The filter as instructions; `extraDenied` are more syscall names to refuse with EPERM. */
+export function seccompInstructions(extraDenied: readonly string[] = []): Insn[] {
+  const denied = [...new Set([...DEFAULT_DENIED, ...extraDenied])].map((name) => {
+    const nr = syscallNumber(name)
+    if (nr === undefined) throw new Error(`unknown system call "${name}"`) // the schema refuses these first
+    return nr
+  })
+  const nr = (name: string) => X86_64_SYSCALLS[name]!
+  return [
+    ld(OFF_ARCH),
+    [JEQ, 1, 0, AUDIT_ARCH_X86_64],
+    ret(RET_KILL_PROCESS),
+    ld(OFF_NR),
+    [JGE, 0, 1, X32_SYSCALL_BIT],
+    ret(RET_KILL_PROCESS),
+    ...denied.flatMap((n) => when(n, [ret(retErrno(EPERM))])),
+    // clone3 passes its flags in memory a filter cannot read: ENOSYS makes libc fall back to clone.
+    ...when(nr('clone3'), [ret(retErrno(ENOSYS))]),
+    ...when(nr('unshare'), [
+      ld(argLow(0)),
+      [JSET, 0, 1, CLONE_NEW_ANY],
+      ret(retErrno(EPERM)),
+      ret(RET_ALLOW),
+    ]),
+    ...when(nr('clone'), [ld(argLow(0)), [JSET, 0, 1, CLONE_NEW_ANY], ret(retErrno(EPERM)), ret(RET_ALLOW)]),
+    // The kernel reads ioctl's request as 32 bits, so only the low half is compared: a request with high
+    // bits set is the same TIOCSTI to the kernel and is refused too.
+    ...when(nr('ioctl'), argIn(1, [TIOCSTI, TIOCLINUX], retErrno(EPERM), RET_ALLOW)),
+    ...when(nr('personality'), argIn(0, SAFE_PERSONALITIES, RET_ALLOW, retErrno(EPERM))),
+    ret(RET_ALLOW),
+  ]
+}
+
+/** The filter in the kernel's struct sock_filter layout, ready to hand to bwrap. */
+export function seccompProgram(extraDenied: readonly string[] = []): Buffer {
+  const insns = seccompInstructions(extraDenied)
+  const buf = Buffer.alloc(insns.length * 8)
+  insns.forEach(([code, jt, jf, k], i) => {
+    buf.writeUInt16LE(code, i * 8)
+    buf.writeUInt8(jt, i * 8 + 2)
+    buf.writeUInt8(jf, i * 8 + 3)
+    buf.writeUInt32LE(k >>> 0, i * 8 + 4)
+  })
+  return buf
+}
+
+/** Whether cordon can build a filter for this machine's architecture. */
+export const seccompSupported = () => process.arch === 'x64'

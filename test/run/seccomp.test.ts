@@ -1,0 +1,89 @@
+// Each refused system call, called for real from inside a sandbox.
+import assert from 'node:assert/strict'
+import { describe, it } from 'node:test'
+import { run } from '../../src/index.js'
+import { noNamespace } from '../helpers.js'
+
+const EPERM = 1
+// Raw syscalls with 64-bit arguments, so the high-bits ioctl variant reaches the kernel untruncated.
+const probe = (calls: [string, number, ...number[]][]) => `
+import ctypes, json
+libc = ctypes.CDLL(None, use_errno=True)
+out = {}
+for name, nr, *args in ${JSON.stringify(calls)}:
+    ctypes.set_errno(0)
+    r = libc.syscall(ctypes.c_long(nr), *[ctypes.c_long(a) for a in args])
+    out[name] = ctypes.get_errno() if r == -1 else 0
+print(json.dumps(out))
+`
+
+const REFUSED: [string, number, ...number[]][] = [
+  ['ptrace', 101, 0, 0, 0, 0],
+  ['process_vm_readv', 310, 1, 0, 0, 0, 0, 0],
+  ['process_vm_writev', 311, 1, 0, 0, 0, 0, 0],
+  ['mount', 165, 0, 0, 0, 0, 0],
+  ['umount2', 166, 0, 0],
+  ['pivot_root', 155, 0, 0],
+  ['kexec_load', 246, 0, 0, 0, 0],
+  ['kexec_file_load', 320, 0, 0, 0, 0, 0],
+  ['init_module', 175, 0, 0, 0],
+  ['finit_module', 313, 0, 0, 0],
+  ['delete_module', 176, 0, 0],
+  ['bpf', 321, 0, 0, 0],
+  ['perf_event_open', 298, 0, 0, 0, 0, 0],
+  ['keyctl', 250, 0, 0, 0, 0, 0],
+  ['add_key', 248, 0, 0, 0, 0, 0],
+  ['request_key', 249, 0, 0, 0, 0],
+  ['userfaultfd', 323, 0],
+  ['io_uring_setup', 425, 1, 0],
+  ['io_uring_enter', 426, 0, 0, 0, 0, 0, 0],
+  ['io_uring_register', 427, 0, 0, 0, 0],
+  ['setns', 308, 0, 0],
+  ['unshare(CLONE_NEWUSER)', 272, 0x10000000],
+  ['unshare(CLONE_NEWNS)', 272, 0x00020000],
+  ['clone(CLONE_NEWUSER)', 56, 0x10000000 | 17, 0, 0, 0, 0],
+  ['personality(ADDR_NO_RANDOMIZE)', 135, 0x0040000],
+  ['ioctl(TIOCSTI)', 16, 0, 0x5412, 0],
+  ['ioctl(TIOCSTI high bits)', 16, 0, 0x1_0000_5412, 0],
+  ['ioctl(TIOCLINUX)', 16, 0, 0x541c, 0],
+  ['socket(policy)', 41, 2, 1, 0],
+]
+
+describe('seccomp (namespace tier)', { skip: noNamespace }, () => {
+  it('the filter is installed', async () => {
+    const r = await run(['grep', '-E', '^Seccomp', '/proc/self/status'])
+    assert.match(r.stdout, /Seccomp:\s+2/)
+  })
+
+  it('refuses each listed call with EPERM', async () => {
+    const r = await run(['python3', '-c', probe(REFUSED)], { denySyscalls: ['socket'] })
+    assert.equal(r.status, 'ok', r.stderr)
+    const errnos = JSON.parse(r.stdout) as Record<string, number>
+    for (const [name] of REFUSED) assert.equal(errnos[name], EPERM, name)
+  })
+
+  it('still allows what programs need: harmless personality, plain clone, ordinary ioctl', async () => {
+    const allowed: [string, number, ...number[]][] = [
+      ['personality(query)', 135, 0xffffffff],
+      ['getpid', 39],
+    ]
+    const r = await run([
+      'python3',
+      '-c',
+      `${probe(allowed)}\nimport subprocess; subprocess.run(["true"], check=True)`,
+    ])
+    assert.equal(r.status, 'ok', r.stderr)
+    assert.deepEqual(JSON.parse(r.stdout), { 'personality(query)': 0, getpid: 0 })
+  })
+
+  it('kills an x32 system call (the non-native ABI bypass)', async () => {
+    const r = await run([
+      'python3',
+      '-c',
+      'import ctypes; ctypes.CDLL(None).syscall(0x40000000 | 39); print("alive")',
+    ])
+    assert.equal(r.status, 'signaled')
+    assert.equal(r.signal, 'SIGSYS')
+    assert.equal(r.stdout, '')
+  })
+})
