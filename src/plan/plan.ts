@@ -73,6 +73,28 @@ function existingDir(field: string, dir: string): string {
   return real
 }
 
+function existingPath(field: string, p: string): string {
+  try {
+    return realpathSync(p)
+  } catch {
+    throw new PolicyError(field, `${p} does not exist`)
+  }
+}
+
+/** Paths to hide that exist (hiding nothing is already safe), as real paths; never the root itself. */
+function hiddenPaths(paths: readonly string[]): { path: string; dir: boolean }[] {
+  const out: { path: string; dir: boolean }[] = []
+  for (const p of paths) {
+    try {
+      const real = realpathSync(p)
+      if (real !== '/') out.push({ path: real, dir: statSync(real).isDirectory() })
+    } catch {
+      // Does not exist: nothing to hide.
+    }
+  }
+  return out
+}
+
 /** Whether uid/gid may write `file` by its mode bits (the sandbox has no supplementary groups). */
 function writableBy(file: string, uid: number, gid: number): boolean {
   const st = statSync(file)
@@ -85,16 +107,27 @@ export function prepare(command: readonly string[], policy: Policy, caps: Capabi
   const env = buildEnv(process.env, policy.passEnv, policy.env)
   const cwd = existingDir('cwd', path.resolve(policy.cwd ?? process.cwd()))
   const writable = policy.writable.map((p, i) => existingDir(`writable.${i}`, path.resolve(cwd, p)))
+  const readable = policy.readable?.map((p, i) => existingPath(`readable.${i}`, path.resolve(cwd, p)))
+  const hide = hiddenPaths(policy.hide.map((p) => path.resolve(cwd, p)))
   const searchPath = env.PATH ?? ''
   const allow = resolveRules('allow', policy.allow, searchPath, cwd)
   const deny = resolveRules('deny', policy.deny, searchPath, cwd)
 
   const { tier, missing } = chooseTier(policy, caps)
   const refuse = (violation: Violation): Prepared => ({ kind: 'refused', tier, violation })
-  if (missing)
+  if (missing) {
     return refuse({ kind: 'error', limit: 'isolation', message: `${tier} tier unavailable: ${missing}` })
-  if (!caps.prlimit)
+  }
+  if (!caps.prlimit) {
     return refuse({ kind: 'error', limit: 'isolation', message: 'prlimit (util-linux) is not installed' })
+  }
+  if (tier === 'process' && readable) {
+    return refuse({
+      kind: 'error',
+      limit: 'readable',
+      message: 'readable (strict mode) needs the namespace tier',
+    })
+  }
   const check = checkCommand(command[0]!, searchPath, cwd, allow, deny)
   if (!check.ok) return refuse({ kind: check.kind, limit: check.limit, message: check.message })
 
@@ -136,6 +169,9 @@ export function prepare(command: readonly string[], policy: Policy, caps: Capabi
               writable,
               cwd,
               network: policy.network,
+              tmpfsBytes: policy.limits.tmpfsBytes,
+              hide,
+              ...(readable ? { readable } : {}),
               seccompFd: SECCOMP_FD,
               ...(cgroup ? { holdFds: HOLD_FDS } : {}),
             }),

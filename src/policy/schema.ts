@@ -1,4 +1,5 @@
 // The one policy schema: library options, CLI flags (via the `cli` registry), and docs all come from here.
+import os from 'node:os'
 import { Readable } from 'node:stream'
 import { z } from 'zod'
 import { PolicyError } from '../errors.js'
@@ -75,6 +76,13 @@ export const limitsSchema = z.strictObject({
       arg: 'SIZE',
       description: 'bytes kept from stdout and stderr together',
     }),
+  tmpfsBytes: size()
+    .default(64 * MiB)
+    .register(cli, {
+      flag: 'tmp-size',
+      arg: 'SIZE',
+      description: 'size of the private /tmp (and of every tmpfs)',
+    }),
   killGraceMs: duration()
     .default(1000)
     .register(cli, { flag: 'kill-grace', arg: 'DURATION', description: 'time between SIGTERM and SIGKILL' }),
@@ -126,6 +134,20 @@ export const policySchema = z.strictObject({
     .array(nonEmpty)
     .default([])
     .register(cli, { flag: 'writable', arg: 'PATH', description: 'make a host path writable (repeatable)' }),
+  readable: z.array(nonEmpty).optional().register(cli, {
+    flag: 'readable',
+    arg: 'PATH',
+    description: 'strict mode: only system directories and these paths are visible (repeatable)',
+  }),
+  hide: z
+    .array(nonEmpty)
+    .default(() => [os.homedir()])
+    .register(cli, {
+      flag: 'hide',
+      arg: 'PATH',
+      description:
+        "hide a path: a directory shows empty, a file as /dev/null (repeatable; default: cordon's home)",
+    }),
   network: z
     .enum(['none', 'host'])
     .default('none')

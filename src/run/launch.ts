@@ -38,6 +38,8 @@ export interface RunHandle {
   readonly result: Promise<RunResult>
 }
 
+const LAUNCHER_REFUSAL = /^(?:bwrap|setpriv|prlimit): .*/
+
 /** How often the whole tree's CPU time is read to enforce cpuTimeMs. */
 const CPU_POLL_MS = 50
 
@@ -136,8 +138,11 @@ function releaseIntoCgroup(
       cgroup.join(pid)
       return true
     } catch (error) {
-      onError(`could not join the sandbox cgroup: ${(error as Error).message}`)
-      child.kill('SIGKILL')
+      // ESRCH: the launcher already exited (bwrap refused its arguments); its own exit says why.
+      if ((error as NodeJS.ErrnoException).code !== 'ESRCH') {
+        onError(`could not join the sandbox cgroup: ${(error as Error).message}`)
+        child.kill('SIGKILL')
+      }
       return false
     }
   }
@@ -256,6 +261,9 @@ function supervise(
         signal = effectiveSignal(exitCode, null)
         if (signal) exitCode = null
       }
+      // A launcher that refused to start (bwrap: bad bind, setpriv: ...) exits 1 with its name first.
+      const refusal = exitCode === 1 ? LAUNCHER_REFUSAL.exec(out.stderrTail) : null
+      if (refusal) fail(refusal[0].trim())
       const { status, violation } = classify({
         exitCode,
         signal,

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict'
+import os from 'node:os'
 import { describe, it } from 'node:test'
 import { PolicyError } from '../../src/errors.js'
 import { MiB, parseCommand, parsePolicy } from '../../src/policy/schema.js'
@@ -24,11 +25,13 @@ describe('parsePolicy defaults', () => {
       maxProcesses: 64,
       maxFileSizeBytes: 256 * MiB,
       maxOutputBytes: 1 * MiB,
+      tmpfsBytes: 64 * MiB,
       killGraceMs: 1000,
     },
     env: {},
     passEnv: [],
     writable: [],
+    hide: [os.homedir()],
     network: 'none',
     allow: [],
     deny: [],
