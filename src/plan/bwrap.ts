@@ -14,10 +14,11 @@ export interface BwrapSpec {
   /** Strict mode: when set, only the system directories plus these real paths are visible at all. */
   readable?: readonly string[]
   /**
-   * Hold the program until the supervisor has put bwrap's processes in the sandbox cgroup: bwrap writes
-   * its child's pid to `info` and waits for a byte on `block` before running the program.
+   * bwrap writes its init's pid to `info` (how cordon finds the sandbox's processes); with `block` it
+   * also waits for a byte there before running the program, until the supervisor has put that init
+   * into the sandbox cgroup.
    */
-  holdFds?: { info: number; block: number }
+  holdFds?: { info: number; block?: number }
   /** fd from which bwrap reads the seccomp program it installs just before running the program. */
   seccompFd?: number
 }
@@ -48,38 +49,55 @@ export const SYSTEM_PATHS = [
 
 const covers = (dir: string, target: string) =>
   target === dir || target.startsWith(dir.endsWith('/') ? dir : `${dir}/`)
-const byDepth = (paths: readonly string[]) => [...paths].sort((a, b) => a.length - b.length)
+const depth = (p: string) => (p === '/' ? 0 : p.split('/').length - 1)
+
+/** One mount: applied parent-first, so a deeper mount always lands on top of the ones that contain it. */
+interface Mount {
+  path: string
+  /** Among mounts of the same depth: shown paths, then writable (rw wins over ro), then hides. */
+  rank: number
+  args: string[]
+}
 
 export function bwrapArgs(spec: BwrapSpec): string[] {
   const size = String(spec.tmpfsBytes)
   const tmpfs = (dir: string) => ['--size', size, '--tmpfs', dir]
-  const args: string[] = []
+  const mounts: Mount[] = []
+  const add = (path: string, rank: number, args: string[]) => mounts.push({ path, rank, args })
+
   if (spec.readable) {
     // --ro-bind-try: a system path this distribution lacks (/lib32, /libx32) is simply absent.
-    for (const p of SYSTEM_PATHS) args.push('--ro-bind-try', p, p)
+    for (const p of SYSTEM_PATHS) add(p, 0, ['--ro-bind-try', p, p])
+    for (const p of spec.readable) add(p, 0, ['--ro-bind', p, p])
   } else {
-    args.push('--ro-bind', '/', '/')
+    add('/', 0, ['--ro-bind', '/', '/'])
   }
-  args.push('--dev', '/dev', '--proc', '/proc', ...tmpfs('/tmp'))
-  // Hidden first, so paths bound below (readable, cwd, writable) show through a hidden parent such as $HOME.
-  for (const h of spec.hide) args.push(...(h.dir ? tmpfs(h.path) : ['--ro-bind', '/dev/null', h.path]))
-  for (const p of byDepth(spec.readable ?? [])) args.push('--ro-bind', p, p)
+  add('/dev', 1, ['--dev', '/dev'])
+  add('/proc', 1, ['--proc', '/proc'])
+  add('/tmp', 1, tmpfs('/tmp'))
   // The cwd is always visible: bound again when the private /tmp, a hidden path or strict mode covers it.
   const shown = spec.readable ? [...SYSTEM_PATHS, ...spec.readable] : ['/']
-  const covered = [...spec.hide.map((h) => h.path), '/tmp']
+  const covering = [...spec.hide.map((h) => h.path), '/tmp']
   const cwdHidden =
-    !shown.some((dir) => covers(dir, spec.cwd)) || covered.some((dir) => covers(dir, spec.cwd) && dir !== '/')
-  if (cwdHidden && spec.cwd !== '/' && !spec.writable.some((dir) => covers(dir, spec.cwd)))
-    args.push('--ro-bind', spec.cwd, spec.cwd)
-  // Shorter paths first so a nested writable path is bound on top of its parent.
-  for (const dir of byDepth(spec.writable)) args.push('--bind', dir, dir)
-  for (const h of spec.hide) if (h.dir) args.push('--remount-ro', h.path)
+    !shown.some((dir) => covers(dir, spec.cwd)) || covering.some((dir) => covers(dir, spec.cwd))
+  const cwdWritable = spec.writable.some((dir) => covers(dir, spec.cwd))
+  if (cwdHidden && spec.cwd !== '/' && !cwdWritable) add(spec.cwd, 2, ['--ro-bind', spec.cwd, spec.cwd])
+  for (const dir of spec.writable) add(dir, 3, ['--bind', dir, dir])
+  // A path given as readable, writable or cwd is shown, not hidden; a hidden path *inside* one still is.
+  const explicit = new Set([...(spec.readable ?? []), ...spec.writable, spec.cwd])
+  const hide = spec.hide.filter((h) => !explicit.has(h.path))
+  // A hidden file reads as an empty /dev/null (a plain bind would be nodev and unreadable).
+  for (const h of hide) add(h.path, 4, h.dir ? tmpfs(h.path) : ['--dev-bind', '/dev/null', h.path])
+
+  mounts.sort((a, b) => depth(a.path) - depth(b.path) || a.rank - b.rank)
+  const args = mounts.flatMap((m) => m.args)
+  // Last, so every mount inside a hidden directory exists before its tmpfs turns read-only.
+  for (const h of hide) if (h.dir) args.push('--remount-ro', h.path)
   args.push('--unshare-all')
   if (spec.network === 'host') args.push('--share-net')
   args.push('--hostname', 'cordon', '--die-with-parent', '--new-session', '--chdir', spec.cwd)
-  if (spec.holdFds) {
-    args.push('--info-fd', String(spec.holdFds.info), '--block-fd', String(spec.holdFds.block))
-  }
+  if (spec.holdFds) args.push('--info-fd', String(spec.holdFds.info))
+  if (spec.holdFds?.block !== undefined) args.push('--block-fd', String(spec.holdFds.block))
   if (spec.seccompFd !== undefined) args.push('--seccomp', String(spec.seccompFd))
   return args
 }

@@ -10,6 +10,8 @@ export interface CgroupInfo {
   v1: Record<string, string>
   /** This process's cgroup path per v1 controller (and '' for v2). */
   own: Record<string, string>
+  /** Every cgroup mount has favordynmods: moving a process in does not wait for an RCU grace period. */
+  favordynmods: boolean
 }
 
 function read(file: string): string {
@@ -23,11 +25,13 @@ function read(file: string): string {
 export function detectCgroups(): CgroupInfo {
   let v2: CgroupInfo['v2'] = null
   const v1: Record<string, string> = {}
+  let favordynmods = true
   for (const line of read('/proc/self/mountinfo').split('\n')) {
     const [left, right] = line.split(' - ')
     if (!left || !right) continue
     const mount = left.split(' ')[4]!
     const [fstype, , superOpts = ''] = right.split(' ')
+    if (fstype === 'cgroup' || fstype === 'cgroup2') favordynmods &&= superOpts.split(',').includes('favordynmods')
     if (fstype === 'cgroup2') {
       v2 = { mount, controllers: read(`${mount}/cgroup.controllers`).trim().split(/\s+/).filter(Boolean) }
     } else if (fstype === 'cgroup') {
@@ -42,7 +46,7 @@ export function detectCgroups(): CgroupInfo {
     if (controllers === undefined || path === undefined) continue
     for (const c of controllers === '' ? [''] : controllers.split(',')) own[c] = path
   }
-  return { v2, v1, own }
+  return { v2, v1, own, favordynmods }
 }
 
 export type CgroupSupport =

@@ -97,9 +97,11 @@ export function diagnose(): Diagnosis {
             : `unusable (${caps.cgroup.reason}); found ${cg.v2 ? `v2 at ${cg.v2.mount}` : 'no v2'}, ${v1.length ? `v1 ${v1.join(' ')}` : 'no v1'}: ` +
               'memory, CPU time and processes are limited per process only (rlimits) and cpuMs/maxRssBytes are null',
       fix:
-        caps.cgroup.version !== null
-          ? null
-          : 'run cordon as root, or give it a delegated cgroup (cgroup.parent) with memory and pids controllers',
+        caps.cgroup.version === null
+          ? 'run cordon as root, or give it a delegated cgroup (cgroup.parent) with memory and pids controllers'
+          : cg.favordynmods
+            ? null
+            : 'optional, for latency: mount cgroups with favordynmods (or boot with cgroup_favordynmods=1) — moving a sandbox into its cgroup after an idle spell otherwise waits ~10 ms for an RCU grace period',
     },
     {
       name: 'seccomp',

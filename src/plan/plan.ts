@@ -149,7 +149,8 @@ export function prepare(command: readonly string[], policy: Policy, caps: Capabi
       policy.cgroup.mode === 'auto' && caps.cgroup.version !== null
         ? {
             support: caps.cgroup,
-            writes: cgroupWrites(caps.cgroup.version, policy.limits, overheadProcesses),
+            // bwrap's monitor stays outside the cgroup; only its init joins, ahead of the program.
+            writes: cgroupWrites(caps.cgroup.version, policy.limits, tier === 'namespace' ? 1 : 0),
           }
         : null
     const rlimits = rlimitArgs(policy.limits, {
@@ -173,7 +174,7 @@ export function prepare(command: readonly string[], policy: Policy, caps: Capabi
               hide,
               ...(readable ? { readable } : {}),
               seccompFd: SECCOMP_FD,
-              ...(cgroup ? { holdFds: HOLD_FDS } : {}),
+              holdFds: cgroup ? HOLD_FDS : { info: HOLD_FDS.info },
             }),
             '--',
             ...program,

@@ -2,6 +2,7 @@
 // exact figures, killed atomically, and always removed.
 import { randomUUID } from 'node:crypto'
 import { mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs'
+import { rmdir, writeFile } from 'node:fs/promises'
 import path from 'node:path'
 import {
   type CgroupUsage,
@@ -65,9 +66,9 @@ export class SandboxCgroup {
     return cgroup
   }
 
-  /** Move `pid` (and its threads) into every hierarchy of this cgroup. */
-  join(pid: number): void {
-    for (const dir of this.dirs.values()) writeFileSync(path.join(dir, 'cgroup.procs'), String(pid))
+  /** Move `pid` (and its threads) into every hierarchy of this cgroup; async, as a move can take milliseconds. */
+  async join(pid: number): Promise<void> {
+    await Promise.all([...this.dirs.values()].map((dir) => writeFile(path.join(dir, 'cgroup.procs'), String(pid))))
   }
 
   private file(controller: Controller, file: string): string | undefined {
@@ -115,7 +116,14 @@ export class SandboxCgroup {
   /** Remove the cgroup, retrying while the last processes finish exiting. */
   async remove(): Promise<void> {
     for (let attempt = 0; attempt < 100 && this.dirs.size > 0; attempt++) {
-      this.removeNow()
+      await Promise.all(
+        [...this.dirs].map(([controller, dir]) =>
+          rmdir(dir).then(
+            () => this.dirs.delete(controller),
+            (error: NodeJS.ErrnoException) => error.code === 'ENOENT' && this.dirs.delete(controller),
+          ),
+        ),
+      )
       if (this.dirs.size > 0) await new Promise((r) => setTimeout(r, 10))
     }
   }

@@ -12,13 +12,20 @@ export interface SandboxProcesses {
   survivors(): number[]
 }
 
-export function namespaceProcesses(monitorPid: number, uid: number | null): SandboxProcesses {
+/**
+ * The namespace tier's processes are bwrap's init and what runs under it. Once the init is gone, the
+ * kernel has already killed everything else in its PID namespace.
+ */
+export function namespaceProcesses(monitorPid: number, uid: number | null): SandboxProcesses & { setInit(pid: number): void } {
   let init: number | undefined
   const findInit = () => {
     init ??= livingDescendants(monitorPid)[0]
     return init
   }
   return {
+    setInit(pid) {
+      init = pid
+    },
     term() {
       const pidInit = findInit()
       if (pidInit !== undefined) signal(livingDescendants(pidInit), 'SIGTERM')
@@ -28,10 +35,8 @@ export function namespaceProcesses(monitorPid: number, uid: number | null): Sand
       signal([monitorPid], 'SIGKILL')
     },
     survivors() {
-      if (uid !== null) return livingByUid(uid)
-      if (init === undefined) return []
-      const alive = livingDescendants(init)
-      return isLiving(init) ? [init, ...alive] : alive
+      if (init !== undefined) return isLiving(init) ? [init] : []
+      return uid === null ? [] : livingByUid(uid)
     },
   }
 }

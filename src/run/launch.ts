@@ -86,7 +86,8 @@ export async function run(command: readonly string[], options: RunOptions = {}):
   return launch(command, options, false).result
 }
 
-function launch(command: readonly string[], options: RunOptions, keepStdinOpen: boolean): RunHandle {
+/** `interactive`: start() — a live output iterator, and stdin left open when none was given. */
+function launch(command: readonly string[], options: RunOptions, interactive: boolean): RunHandle {
   const argv = parseCommand(command)
   const policy = parsePolicy(options)
   const prepared = prepare(argv, policy, probeCapabilities(policy.cgroup.parent))
@@ -106,7 +107,7 @@ function launch(command: readonly string[], options: RunOptions, keepStdinOpen: 
     const message = `could not create the sandbox cgroup: ${(error as Error).message}`
     return finishedHandle(emptyResult(plan.tier, { kind: 'error', limit: 'cgroup', message }))
   }
-  return supervise(plan, policy, cgroup, keepStdinOpen && policy.stdin === undefined)
+  return supervise(plan, policy, cgroup, interactive)
 }
 
 function feedStdin(child: ChildProcess, stdin: Policy['stdin'], keepOpen: boolean): void {
@@ -122,60 +123,60 @@ function feedStdin(child: ChildProcess, stdin: Policy['stdin'], keepOpen: boolea
   }
 }
 
-/**
- * Put the held sandbox into its cgroup, then let it go. bwrap reports its child's pid on the info fd and
- * waits on the block fd; the shell hold waits on fd 3. Until then no program code has run.
- */
-function releaseIntoCgroup(
-  child: ChildProcess,
-  plan: LaunchPlan,
-  cgroup: SandboxCgroup,
-  onError: (m: string) => void,
-) {
-  const go = (pipe: Writable | undefined) => pipe?.end('\n')
-  const join = (pid: number) => {
-    try {
-      cgroup.join(pid)
-      return true
-    } catch (error) {
-      // ESRCH: the launcher already exited (bwrap refused its arguments); its own exit says why.
-      if ((error as NodeJS.ErrnoException).code !== 'ESRCH') {
-        onError(`could not join the sandbox cgroup: ${(error as Error).message}`)
-        child.kill('SIGKILL')
-      }
-      return false
-    }
-  }
-  if (child.pid === undefined || !join(child.pid)) return
-  const control = child.stdio[HOLD_FDS.info] as Readable | undefined
-  if (plan.hold === 'shell') return go(child.stdio[3] as Writable)
-  let info = ''
-  control?.setEncoding('utf8')
-  control?.on('data', (text: string) => {
-    info += text
-    const match = /"child-pid"\s*:\s*(\d+)/.exec(info)
-    if (match && info.includes('}')) {
-      control.removeAllListeners('data')
-      control.resume()
-      if (join(Number(match[1]))) go(child.stdio[HOLD_FDS.block] as Writable)
-    }
+/** Call `onInit` with the host pid of bwrap's init, which bwrap writes to the info fd as JSON. */
+function watchInit(info: Readable | undefined, onInit: (pid: number) => void): void {
+  let text = ''
+  info?.setEncoding('utf8')
+  info?.on('data', function onInfo(chunk: string) {
+    text += chunk
+    const match = /"child-pid"\s*:\s*(\d+)/.exec(text)
+    if (!match) return
+    info.off('data', onInfo)
+    info.resume()
+    onInit(Number(match[1]))
   })
+}
+
+/**
+ * Move the held sandbox into its cgroup, then let it go by writing to `gate`. Only the one process that
+ * will fork the program is moved (each move may wait out an RCU grace period): bwrap's init, held on the
+ * block fd, or the holding shell, held on fd 3. Until then no program code has run. bwrap's own monitor
+ * stays outside; it never runs sandbox code.
+ */
+async function releaseIntoCgroup(
+  cgroup: SandboxCgroup,
+  pid: number,
+  gate: Writable | undefined,
+  onError: (m: string) => void,
+  abort: () => void,
+): Promise<void> {
+  try {
+    await cgroup.join(pid)
+    gate?.end('\n')
+  } catch (error) {
+    // ESRCH: the launcher already exited (bwrap refused its arguments); its own exit says why.
+    if ((error as NodeJS.ErrnoException).code === 'ESRCH') return
+    onError(`could not join the sandbox cgroup: ${(error as Error).message}`)
+    abort()
+  }
 }
 
 function supervise(
   plan: LaunchPlan,
   policy: Policy,
   cgroup: SandboxCgroup | null,
-  keepStdinOpen: boolean,
+  interactive: boolean,
 ): RunHandle {
+  const keepStdinOpen = interactive && policy.stdin === undefined
   const { limits } = policy
   const uid = plan.lease?.uid ?? null
   // A uid inherited from a host that died mid-run may still have processes: clean slate first.
   if (plan.lease?.inherited) signalPids(livingByUid(plan.lease.uid), 'SIGKILL')
 
-  const queue = new ChunkQueue<OutputChunk>()
+  // Only start() hands out the live iterator; run() does not keep a second copy of every chunk.
+  const queue = interactive ? new ChunkQueue<OutputChunk>() : null
   const out = new OutputBuffer(limits.maxOutputBytes, (chunk) => {
-    queue.push(chunk)
+    queue?.push(chunk)
     policy.onOutput?.(chunk)
   })
   // fds 3 and 4 hold the program until it is in its cgroup; fd 5 carries the seccomp program.
@@ -188,7 +189,7 @@ function supervise(
       'pipe',
       'pipe',
       'pipe',
-      extra(plan.hold !== null),
+      extra(plan.hold !== null || plan.tier === 'namespace'),
       extra(plan.hold === 'bwrap'),
       extra(plan.seccomp !== null),
     ],
@@ -203,13 +204,22 @@ function supervise(
   // bwrap closes these when it is done with them; a reset then is expected, not an error.
   for (const pipe of extraPipes) pipe?.on('error', () => {})
   if (plan.seccomp) (extraPipes[SECCOMP_FD - 3] as Writable | undefined)?.end(plan.seccomp)
-  if (cgroup) releaseIntoCgroup(child, plan, cgroup, fail)
-
   let procs: SandboxProcesses | null = null
   if (child.pid !== undefined) {
-    const base =
-      plan.tier === 'namespace' ? namespaceProcesses(child.pid, uid) : processTierProcesses(child.pid, uid)
-    procs = cgroup ? cgroupProcesses(cgroup, base, plan.tier === 'namespace') : base
+    const abort = () => child.kill('SIGKILL')
+    if (plan.tier === 'namespace') {
+      const ns = namespaceProcesses(child.pid, uid)
+      watchInit(extraPipes[HOLD_FDS.info - 3] as Readable | undefined, (init) => {
+        ns.setInit(init)
+        const gate = extraPipes[HOLD_FDS.block - 3] as Writable | undefined
+        if (cgroup) void releaseIntoCgroup(cgroup, init, gate, fail, abort)
+      })
+      procs = ns
+    } else {
+      procs = processTierProcesses(child.pid, uid)
+      if (cgroup) void releaseIntoCgroup(cgroup, child.pid, extraPipes[0] as Writable | undefined, fail, abort)
+    }
+    if (cgroup) procs = cgroupProcesses(cgroup, procs, plan.tier === 'namespace')
   }
 
   let stoppedFor: StopReason | null = null
@@ -249,7 +259,8 @@ function supervise(
       clearTimeout(graceTimer)
       if (cpuTimer) clearInterval(cpuTimer)
       policy.signal?.removeEventListener('abort', onAbort)
-      if (procs && (plan.tier === 'process' || stoppedFor || cgroup)) await reap(procs, 5000)
+      // Even a clean exit can leave bwrap's init tearing down its namespace for a moment: wait it out.
+      if (procs) await reap(procs, 5000)
       const usage = cgroup?.usage() ?? null
       await cgroup?.remove()
       plan.lease?.release()
@@ -274,7 +285,7 @@ function supervise(
         launchError,
       })
       const text = out.finish()
-      queue.end()
+      queue?.end()
       resolve({
         status,
         exitCode,
@@ -294,7 +305,7 @@ function supervise(
 
   return {
     pid: child.pid,
-    output: queue,
+    output: queue ?? { async *[Symbol.asyncIterator]() {} },
     write: (data) => (keepStdinOpen && child.stdin?.writable ? child.stdin.write(data) : false),
     closeStdin: () => child.stdin?.end(),
     kill: () => stop('canceled', true),

@@ -49,6 +49,12 @@ export class OutputBuffer {
         .filter((p) => !stream || p.stream === stream)
         .map((p) => p.text)
         .join('')
-    return { stdout: join('stdout'), stderr: join('stderr'), output: join() }
+    const output = join()
+    // One stream only (the common case): its text is the interleaved text; build it once, not twice.
+    const streams = new Set(this.parts.map((p) => p.stream))
+    if (streams.size < 2) {
+      return { stdout: streams.has('stdout') ? output : '', stderr: streams.has('stderr') ? output : '', output }
+    }
+    return { stdout: join('stdout'), stderr: join('stderr'), output }
   }
 }
