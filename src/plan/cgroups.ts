@@ -31,7 +31,8 @@ export function detectCgroups(): CgroupInfo {
     if (!left || !right) continue
     const mount = left.split(' ')[4]!
     const [fstype, , superOpts = ''] = right.split(' ')
-    if (fstype === 'cgroup' || fstype === 'cgroup2') favordynmods &&= superOpts.split(',').includes('favordynmods')
+    if (fstype === 'cgroup' || fstype === 'cgroup2')
+      favordynmods &&= superOpts.split(',').includes('favordynmods')
     if (fstype === 'cgroup2') {
       v2 = { mount, controllers: read(`${mount}/cgroup.controllers`).trim().split(/\s+/).filter(Boolean) }
     } else if (fstype === 'cgroup') {

@@ -68,7 +68,9 @@ export class SandboxCgroup {
 
   /** Move `pid` (and its threads) into every hierarchy of this cgroup; async, as a move can take milliseconds. */
   async join(pid: number): Promise<void> {
-    await Promise.all([...this.dirs.values()].map((dir) => writeFile(path.join(dir, 'cgroup.procs'), String(pid))))
+    await Promise.all(
+      [...this.dirs.values()].map((dir) => writeFile(path.join(dir, 'cgroup.procs'), String(pid))),
+    )
   }
 
   private file(controller: Controller, file: string): string | undefined {

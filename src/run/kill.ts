@@ -16,7 +16,10 @@ export interface SandboxProcesses {
  * The namespace tier's processes are bwrap's init and what runs under it. Once the init is gone, the
  * kernel has already killed everything else in its PID namespace.
  */
-export function namespaceProcesses(monitorPid: number, uid: number | null): SandboxProcesses & { setInit(pid: number): void } {
+export function namespaceProcesses(
+  monitorPid: number,
+  uid: number | null,
+): SandboxProcesses & { setInit(pid: number): void } {
   let init: number | undefined
   const findInit = () => {
     init ??= livingDescendants(monitorPid)[0]

@@ -217,7 +217,8 @@ function supervise(
       procs = ns
     } else {
       procs = processTierProcesses(child.pid, uid)
-      if (cgroup) void releaseIntoCgroup(cgroup, child.pid, extraPipes[0] as Writable | undefined, fail, abort)
+      if (cgroup)
+        void releaseIntoCgroup(cgroup, child.pid, extraPipes[0] as Writable | undefined, fail, abort)
     }
     if (cgroup) procs = cgroupProcesses(cgroup, procs, plan.tier === 'namespace')
   }

@@ -53,7 +53,11 @@ export class OutputBuffer {
     // One stream only (the common case): its text is the interleaved text; build it once, not twice.
     const streams = new Set(this.parts.map((p) => p.stream))
     if (streams.size < 2) {
-      return { stdout: streams.has('stdout') ? output : '', stderr: streams.has('stderr') ? output : '', output }
+      return {
+        stdout: streams.has('stdout') ? output : '',
+        stderr: streams.has('stderr') ? output : '',
+        output,
+      }
     }
     return { stdout: join('stdout'), stderr: join('stderr'), output }
   }

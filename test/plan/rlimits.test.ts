@@ -43,14 +43,14 @@ describe('rlimitArgs', () => {
 
   it('passes memory as RLIMIT_DATA and never RLIMIT_AS', () => {
     const args = rlimitArgs(limits({ memoryBytes: 12345 }), noUid)
-    assert.ok(args.includes('--data=12345'))
-    assert.ok(!args.some((a) => a.startsWith('--as')))
+    assert.ok(args.includes('--data=12345'), "args.includes('--data=12345')")
+    assert.ok(!args.some((a) => a.startsWith('--as')), "!args.some((a) => a.startsWith('--as'))")
   })
 
   it('passes the file size limit and turns core dumps off', () => {
     const args = rlimitArgs(limits({ maxFileSizeBytes: 4096 }), noUid)
-    assert.ok(args.includes('--fsize=4096'))
-    assert.ok(args.includes('--core=0'))
+    assert.ok(args.includes('--fsize=4096'), "args.includes('--fsize=4096')")
+    assert.ok(args.includes('--core=0'), "args.includes('--core=0')")
   })
 
   it('omits nproc when the sandbox shares a uid, whatever the overhead', () => {
@@ -59,7 +59,7 @@ describe('rlimitArgs', () => {
       overheadProcesses: 2,
       cgroup: false,
     })
-    assert.ok(!args.some((a) => a.startsWith('--nproc')))
+    assert.ok(!args.some((a) => a.startsWith('--nproc')), "!args.some((a) => a.startsWith('--nproc'))")
   })
 
   it('adds nproc with the overhead when the sandbox has its own uid', () => {

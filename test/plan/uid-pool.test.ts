@@ -38,7 +38,10 @@ describe('claimUid', () => {
   it('creates the lock dir and a lock file holding our pid', () => {
     const p = pool(10)
     const lease = claim(p)
-    assert.ok(lease.uid >= p.first && lease.uid < p.first + p.count)
+    assert.ok(
+      lease.uid >= p.first && lease.uid < p.first + p.count,
+      'lease.uid >= p.first && lease.uid < p.first + p.count',
+    )
     assert.equal(readFileSync(lockFile(p, lease.uid), 'utf8'), String(process.pid))
   })
 
@@ -69,9 +72,9 @@ describe('claimUid', () => {
   it('frees the uid on release so it can be claimed again', () => {
     const p = pool(1)
     const a = claimUid(p)
-    assert.ok(existsSync(lockFile(p, a.uid)))
+    assert.ok(existsSync(lockFile(p, a.uid)), 'existsSync(lockFile(p, a.uid))')
     a.release()
-    assert.ok(!existsSync(lockFile(p, a.uid)))
+    assert.ok(!existsSync(lockFile(p, a.uid)), '!existsSync(lockFile(p, a.uid))')
     const b = claim(p)
     assert.equal(b.uid, a.uid)
   })
@@ -82,7 +85,7 @@ describe('claimUid', () => {
     a.release()
     const b = claim(p)
     a.release()
-    assert.ok(existsSync(lockFile(p, b.uid)))
+    assert.ok(existsSync(lockFile(p, b.uid)), 'existsSync(lockFile(p, b.uid))')
   })
 
   it('takes over a stale lock whose owner is dead', () => {
@@ -116,7 +119,7 @@ describe('claimUid', () => {
     assert.throws(
       () => claimUid(p),
       (error: unknown) => {
-        assert.ok(error instanceof Error)
+        assert.ok(error instanceof Error, 'error instanceof Error')
         assert.match(error.message, /uidPool/)
         assert.match(error.message, /all 1 sandbox uids from 61234 are in use/)
         return true

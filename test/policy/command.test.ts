@@ -41,8 +41,8 @@ after(() => {
 describe('findProgram', () => {
   it('finds a bare name on the PATH', () => {
     const found = findProgram('ls', SAFE_PATH, '/')
-    assert.ok(found)
-    assert.ok(path.isAbsolute(found))
+    assert.ok(found, 'found')
+    assert.ok(path.isAbsolute(found), 'path.isAbsolute(found)')
     assert.equal(realpathSync(found), LS)
   })
 
@@ -118,7 +118,7 @@ describe('resolveRules', () => {
     assert.throws(
       () => resolveRules('allow', [MISSING], SAFE_PATH, '/'),
       (error: unknown) => {
-        assert.ok(error instanceof PolicyError)
+        assert.ok(error instanceof PolicyError, 'error instanceof PolicyError')
         assert.equal(error.field, 'allow.0')
         assert.ok(error.message.includes(MISSING), error.message)
         return true

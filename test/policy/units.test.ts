@@ -49,7 +49,7 @@ describe('parseDuration', () => {
       assert.throws(
         () => parseDuration(bad),
         (error: unknown) => {
-          assert.ok(error instanceof Error)
+          assert.ok(error instanceof Error, 'error instanceof Error')
           assert.ok(error.message.includes(`"${bad}"`), error.message)
           assert.match(error.message, /is not a duration/)
           assert.match(error.message, /ms, s, m, h/)
@@ -86,7 +86,7 @@ describe('parseSize', () => {
       assert.throws(
         () => parseSize(bad),
         (error: unknown) => {
-          assert.ok(error instanceof Error)
+          assert.ok(error instanceof Error, 'error instanceof Error')
           assert.ok(error.message.includes(`"${bad}"`), error.message)
           assert.match(error.message, /is not a size/)
           assert.match(error.message, /b, k, kb, kib, m, mb, mib, g, gb, gib/)

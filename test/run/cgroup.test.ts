@@ -65,7 +65,7 @@ for (const tier of TIERS) {
         isolation,
       })
       assert.equal(r.status, 'ok')
-      assert.ok(r.cpuMs !== null && r.cpuMs >= 0)
+      assert.ok(r.cpuMs !== null && r.cpuMs >= 0, 'r.cpuMs !== null && r.cpuMs >= 0')
       assert.ok(r.maxRssBytes! >= 64 * MiB, `peak ${r.maxRssBytes}`)
     })
 

@@ -10,6 +10,7 @@ const limits: Limits = {
   maxProcesses: 16,
   maxFileSizeBytes: 64 * 1024,
   maxOutputBytes: 1000,
+  tmpfsBytes: 64 * 1024 * 1024,
   killGraceMs: 100,
 }
 
@@ -17,6 +18,7 @@ const outcome = (over: Partial<Outcome> = {}): Outcome => ({
   exitCode: 0,
   signal: null,
   stoppedFor: null,
+  kernel: null,
   stderrTail: '',
   limits,
   launchError: null,
@@ -183,5 +185,39 @@ describe('classify', () => {
       classify(outcome({ exitCode: 153, stoppedFor: 'timeout', launchError: 'spawn EACCES' })).status,
       'error',
     )
+  })
+})
+
+describe('classify with kernel counters', () => {
+  const kernel = (oomKills: number, pidsMaxHits: number) => ({ oomKills, pidsMaxHits })
+
+  it('an OOM kill is memory, whatever the exit and even after a timeout', () => {
+    assert.equal(classify(outcome({ exitCode: 0, kernel: kernel(1, 0) })).status, 'memory')
+    assert.equal(
+      classify(outcome({ stoppedFor: 'timeout', exitCode: null, signal: 'SIGKILL', kernel: kernel(2, 0) }))
+        .status,
+      'memory',
+    )
+    assert.match(classify(outcome({ kernel: kernel(1, 0) })).violation!.message, /OOM kill/)
+  })
+
+  it('a refused fork is process-limit, even when the program then ran out the clock', () => {
+    const r = classify(
+      outcome({ stoppedFor: 'timeout', exitCode: null, signal: 'SIGKILL', kernel: kernel(0, 3) }),
+    )
+    assert.equal(r.status, 'process-limit')
+    assert.equal(r.violation!.limit, 16)
+  })
+
+  it('cancel still wins over the counters; zero counters change nothing', () => {
+    assert.equal(classify(outcome({ stoppedFor: 'canceled', kernel: kernel(1, 1) })).status, 'canceled')
+    assert.equal(classify(outcome({ exitCode: 3, kernel: kernel(0, 0) })).status, 'nonzero-exit')
+  })
+
+  it('the tree CPU stop is cpu-time', () => {
+    const r = classify(
+      outcome({ stoppedFor: 'cpu-time', exitCode: null, signal: 'SIGKILL', kernel: kernel(0, 0) }),
+    )
+    assert.deepEqual(r.violation, { kind: 'cpu-time', limit: 1500, message: 'CPU time exceeded 1500ms' })
   })
 })

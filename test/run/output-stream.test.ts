@@ -60,7 +60,7 @@ for (const tier of TIERS) {
 
     it('start(): pid, live output iterator, stdin write and close', async () => {
       const handle = start(['sh', '-c', 'read line; echo "got $line"; cat'], { isolation })
-      assert.ok(typeof handle.pid === 'number')
+      assert.ok(typeof handle.pid === 'number', "typeof handle.pid === 'number'")
       handle.write('hello\n')
       const seen: string[] = []
       for await (const chunk of handle.output) {

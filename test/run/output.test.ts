@@ -169,7 +169,7 @@ describe('OutputBuffer', () => {
     out.push('stderr', Buffer.alloc(10_000, 'x'))
     out.push('stderr', b('Cannot fork'))
     assert.equal(out.stderrTail.length, 4096)
-    assert.ok(out.stderrTail.endsWith('xCannot fork'))
+    assert.ok(out.stderrTail.endsWith('xCannot fork'), "out.stderrTail.endsWith('xCannot fork')")
     for (let i = 0; i < 100; i++) out.push('stderr', Buffer.alloc(1000, 'y'))
     assert.equal(out.stderrTail, 'y'.repeat(4096))
   })
