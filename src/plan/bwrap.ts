@@ -54,42 +54,61 @@ const depth = (p: string) => (p === '/' ? 0 : p.split('/').length - 1)
 /** One mount: applied parent-first, so a deeper mount always lands on top of the ones that contain it. */
 interface Mount {
   path: string
-  /** Among mounts of the same depth: shown paths, then writable (rw wins over ro), then hides. */
+  /** Among mounts of the same depth: shown paths, private mounts, the cwd, writable (rw wins over ro), hides. */
   rank: number
+  /** Whether what is below becomes invisible (a private or hiding tmpfs) rather than the host's view. */
+  hides: boolean
   args: string[]
 }
+
+const PRIVATE = new Set(['/dev', '/proc', '/tmp'])
+const byMountOrder = (a: Mount, b: Mount) => depth(a.path) - depth(b.path) || a.rank - b.rank
 
 export function bwrapArgs(spec: BwrapSpec): string[] {
   const size = String(spec.tmpfsBytes)
   const tmpfs = (dir: string) => ['--size', size, '--tmpfs', dir]
   const mounts: Mount[] = []
-  const add = (path: string, rank: number, args: string[]) => mounts.push({ path, rank, args })
+  const add = (path: string, rank: number, hides: boolean, args: string[]) =>
+    mounts.push({ path, rank, hides, args })
 
+  // Explicitly listed paths are shown whole: nothing of the system list or the hide list lands inside them
+  // again (a re-mounted /etc/localtime would even fail: it is an absolute symlink).
+  const explicit = [...(spec.readable ?? []), ...spec.writable]
+  const insideExplicit = (p: string) => explicit.some((dir) => dir !== p && covers(dir, p))
   if (spec.readable) {
     // --ro-bind-try: a system path this distribution lacks (/lib32, /libx32) is simply absent.
-    for (const p of SYSTEM_PATHS) add(p, 0, ['--ro-bind-try', p, p])
-    for (const p of spec.readable) add(p, 0, ['--ro-bind', p, p])
+    for (const p of SYSTEM_PATHS) if (!insideExplicit(p)) add(p, 0, false, ['--ro-bind-try', p, p])
+    for (const p of spec.readable) add(p, 0, false, ['--ro-bind', p, p])
   } else {
-    add('/', 0, ['--ro-bind', '/', '/'])
+    add('/', 0, false, ['--ro-bind', '/', '/'])
   }
-  add('/dev', 1, ['--dev', '/dev'])
-  add('/proc', 1, ['--proc', '/proc'])
-  add('/tmp', 1, tmpfs('/tmp'))
-  // The cwd is always visible: bound again when the private /tmp, a hidden path or strict mode covers it.
-  const shown = spec.readable ? [...SYSTEM_PATHS, ...spec.readable] : ['/']
-  const covering = [...spec.hide.map((h) => h.path), '/tmp']
-  const cwdHidden =
-    !shown.some((dir) => covers(dir, spec.cwd)) || covering.some((dir) => covers(dir, spec.cwd))
-  const cwdWritable = spec.writable.some((dir) => covers(dir, spec.cwd))
-  if (cwdHidden && spec.cwd !== '/' && !cwdWritable) add(spec.cwd, 2, ['--ro-bind', spec.cwd, spec.cwd])
-  for (const dir of spec.writable) add(dir, 3, ['--bind', dir, dir])
-  // A path given as readable, writable or cwd is shown, not hidden; a hidden path *inside* one still is.
-  const explicit = new Set([...(spec.readable ?? []), ...spec.writable, spec.cwd])
-  const hide = spec.hide.filter((h) => !explicit.has(h.path))
+  add('/dev', 1, true, ['--dev', '/dev'])
+  add('/proc', 1, true, ['--proc', '/proc'])
+  add('/tmp', 1, true, tmpfs('/tmp'))
+  for (const dir of spec.writable) add(dir, 3, false, ['--bind', dir, dir])
+  // A hide equal to a listed path or the cwd is dropped (listed wins); one *inside* them still applies.
+  // /dev, /proc and /tmp are private already.
+  const hide = spec.hide.filter(
+    (h) => !explicit.includes(h.path) && h.path !== spec.cwd && !PRIVATE.has(h.path),
+  )
   // A hidden file reads as an empty /dev/null (a plain bind would be nodev and unreadable).
-  for (const h of hide) add(h.path, 4, h.dir ? tmpfs(h.path) : ['--dev-bind', '/dev/null', h.path])
+  for (const h of hide) add(h.path, 4, true, h.dir ? tmpfs(h.path) : ['--dev-bind', '/dev/null', h.path])
+  // The cwd is always visible: bound again when the mount that would show it hides it instead (the
+  // private /tmp, a hide) or, in strict mode, when nothing shows it.
+  const top = mounts
+    .filter((m) => covers(m.path, spec.cwd))
+    .sort(byMountOrder)
+    .at(-1)
+  if (spec.cwd !== '/' && (!top || top.hides)) {
+    add(spec.cwd, 2, false, ['--ro-bind', spec.cwd, spec.cwd])
+    // The cwd is shown whole too: drop system paths inside it (cwd /etc in strict mode).
+    const inside = mounts.filter(
+      (m) => m.args[0] === '--ro-bind-try' && m.path !== spec.cwd && covers(spec.cwd, m.path),
+    )
+    for (const m of inside) mounts.splice(mounts.indexOf(m), 1)
+  }
 
-  mounts.sort((a, b) => depth(a.path) - depth(b.path) || a.rank - b.rank)
+  mounts.sort(byMountOrder)
   const args = mounts.flatMap((m) => m.args)
   // Last, so every mount inside a hidden directory exists before its tmpfs turns read-only.
   for (const h of hide) if (h.dir) args.push('--remount-ro', h.path)

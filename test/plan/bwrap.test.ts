@@ -1,142 +1,885 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
-import { bwrapArgs } from '../../src/plan/bwrap.js'
+import { type BwrapSpec, bwrapArgs, SYSTEM_PATHS } from '../../src/plan/bwrap.js'
 
-const BASE = ['--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc', '--tmpfs', '/tmp']
-const tail = (cwd: string) => ['--hostname', 'cordon', '--die-with-parent', '--new-session', '--chdir', cwd]
+const BYTES = 64 * 1024 * 1024
+const SIZE = String(BYTES)
+
+/** A spec with nothing optional set: no writable paths, no hides, host root visible, cwd /work. */
+const spec = (over: Partial<BwrapSpec> = {}): BwrapSpec => ({
+  writable: [],
+  cwd: '/work',
+  network: 'none',
+  tmpfsBytes: BYTES,
+  hide: [],
+  ...over,
+})
+const dir = (path: string) => ({ path, dir: true })
+const file = (path: string) => ({ path, dir: false })
+
+/** Number of '/'-separated levels of a path, as the builder sorts mounts by: '/' 0, '/usr' 1, '/etc/ssl' 2. */
+const depth = (p: string) => (p === '/' ? 0 : p.split('/').length - 1)
+
+// The argv pieces each kind of mount turns into.
+const ro = (p: string) => ['--ro-bind', p, p]
+const rw = (p: string) => ['--bind', p, p]
+const tmpfs = (p: string) => ['--size', SIZE, '--tmpfs', p]
+const devNull = (p: string) => ['--dev-bind', '/dev/null', p]
+const remount = (p: string) => ['--remount-ro', p]
+const tryBind = (paths: readonly string[]) => paths.flatMap((p) => ['--ro-bind-try', p, p])
+
+const ROOT = ro('/')
+const PRIVATE = ['--dev', '/dev', '--proc', '/proc', ...tmpfs('/tmp')]
+const HEAD = [...ROOT, ...PRIVATE]
+/** Strict mode: the top-level system paths (/usr, /bin, ...) land before the private /dev, /proc, /tmp... */
+const SYS1 = tryBind(SYSTEM_PATHS.filter((p) => depth(p) === 1))
+/** ...and the /etc files after every other top-level mount. */
+const SYS2 = tryBind(SYSTEM_PATHS.filter((p) => depth(p) === 2))
+const TAIL = (cwd: string) => [
+  '--unshare-all',
+  '--hostname',
+  'cordon',
+  '--die-with-parent',
+  '--new-session',
+  '--chdir',
+  cwd,
+]
+
+/** Index at which `seq` (a flag and its values) starts in `args`, or -1. */
+function indexOf(args: readonly string[], ...seq: string[]): number {
+  for (let i = 0; i + seq.length <= args.length; i++) {
+    if (seq.every((s, j) => args[i + j] === s)) return i
+  }
+  return -1
+}
+
+/** Index of `seq`, failing the test when it is absent. */
+function at(args: readonly string[], ...seq: string[]): number {
+  const i = indexOf(args, ...seq)
+  assert.ok(i >= 0, `expected ${seq.join(' ')} in ${args.join(' ')}`)
+  return i
+}
+
+/** Asserts that `first` occurs, `second` occurs, and `first` comes before `second`. */
+function before(args: readonly string[], first: string[], second: string[]): void {
+  const a = at(args, ...first)
+  const b = at(args, ...second)
+  assert.ok(a < b, `expected ${first.join(' ')} (at ${a}) before ${second.join(' ')} (at ${b})`)
+}
+
+const count = (args: readonly string[], flag: string) => args.filter((a) => a === flag).length
+
+const under = (parent: string, p: string) =>
+  p === parent || p.startsWith(parent.endsWith('/') ? parent : `${parent}/`)
+
+/** How many values each bwrap option this builder emits takes. */
+const ARITY: Record<string, number> = {
+  '--ro-bind': 2,
+  '--ro-bind-try': 2,
+  '--bind': 2,
+  '--dev-bind': 2,
+  '--dev': 1,
+  '--proc': 1,
+  '--tmpfs': 1,
+  '--size': 1,
+  '--remount-ro': 1,
+  '--hostname': 1,
+  '--chdir': 1,
+  '--info-fd': 1,
+  '--block-fd': 1,
+  '--seccomp': 1,
+  '--unshare-all': 0,
+  '--share-net': 0,
+  '--die-with-parent': 0,
+  '--new-session': 0,
+}
+
+interface Op {
+  flag: string
+  values: string[]
+  index: number
+}
+
+/** Splits argv into options, failing on an unknown option or a missing value. */
+function parse(args: readonly string[]): Op[] {
+  const ops: Op[] = []
+  let i = 0
+  while (i < args.length) {
+    const flag = args[i]!
+    const n = ARITY[flag]
+    assert.ok(n !== undefined, `unexpected ${flag} at ${i} in ${args.join(' ')}`)
+    assert.ok(i + n < args.length, `${flag} at ${i} is missing a value`)
+    ops.push({ flag, values: args.slice(i + 1, i + 1 + n), index: i })
+    i += 1 + n
+  }
+  return ops
+}
+
+const BINDS = new Set(['--ro-bind', '--ro-bind-try', '--bind', '--dev-bind'])
+const MOUNTS = new Set([...BINDS, '--tmpfs', '--dev', '--proc'])
+type Mount = Op & { dest: string }
+/** Every mount, with where it lands, in argv order (a hidden file's /dev/null bind included). */
+const mounts = (args: readonly string[]): Mount[] =>
+  parse(args)
+    .filter((op) => MOUNTS.has(op.flag))
+    .map((op) => ({ ...op, dest: op.values.at(-1)! }))
+/** Every bind mount, with where it lands, in argv order (a hidden file's /dev/null bind included). */
+const binds = (args: readonly string[]) => mounts(args).filter((m) => BINDS.has(m.flag))
+const show = (m: Mount) => `${m.flag} ${m.values.join(' ')} (at ${m.index})`
+
+/** The mount that decides what `path` shows: the last one at or above it, or undefined. */
+const topmost = (args: readonly string[], path: string) =>
+  mounts(args)
+    .filter((m) => under(m.dest, path))
+    .at(-1)
+
+/** Asserts that `path` shows the real host path: the last mount at or above it binds a real path in place. */
+function visible(args: readonly string[], path: string): void {
+  const top = topmost(args, path)
+  assert.ok(
+    top && BINDS.has(top.flag) && top.values[0] === top.dest,
+    `${path} is covered by ${top ? show(top) : 'nothing'} in ${args.join(' ')}`,
+  )
+}
+
+/** Asserts that the last mount at or above `path` is the hide of `path` itself. */
+function hidden(args: readonly string[], path: string, isDir: boolean): void {
+  const top = topmost(args, path)
+  const ok = isDir
+    ? top?.flag === '--tmpfs' && top.dest === path
+    : top?.flag === '--dev-bind' && top.values[0] === '/dev/null' && top.dest === path
+  assert.ok(ok, `${path} is covered by ${top ? show(top) : 'nothing'} in ${args.join(' ')}`)
+}
 
 describe('bwrapArgs', () => {
-  it('builds the default argv: read-only root, cwd bound read-only, every namespace unshared', () => {
-    assert.deepEqual(bwrapArgs({ writable: [], cwd: '/work', network: 'none' }), [
-      ...BASE,
-      '--ro-bind',
-      '/work',
-      '/work',
-      '--unshare-all',
-      ...tail('/work'),
-    ])
+  describe('default mode (host root read-only)', () => {
+    it('builds the exact default argv; a cwd outside /tmp is visible through / and not bound again', () => {
+      assert.deepEqual(bwrapArgs(spec()), [...HEAD, ...TAIL('/work')])
+    })
+
+    it('builds the same argv for cwd /', () => {
+      assert.deepEqual(bwrapArgs(spec({ cwd: '/' })), [...HEAD, ...TAIL('/')])
+    })
+
+    it('sizes the private /tmp with tmpfsBytes, --size right before --tmpfs', () => {
+      const args = bwrapArgs(spec({ tmpfsBytes: 1234 }))
+      assert.equal(at(args, '--size', '1234', '--tmpfs', '/tmp') >= 0, true)
+      assert.equal(count(args, '--size'), 1)
+    })
+
+    it('emits a well-formed argv (known options, each with its values)', () => {
+      const args = bwrapArgs(spec())
+      assert.deepEqual(
+        parse(args).map((op) => op.flag),
+        [
+          '--ro-bind',
+          '--dev',
+          '--proc',
+          '--size',
+          '--tmpfs',
+          '--unshare-all',
+          '--hostname',
+          '--die-with-parent',
+          '--new-session',
+          '--chdir',
+        ],
+      )
+    })
   })
 
-  it('adds --share-net right after --unshare-all for network host', () => {
-    assert.deepEqual(bwrapArgs({ writable: [], cwd: '/work', network: 'host' }), [
-      ...BASE,
-      '--ro-bind',
-      '/work',
-      '/work',
-      '--unshare-all',
-      '--share-net',
-      ...tail('/work'),
-    ])
+  describe('network', () => {
+    it('adds --share-net right after --unshare-all for network host', () => {
+      assert.deepEqual(bwrapArgs(spec({ network: 'host' })), [
+        ...HEAD,
+        '--unshare-all',
+        '--share-net',
+        ...TAIL('/work').slice(1),
+      ])
+    })
+
+    it('never shares the network for network none', () => {
+      for (const s of [
+        spec(),
+        spec({ writable: ['/data'], cwd: '/data' }),
+        spec({ readable: ['/data'], hide: [dir('/home/u')] }),
+      ]) {
+        assert.equal(bwrapArgs(s).includes('--share-net'), false)
+      }
+    })
   })
 
-  it('never shares the network for network none', () => {
-    assert.ok(!bwrapArgs({ writable: ['/data'], cwd: '/data', network: 'none' }).includes('--share-net'))
+  describe('cwd', () => {
+    it('ro-binds a cwd under /tmp after the private /tmp', () => {
+      assert.deepEqual(bwrapArgs(spec({ cwd: '/tmp/work' })), [
+        ...HEAD,
+        ...ro('/tmp/work'),
+        ...TAIL('/tmp/work'),
+      ])
+    })
+
+    it('ro-binds a cwd that is /tmp itself, after the private /tmp', () => {
+      assert.deepEqual(bwrapArgs(spec({ cwd: '/tmp' })), [...HEAD, ...ro('/tmp'), ...TAIL('/tmp')])
+    })
+
+    it('does not bind a cwd that only shares a name prefix with /tmp', () => {
+      assert.deepEqual(bwrapArgs(spec({ cwd: '/tmpdata' })), [...HEAD, ...TAIL('/tmpdata')])
+    })
+
+    it('ro-binds a cwd under a hidden directory after the hide, before its --remount-ro', () => {
+      const args = bwrapArgs(spec({ cwd: '/home/u/proj', hide: [dir('/home/u')] }))
+      assert.deepEqual(args, [
+        ...HEAD,
+        ...tmpfs('/home/u'),
+        ...ro('/home/u/proj'),
+        ...remount('/home/u'),
+        ...TAIL('/home/u/proj'),
+      ])
+    })
+
+    it('does not bind a cwd that only contains a hidden directory', () => {
+      const args = bwrapArgs(spec({ cwd: '/a', hide: [dir('/a/b/c')] }))
+      assert.deepEqual(args, [...HEAD, ...tmpfs('/a/b/c'), ...remount('/a/b/c'), ...TAIL('/a')])
+    })
+
+    it('keeps a cwd that is itself a hidden directory visible: that hide is dropped', () => {
+      const args = bwrapArgs(spec({ cwd: '/home/u', hide: [dir('/home/u')] }))
+      assert.equal(indexOf(args, '--tmpfs', '/home/u'), -1)
+      assert.equal(args.includes('--remount-ro'), false)
+      visible(args, '/home/u')
+      assert.deepEqual(args.slice(-2), ['--chdir', '/home/u'])
+    })
+
+    it('does not bind a cwd that only shares a name prefix with a hidden directory', () => {
+      const args = bwrapArgs(spec({ cwd: '/home/u2', hide: [dir('/home/u')] }))
+      assert.deepEqual(args, [...HEAD, ...tmpfs('/home/u'), ...remount('/home/u'), ...TAIL('/home/u2')])
+    })
+
+    it('does not bind a cwd next to a hidden file', () => {
+      const args = bwrapArgs(spec({ cwd: '/srv', hide: [file('/srv.conf')] }))
+      assert.deepEqual(args, [...HEAD, ...devNull('/srv.conf'), ...TAIL('/srv')])
+    })
+
+    it('never binds cwd /, whatever hides it or whether strict mode is on', () => {
+      for (const s of [
+        spec({ cwd: '/' }),
+        spec({ cwd: '/', hide: [dir('/home/u'), file('/etc/shadow')] }),
+        spec({ cwd: '/', readable: [] }),
+        spec({ cwd: '/', readable: ['/data'], hide: [dir('/home/u')] }),
+        spec({ cwd: '/', hide: [dir('/')] }),
+      ]) {
+        const args = bwrapArgs(s)
+        const roots = binds(args).filter((b) => b.dest === '/')
+        assert.deepEqual(
+          roots.map((b) => b.flag),
+          s.readable ? [] : ['--ro-bind'],
+        )
+        assert.equal(roots[0]?.index ?? 0, 0)
+        assert.deepEqual(args.slice(-2), ['--chdir', '/'])
+      }
+    })
+
+    it('drops a hide of / when / is the cwd', () => {
+      assert.deepEqual(bwrapArgs(spec({ cwd: '/', hide: [dir('/')] })), [...HEAD, ...TAIL('/')])
+    })
+
+    it('does not ro-bind a cwd that is a writable path', () => {
+      assert.deepEqual(bwrapArgs(spec({ writable: ['/tmp/job'], cwd: '/tmp/job' })), [
+        ...HEAD,
+        ...rw('/tmp/job'),
+        ...TAIL('/tmp/job'),
+      ])
+    })
+
+    it('does not ro-bind a cwd under a writable path, even under a hidden directory', () => {
+      assert.deepEqual(
+        bwrapArgs(spec({ writable: ['/home/u/proj'], cwd: '/home/u/proj/src', hide: [dir('/home/u')] })),
+        [
+          ...HEAD,
+          ...tmpfs('/home/u'),
+          ...rw('/home/u/proj'),
+          ...remount('/home/u'),
+          ...TAIL('/home/u/proj/src'),
+        ],
+      )
+    })
+
+    it('treats a writable / as covering a cwd outside /tmp, binding it before /dev, /proc and /tmp', () => {
+      assert.deepEqual(bwrapArgs(spec({ writable: ['/'], cwd: '/work' })), [
+        ...ROOT,
+        ...rw('/'),
+        ...PRIVATE,
+        ...TAIL('/work'),
+      ])
+    })
+
+    it('ro-binds a hidden cwd that only shares a name prefix with a writable path', () => {
+      assert.deepEqual(bwrapArgs(spec({ writable: ['/tmp/job'], cwd: '/tmp/job2' })), [
+        ...HEAD,
+        ...ro('/tmp/job2'),
+        ...rw('/tmp/job'),
+        ...TAIL('/tmp/job2'),
+      ])
+    })
+
+    it('binds a writable path inside a ro-bound cwd on top of it', () => {
+      assert.deepEqual(bwrapArgs(spec({ writable: ['/tmp/work/out'], cwd: '/tmp/work' })), [
+        ...HEAD,
+        ...ro('/tmp/work'),
+        ...rw('/tmp/work/out'),
+        ...TAIL('/tmp/work'),
+      ])
+    })
   })
 
-  it('binds nested writable paths parent first whatever order they are given in', () => {
-    const args = bwrapArgs({ writable: ['/data/a/b', '/out', '/data', '/data/a'], cwd: '/', network: 'none' })
-    assert.deepEqual(args, [
-      ...BASE,
-      '--ro-bind',
-      '/',
-      '/',
-      '--bind',
-      '/out',
-      '/out',
-      '--bind',
-      '/data',
-      '/data',
-      '--bind',
-      '/data/a',
-      '/data/a',
-      '--bind',
-      '/data/a/b',
-      '/data/a/b',
-      '--unshare-all',
-      ...tail('/'),
-    ])
+  describe('writable paths', () => {
+    it('binds nested writable paths parent first whatever order they are given in', () => {
+      const writable = ['/data/a/b', '/out', '/data', '/data/a']
+      assert.deepEqual(bwrapArgs(spec({ writable, cwd: '/' })), [
+        ...HEAD,
+        ...rw('/out'),
+        ...rw('/data'),
+        ...rw('/data/a'),
+        ...rw('/data/a/b'),
+        ...TAIL('/'),
+      ])
+    })
+
+    it('keeps writable paths of the same depth in the order given', () => {
+      const args = bwrapArgs(spec({ writable: ['/z', '/a', '/m'], cwd: '/' }))
+      assert.deepEqual(args, [...HEAD, ...rw('/z'), ...rw('/a'), ...rw('/m'), ...TAIL('/')])
+    })
+
+    it('does not modify the writable list it is given', () => {
+      const writable = ['/data/a', '/data']
+      bwrapArgs(spec({ writable, cwd: '/data' }))
+      assert.deepEqual(writable, ['/data/a', '/data'])
+    })
+
+    it('binds a writable path under /tmp after the private /tmp', () => {
+      const args = bwrapArgs(spec({ writable: ['/tmp/out'] }))
+      before(args, ['--tmpfs', '/tmp'], rw('/tmp/out'))
+    })
+
+    it('binds a writable /tmp over the private /tmp', () => {
+      assert.deepEqual(bwrapArgs(spec({ writable: ['/tmp'] })), [...HEAD, ...rw('/tmp'), ...TAIL('/work')])
+    })
+
+    it('binds a writable path inside a hidden directory after the hide and before its --remount-ro', () => {
+      assert.deepEqual(bwrapArgs(spec({ writable: ['/home/u/out'], hide: [dir('/home/u')] })), [
+        ...HEAD,
+        ...tmpfs('/home/u'),
+        ...rw('/home/u/out'),
+        ...remount('/home/u'),
+        ...TAIL('/work'),
+      ])
+    })
   })
 
-  it('does not modify the writable list it is given', () => {
-    const writable = ['/data/a', '/data']
-    bwrapArgs({ writable, cwd: '/data', network: 'none' })
-    assert.deepEqual(writable, ['/data/a', '/data'])
+  describe('hide', () => {
+    it('turns a directory into a sized tmpfs remounted read-only at the end, a file into /dev/null', () => {
+      const args = bwrapArgs(
+        spec({ hide: [dir('/home/u'), file('/etc/secret.conf'), dir('/root')], writable: ['/out'] }),
+      )
+      // Top-level mounts first (the hide of /root after the writable /out), then the two-level hides in order.
+      assert.deepEqual(args, [
+        ...HEAD,
+        ...rw('/out'),
+        ...tmpfs('/root'),
+        ...tmpfs('/home/u'),
+        ...devNull('/etc/secret.conf'),
+        ...remount('/home/u'),
+        ...remount('/root'),
+        ...TAIL('/work'),
+      ])
+    })
+
+    it('binds a hidden file to /dev/null with --dev-bind (a plain bind is nodev: reading it fails)', () => {
+      const args = bwrapArgs(spec({ hide: [file('/etc/secret.conf')] }))
+      at(args, '--dev-bind', '/dev/null', '/etc/secret.conf')
+      assert.equal(indexOf(args, '--ro-bind', '/dev/null'), -1)
+      assert.equal(indexOf(args, '--bind', '/dev/null'), -1)
+      assert.equal(count(args, '--dev-bind'), 1)
+    })
+
+    it('never remounts a hidden file', () => {
+      const args = bwrapArgs(spec({ hide: [file('/etc/secret.conf')] }))
+      assert.equal(args.includes('--remount-ro'), false)
+      assert.equal(args.includes('/etc/secret.conf'), true)
+      assert.equal(count(args, '--tmpfs'), 1)
+    })
+
+    it('emits no --remount-ro without hidden directories', () => {
+      assert.equal(bwrapArgs(spec({ writable: ['/out'], cwd: '/tmp/x' })).includes('--remount-ro'), false)
+    })
+
+    it('sizes every hidden directory tmpfs like /tmp', () => {
+      const args = bwrapArgs(spec({ tmpfsBytes: 4096, hide: [dir('/a'), dir('/b'), file('/c')] }))
+      assert.equal(count(args, '--tmpfs'), 3)
+      assert.equal(count(args, '--size'), 3)
+      for (const d of ['/tmp', '/a', '/b']) at(args, '--size', '4096', '--tmpfs', d)
+    })
+
+    it('remounts hidden directories in the order given, after every mount', () => {
+      const args = bwrapArgs(
+        spec({
+          cwd: '/home/u/proj',
+          writable: ['/home/u/proj/out'],
+          hide: [dir('/home/u/a/b'), dir('/home/u')],
+        }),
+      )
+      const lastMount = Math.max(...mounts(args).map((m) => m.index))
+      const first = at(args, '--remount-ro', '/home/u/a/b')
+      assert.equal(args[first + 2], '--remount-ro')
+      assert.equal(args[first + 3], '/home/u')
+      assert.ok(first > lastMount, `--remount-ro at ${first} before a mount at ${lastMount}`)
+      assert.ok(first < at(args, '--unshare-all'), '--remount-ro after --unshare-all')
+    })
+
+    it('remounts a hidden directory after everything is bound inside it', () => {
+      const args = bwrapArgs(
+        spec({ cwd: '/home/u/proj', writable: ['/home/u/proj/out'], hide: [dir('/home/u')] }),
+      )
+      const remountAt = at(args, '--remount-ro', '/home/u')
+      for (const b of binds(args)) assert.ok(b.index < remountAt, `${show(b)} after --remount-ro`)
+      assert.ok(remountAt < at(args, '--unshare-all'), '--remount-ro after --unshare-all')
+    })
+
+    it('drops a hide of a writable, readable or cwd path, keeping the hides inside them', () => {
+      const args = bwrapArgs(
+        spec({
+          cwd: '/c',
+          writable: ['/w'],
+          readable: ['/r'],
+          hide: [dir('/w'), dir('/r'), dir('/c'), file('/w/.env'), dir('/r/secret'), file('/c/.env')],
+        }),
+      )
+      assert.deepEqual(args, [
+        ...SYS1,
+        ...ro('/r'),
+        ...PRIVATE,
+        ...ro('/c'),
+        ...rw('/w'),
+        ...SYS2,
+        ...devNull('/w/.env'),
+        ...tmpfs('/r/secret'),
+        ...devNull('/c/.env'),
+        ...remount('/r/secret'),
+        ...TAIL('/c'),
+      ])
+    })
   })
 
-  it('does not ro-bind a cwd that a writable path is', () => {
-    assert.deepEqual(bwrapArgs({ writable: ['/tmp/job'], cwd: '/tmp/job', network: 'none' }), [
-      ...BASE,
-      '--bind',
-      '/tmp/job',
-      '/tmp/job',
-      '--unshare-all',
-      ...tail('/tmp/job'),
-    ])
+  describe('strict mode (readable set)', () => {
+    it('lists system paths one or two levels deep only (the helpers of this file split them so)', () => {
+      assert.equal(SYS1.length + SYS2.length, 3 * SYSTEM_PATHS.length)
+    })
+
+    it('builds the exact argv for an empty readable list: system paths only', () => {
+      assert.deepEqual(bwrapArgs(spec({ cwd: '/', readable: [] })), [
+        ...SYS1,
+        ...PRIVATE,
+        ...SYS2,
+        ...TAIL('/'),
+      ])
+    })
+
+    it('does not bind the host root, but every system path once with --ro-bind-try, top-level ones first', () => {
+      const args = bwrapArgs(spec({ cwd: '/', readable: ['/data'] }))
+      assert.equal(indexOf(args, '--ro-bind', '/', '/'), -1)
+      assert.deepEqual(args.slice(0, SYS1.length), SYS1)
+      for (const p of SYSTEM_PATHS) assert.equal(count(args, p), 2, p)
+      assert.equal(count(args, '--ro-bind-try'), SYSTEM_PATHS.length)
+    })
+
+    it('lists the userland and a few /etc files, never / or all of /etc', () => {
+      for (const p of [
+        '/usr',
+        '/bin',
+        '/lib',
+        '/lib64',
+        '/etc/ld.so.cache',
+        '/etc/passwd',
+        '/etc/resolv.conf',
+      ]) {
+        assert.ok((SYSTEM_PATHS as readonly string[]).includes(p), p)
+      }
+      for (const p of ['/', '/etc', '/home', '/root', '/tmp', '/etc/shadow']) {
+        assert.equal((SYSTEM_PATHS as readonly string[]).includes(p), false, p)
+      }
+    })
+
+    it('binds readable paths read-only, parent first, on top of the hides above them, without mutating the list', () => {
+      const readable = ['/home/u/proj/lib', '/data', '/home/u/proj']
+      const args = bwrapArgs(spec({ cwd: '/', readable, hide: [dir('/home/u')] }))
+      assert.deepEqual(args, [
+        ...SYS1,
+        ...ro('/data'),
+        ...PRIVATE,
+        ...SYS2,
+        ...tmpfs('/home/u'),
+        ...ro('/home/u/proj'),
+        ...ro('/home/u/proj/lib'),
+        ...remount('/home/u'),
+        ...TAIL('/'),
+      ])
+      assert.deepEqual(readable, ['/home/u/proj/lib', '/data', '/home/u/proj'])
+    })
+
+    it('binds readable paths of the same depth after the system paths, in the order given', () => {
+      const args = bwrapArgs(spec({ cwd: '/', readable: ['/z', '/etc/z', '/a'] }))
+      assert.deepEqual(args, [
+        ...SYS1,
+        ...ro('/z'),
+        ...ro('/a'),
+        ...PRIVATE,
+        ...SYS2,
+        ...ro('/etc/z'),
+        ...TAIL('/'),
+      ])
+    })
+
+    it('binds a cwd outside the system and readable paths', () => {
+      assert.deepEqual(bwrapArgs(spec({ cwd: '/work', readable: ['/data'] })), [
+        ...SYS1,
+        ...ro('/data'),
+        ...PRIVATE,
+        ...ro('/work'),
+        ...SYS2,
+        ...TAIL('/work'),
+      ])
+    })
+
+    it('binds a cwd that only shares a name prefix with a system or readable path', () => {
+      for (const cwd of ['/usrx', '/data2']) {
+        at(bwrapArgs(spec({ cwd, readable: ['/data'] })), '--ro-bind', cwd, cwd)
+      }
+    })
+
+    it('does not bind a cwd inside a system path or a readable path', () => {
+      for (const cwd of ['/usr/src', '/etc/ssl/certs', '/data', '/data/proj']) {
+        const args = bwrapArgs(spec({ cwd, readable: ['/data'] }))
+        assert.deepEqual(
+          binds(args).filter((b) => b.flag === '--ro-bind'),
+          [{ flag: '--ro-bind', values: ['/data', '/data'], index: SYS1.length, dest: '/data' }],
+          cwd,
+        )
+      }
+    })
+
+    it('shows a cwd inside a readable path that a hide covers through the readable path, without a second bind', () => {
+      const args = bwrapArgs(
+        spec({ cwd: '/home/u/proj/src', readable: ['/home/u/proj'], hide: [dir('/home/u')] }),
+      )
+      before(args, ['--tmpfs', '/home/u'], ro('/home/u/proj'))
+      assert.equal(indexOf(args, ...ro('/home/u/proj/src')), -1, 'cwd not bound again')
+      visible(args, '/home/u/proj/src')
+    })
+
+    it('binds a cwd under /tmp after the private /tmp', () => {
+      const args = bwrapArgs(spec({ cwd: '/tmp/w', readable: [] }))
+      assert.deepEqual(args, [...SYS1, ...PRIVATE, ...SYS2, ...ro('/tmp/w'), ...TAIL('/tmp/w')])
+    })
+
+    it('does not ro-bind a cwd covered by a writable path; a readable path inside it lands read-only on top', () => {
+      assert.deepEqual(bwrapArgs(spec({ cwd: '/work/src', writable: ['/work'], readable: ['/work/ref'] })), [
+        ...SYS1,
+        ...PRIVATE,
+        ...rw('/work'),
+        ...SYS2,
+        ...ro('/work/ref'),
+        ...TAIL('/work/src'),
+      ])
+    })
+
+    it('binds a path both readable and writable writable, after the read-only bind', () => {
+      const args = bwrapArgs(spec({ cwd: '/', readable: ['/data'], writable: ['/data'] }))
+      before(args, ro('/data'), rw('/data'))
+      const top = topmost(args, '/data')
+      assert.equal(top?.flag, '--bind')
+    })
+
+    it('treats undefined readable as default mode and [] as strict mode', () => {
+      assert.equal(bwrapArgs(spec({ cwd: '/' }))[0], '--ro-bind')
+      assert.equal(bwrapArgs(spec({ cwd: '/', readable: [] }))[0], '--ro-bind-try')
+    })
   })
 
-  it('does not ro-bind a cwd that lies under a writable path', () => {
-    assert.deepEqual(
-      bwrapArgs({ writable: ['/home/u/proj'], cwd: '/home/u/proj/src/lib', network: 'none' }),
-      [...BASE, '--bind', '/home/u/proj', '/home/u/proj', '--unshare-all', ...tail('/home/u/proj/src/lib')],
-    )
+  describe('hold and seccomp fds', () => {
+    it('adds --info-fd and --block-fd after --chdir when holdFds is given', () => {
+      const args = bwrapArgs(spec({ holdFds: { info: 5, block: 6 } }))
+      assert.deepEqual(args, [...HEAD, ...TAIL('/work'), '--info-fd', '5', '--block-fd', '6'])
+    })
+
+    it('adds --seccomp after --chdir when seccompFd is given', () => {
+      assert.deepEqual(bwrapArgs(spec({ seccompFd: 7 })), [...HEAD, ...TAIL('/work'), '--seccomp', '7'])
+    })
+
+    it('passes fd 0 through (only undefined means no seccomp)', () => {
+      assert.deepEqual(bwrapArgs(spec({ seccompFd: 0 })).slice(-2), ['--seccomp', '0'])
+    })
+
+    it('puts the hold fds before --seccomp when both are given', () => {
+      assert.deepEqual(bwrapArgs(spec({ holdFds: { info: 3, block: 4 }, seccompFd: 5 })).slice(-6), [
+        '--info-fd',
+        '3',
+        '--block-fd',
+        '4',
+        '--seccomp',
+        '5',
+      ])
+    })
+
+    it('emits none of them when neither is given', () => {
+      const args = bwrapArgs(spec({ readable: ['/data'], hide: [dir('/home/u')], network: 'host' }))
+      for (const flag of ['--info-fd', '--block-fd', '--seccomp']) assert.equal(args.includes(flag), false)
+    })
   })
 
-  it('treats a writable / as covering every cwd', () => {
-    const args = bwrapArgs({ writable: ['/'], cwd: '/tmp/x', network: 'none' })
-    assert.deepEqual(args, [...BASE, '--bind', '/', '/', '--unshare-all', ...tail('/tmp/x')])
+  describe('order invariants', () => {
+    const cases: [string, BwrapSpec][] = [
+      ['default', spec()],
+      ['cwd under /tmp', spec({ cwd: '/tmp/a/b', writable: ['/tmp/a/b/out', '/tmp/c'] })],
+      [
+        'hidden home with cwd and writable inside',
+        spec({
+          cwd: '/home/u/proj',
+          writable: ['/home/u/proj/out', '/tmp/o'],
+          hide: [dir('/home/u'), file('/etc/secret'), dir('/root')],
+          network: 'host',
+        }),
+      ],
+      [
+        'strict',
+        spec({
+          cwd: '/tmp/w',
+          readable: ['/home/u/lib', '/tmp/ref'],
+          writable: ['/tmp/w/out'],
+          hide: [dir('/home/u')],
+          holdFds: { info: 3, block: 4 },
+          seccompFd: 5,
+        }),
+      ],
+      ['strict, cwd elsewhere', spec({ cwd: '/srv/x', readable: [], writable: ['/srv/x/y'] })],
+      ['writable / with a hidden file', spec({ writable: ['/'], hide: [file('/etc/shadow'), dir('/root')] })],
+      [
+        'hides given child first, inside writable and cwd paths, and equal to them',
+        spec({
+          cwd: '/home/u/proj',
+          writable: ['/data', '/home/u/proj/out'],
+          hide: [
+            file('/home/u/proj/out/.env'),
+            dir('/home/u/.ssh'),
+            dir('/data/cache'),
+            dir('/home/u'),
+            dir('/data'),
+            dir('/home/u/proj'),
+            file('/home/u/proj/.env'),
+          ],
+        }),
+      ],
+      [
+        'strict, hides inside readable paths, given child first',
+        spec({
+          cwd: '/srv/p',
+          readable: ['/srv/p', '/home/u/.config'],
+          writable: ['/srv/p/out'],
+          hide: [
+            dir('/home/u/.config/gh'),
+            dir('/home/u'),
+            file('/srv/p/.env'),
+            dir('/srv/p/out/cache'),
+            dir('/srv/p'),
+          ],
+        }),
+      ],
+    ]
+
+    for (const [name, s] of cases) {
+      describe(name, () => {
+        const args = bwrapArgs(s)
+        const ops = parse(args)
+        const all = mounts(args)
+        const explicit = new Set([...(s.readable ?? []), ...s.writable, s.cwd])
+        const kept = s.hide.filter((h) => !explicit.has(h.path))
+
+        it('mounts the private /tmp once, before any bind under /tmp', () => {
+          const tmp = ops.filter((op) => op.flag === '--tmpfs' && op.values[0] === '/tmp')
+          assert.equal(tmp.length, 1)
+          for (const b of binds(args)) {
+            if (under('/tmp', b.dest)) assert.ok(b.index > tmp[0]!.index, `${show(b)} before /tmp`)
+          }
+        })
+
+        it('gives every tmpfs a --size of tmpfsBytes right before it', () => {
+          for (const [i, op] of ops.entries()) {
+            if (op.flag === '--tmpfs')
+              assert.deepEqual(ops[i - 1], { flag: '--size', values: [SIZE], index: op.index - 2 })
+          }
+        })
+
+        it('puts every mount after all mounts of its ancestors', () => {
+          for (const m of all) {
+            for (const a of all) {
+              if (a.dest !== m.dest && under(a.dest, m.dest)) {
+                assert.ok(a.index < m.index, `${show(a)} lands after ${show(m)} inside it`)
+              }
+            }
+          }
+        })
+
+        it('keeps every hide on top, dropping only those of a readable, writable or cwd path', () => {
+          for (const h of kept) hidden(args, h.path, h.dir)
+          for (const h of s.hide.filter((x) => explicit.has(x.path))) {
+            assert.equal(indexOf(args, '--tmpfs', h.path), -1, h.path)
+            assert.equal(indexOf(args, '--remount-ro', h.path), -1, h.path)
+          }
+        })
+
+        it('keeps every writable path writable: its own --bind is the last mount at or above it', () => {
+          for (const w of s.writable) {
+            const top = topmost(args, w)
+            assert.deepEqual(top && [top.flag, ...top.values], rw(w), w)
+          }
+        })
+
+        it('keeps every readable path visible', () => {
+          for (const r of s.readable ?? []) visible(args, r)
+        })
+
+        it('remounts kept hidden directories read-only after every mount, before --unshare-all', () => {
+          const lastMount = Math.max(...all.map((m) => m.index))
+          const unshare = at(args, '--unshare-all')
+          for (const h of kept.filter((x) => x.dir)) {
+            const r = at(args, '--remount-ro', h.path)
+            assert.ok(r > lastMount && r < unshare, `--remount-ro ${h.path} at ${r}`)
+          }
+          assert.equal(count(args, '--remount-ro'), kept.filter((x) => x.dir).length)
+        })
+
+        it('keeps the cwd visible and changes into it', () => {
+          visible(args, s.cwd)
+          assert.equal(count(args, '--chdir'), 1)
+          assert.equal(args[at(args, '--chdir') + 1], s.cwd)
+          assert.ok(at(args, '--chdir') > at(args, '--unshare-all'), '--chdir before --unshare-all')
+        })
+
+        it('unshares every namespace exactly once, after all mounts', () => {
+          assert.equal(count(args, '--unshare-all'), 1)
+          const unshare = at(args, '--unshare-all')
+          for (const op of ops) {
+            if (MOUNTS.has(op.flag) || op.flag === '--remount-ro') {
+              assert.ok(op.index < unshare, `${op.flag} at ${op.index} after --unshare-all`)
+            }
+          }
+        })
+      })
+    }
   })
 
-  it('ro-binds a cwd that only shares a name prefix with a writable path', () => {
-    const args = bwrapArgs({ writable: ['/tmp/job'], cwd: '/tmp/job2', network: 'none' })
-    assert.deepEqual(args, [
-      ...BASE,
-      '--ro-bind',
-      '/tmp/job2',
-      '/tmp/job2',
-      '--bind',
-      '/tmp/job',
-      '/tmp/job',
-      '--unshare-all',
-      ...tail('/tmp/job2'),
-    ])
+  describe('fixed problems (checked against bwrap 0.8)', () => {
+    it('keeps a file hidden inside a writable path hidden', () => {
+      const args = bwrapArgs(spec({ cwd: '/p', writable: ['/p'], hide: [file('/p/.env')] }))
+      assert.deepEqual(args, [...HEAD, ...rw('/p'), ...devNull('/p/.env'), ...TAIL('/p')])
+      hidden(args, '/p/.env', false)
+    })
+
+    it('keeps a file hidden inside a readable path hidden (strict mode)', () => {
+      const args = bwrapArgs(spec({ cwd: '/', readable: ['/p'], hide: [file('/p/.env')] }))
+      before(args, ro('/p'), devNull('/p/.env'))
+      hidden(args, '/p/.env', false)
+    })
+
+    it('keeps a file hidden inside a cwd that is bound again (cwd under a hidden directory)', () => {
+      const args = bwrapArgs(spec({ cwd: '/home/u/p', hide: [dir('/home/u'), file('/home/u/p/.env')] }))
+      assert.deepEqual(args, [
+        ...HEAD,
+        ...tmpfs('/home/u'),
+        ...ro('/home/u/p'),
+        ...devNull('/home/u/p/.env'),
+        ...remount('/home/u'),
+        ...TAIL('/home/u/p'),
+      ])
+    })
+
+    it('keeps a file hidden inside a cwd under /tmp hidden', () => {
+      const args = bwrapArgs(spec({ cwd: '/tmp/p', hide: [file('/tmp/p/.env')] }))
+      before(args, ro('/tmp/p'), devNull('/tmp/p/.env'))
+      hidden(args, '/tmp/p/.env', false)
+    })
+
+    it('can hide a directory inside a writable, readable or re-bound cwd path', () => {
+      for (const [s, parent] of [
+        [spec({ cwd: '/', writable: ['/p'], hide: [dir('/p/secrets')] }), rw('/p')],
+        [spec({ cwd: '/', readable: ['/p'], hide: [dir('/p/secrets')] }), ro('/p')],
+        [spec({ cwd: '/tmp/p', hide: [dir('/tmp/p/secrets')] }), ro('/tmp/p')],
+      ] as const) {
+        const args = bwrapArgs(s)
+        const secrets = `${parent[1]}/secrets`
+        before(args, [...parent], ['--tmpfs', secrets])
+        before(args, ['--tmpfs', secrets], remount(secrets))
+        hidden(args, secrets, true)
+      }
+    })
+
+    it('hides nested directories whatever order they are given in', () => {
+      const args = bwrapArgs(spec({ hide: [dir('/home/u/.ssh'), dir('/home/u')] }))
+      assert.deepEqual(args, [
+        ...HEAD,
+        ...tmpfs('/home/u'),
+        ...tmpfs('/home/u/.ssh'),
+        ...remount('/home/u/.ssh'),
+        ...remount('/home/u'),
+        ...TAIL('/work'),
+      ])
+    })
+
+    it('only binds writable a directory that is both hidden and writable', () => {
+      const args = bwrapArgs(spec({ cwd: '/', writable: ['/home/u'], hide: [dir('/home/u')] }))
+      assert.deepEqual(args, [...HEAD, ...rw('/home/u'), ...TAIL('/')])
+    })
+
+    it('keeps /proc, /dev and /tmp private when / is writable or readable: / comes first', () => {
+      for (const s of [spec({ writable: ['/'] }), spec({ readable: ['/'] })]) {
+        const args = bwrapArgs(s)
+        const root = Math.max(indexOf(args, ...rw('/')), indexOf(args, ...ro('/')))
+        assert.ok(root >= 0, 'no bind of /')
+        for (const p of ['/dev', '/proc', '/tmp']) {
+          const top = topmost(args, p)
+          assert.ok(top && top.dest === p && top.index > root, `${p} is covered by ${top && show(top)}`)
+        }
+      }
+    })
   })
 
-  it('ro-binds an uncovered cwd after --tmpfs /tmp so a cwd under /tmp stays visible', () => {
-    const args = bwrapArgs({ writable: ['/srv/out'], cwd: '/tmp/work', network: 'none' })
-    assert.deepEqual(args, [
-      ...BASE,
-      '--ro-bind',
-      '/tmp/work',
-      '/tmp/work',
-      '--bind',
-      '/srv/out',
-      '/srv/out',
-      '--unshare-all',
-      ...tail('/tmp/work'),
-    ])
-    const tmpfs = args.indexOf('--tmpfs')
-    const cwdBind = args.lastIndexOf('--ro-bind')
-    assert.ok(tmpfs >= 0 && cwdBind > tmpfs)
-  })
+  describe('fixed problems (found by these tests against real bwrap 0.8)', () => {
+    it('keeps a cwd visible that a writable path covers but /tmp or a hide inside it hides again', () => {
+      for (const s of [
+        spec({ writable: ['/'], cwd: '/tmp/x' }),
+        spec({ writable: ['/home/u'], cwd: '/home/u/secret/x', hide: [dir('/home/u/secret')] }),
+      ]) {
+        visible(bwrapArgs(s), s.cwd)
+      }
+    })
 
-  it('binds a writable path inside an uncovered cwd on top of the read-only cwd', () => {
-    const args = bwrapArgs({ writable: ['/tmp/work/out'], cwd: '/tmp/work', network: 'host' })
-    assert.deepEqual(args, [
-      ...BASE,
-      '--ro-bind',
-      '/tmp/work',
-      '/tmp/work',
-      '--bind',
-      '/tmp/work/out',
-      '/tmp/work/out',
-      '--unshare-all',
-      '--share-net',
-      ...tail('/tmp/work'),
-    ])
-  })
+    it('does not bind a system path again inside a readable, writable or re-bound cwd path', () => {
+      for (const s of [
+        spec({ cwd: '/', readable: ['/'] }),
+        spec({ cwd: '/', readable: ['/etc'] }),
+        spec({ cwd: '/', readable: [], writable: ['/etc'] }),
+        spec({ cwd: '/etc', readable: [] }),
+      ]) {
+        const args = bwrapArgs(s)
+        const shownBy = [...(s.readable ?? []), ...s.writable, ...(s.cwd === '/' ? [] : [s.cwd])]
+        for (const b of binds(args).filter((x) => x.flag === '--ro-bind-try')) {
+          const parent = shownBy.find((p) => p !== b.dest && under(p, b.dest))
+          assert.ok(parent === undefined, `${show(b)} binds again inside ${parent}`)
+        }
+      }
+    })
 
-  it('ends with --chdir cwd so the command can follow', () => {
-    const args = bwrapArgs({ writable: [], cwd: '/srv', network: 'none' })
-    assert.deepEqual(args.slice(-2), ['--chdir', '/srv'])
+    it('keeps the private /tmp writable when /tmp is hidden', () => {
+      const args = bwrapArgs(spec({ hide: [dir('/tmp')] }))
+      assert.equal(indexOf(args, '--remount-ro', '/tmp'), -1)
+    })
   })
 })

@@ -1,6 +1,15 @@
 // Filesystem policy from inside a real sandbox: hidden paths, tmpfs size, strict mode, symlinks.
 import assert from 'node:assert/strict'
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { after, describe, it } from 'node:test'
@@ -84,6 +93,28 @@ describe('filesystem (namespace tier)', { skip: noNamespace }, () => {
       { isolation, cwd: '/', readable: [visible] },
     )
     assert.equal(r.stdout, `here\nvisible\nno-work\nno-hostname\n3\n`)
+  })
+
+  it('strict mode with all of /etc readable, or cwd /etc, starts (no system path bound again inside)', async () => {
+    const a = await run(['cat', '/etc/hostname'], { isolation, cwd: '/', readable: ['/etc'] })
+    assert.equal(a.status, 'ok', a.stderr)
+    const b = await run(['ls', 'passwd'], { isolation, cwd: '/etc', readable: [] })
+    assert.equal(b.status, 'ok', b.stderr)
+  })
+
+  it('a hidden file inside a writable path reads empty and is never changed', async () => {
+    const dir = path.join(base, 'hidden-file')
+    mkdirSync(dir)
+    chmodSync(dir, 0o777)
+    writeFileSync(path.join(dir, '.env'), 'SECRET=1')
+    const r = await run(['sh', '-c', 'cat .env; echo x > .env; echo done'], {
+      isolation,
+      cwd: dir,
+      writable: [dir],
+      hide: [path.join(dir, '.env')],
+    })
+    assert.equal(r.stdout, 'done\n')
+    assert.equal(readFileSync(path.join(dir, '.env'), 'utf8'), 'SECRET=1')
   })
 
   it('strict mode needs the namespace tier: the process tier refuses it', async () => {
