@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import { run } from '../../src/index.js'
-import { skipTier, TIERS, worldWritableDir } from '../helpers.js'
+import { notRoot, skipTier, TIERS, worldWritableDir } from '../helpers.js'
 
 for (const tier of TIERS) {
   describe(`limits (${tier} tier)`, { skip: skipTier(tier) }, () => {
@@ -95,6 +95,43 @@ for (const tier of TIERS) {
     it('a limit wins over the exit code it caused', async () => {
       const r = await run(['sh', '-c', 'yes; exit 0'], { isolation, limits: { maxOutputBytes: 1000 } })
       assert.equal(r.status, 'output-limit')
+    })
+  })
+}
+
+// Without a cgroup the same limits hold per process through rlimits, classified from what the program
+// reports; perProcessLimits says so.
+for (const tier of TIERS) {
+  describe(`limits without cgroups (${tier} tier)`, { skip: skipTier(tier) }, () => {
+    const base = { isolation: tier, cgroup: { mode: 'off' } } as const
+
+    it('memory: RLIMIT_DATA makes the allocation fail, and that is `memory`', async () => {
+      const r = await run(['python3', '-c', 'x = bytearray(400 * 1024 * 1024)'], {
+        ...base,
+        limits: { memoryBytes: '128M' },
+      })
+      assert.equal(r.status, 'memory')
+      assert.match(r.violation!.message, /allocation failed/)
+      assert.deepEqual(r.perProcessLimits, ['cpuTimeMs', 'memoryBytes', 'maxProcesses'])
+    })
+
+    it('memory: node under 256M still starts', async () => {
+      const r = await run(['node', '-e', 'console.log(1)'], { ...base, limits: { memoryBytes: '256M' } })
+      assert.equal(r.status, 'ok')
+    })
+
+    it('CPU time: RLIMIT_CPU stops a busy loop', async () => {
+      const r = await run(['sh', '-c', 'while :; do :; done'], { ...base, limits: { cpuTimeMs: 1000 } })
+      assert.equal(r.status, 'cpu-time')
+      assert.equal(r.signal, 'SIGXCPU')
+    })
+
+    it('processes: RLIMIT_NPROC of the sandbox uid refuses the fork', { skip: notRoot }, async () => {
+      const r = await run(['sh', '-c', 'for i in $(seq 40); do sleep 2 & done; wait'], {
+        ...base,
+        limits: { maxProcesses: 8 },
+      })
+      assert.equal(r.status, 'process-limit')
     })
   })
 }
