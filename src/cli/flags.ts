@@ -2,7 +2,7 @@
 import { Option } from 'commander'
 import type { z } from 'zod'
 import { PolicyError } from '../errors.js'
-import { type CliMeta, cli, limitsSchema, policySchema } from '../policy/schema.js'
+import { type CliMeta, cli, policySchema } from '../policy/schema.js'
 
 export interface FlagSpec extends CliMeta {
   /** Dotted policy path, e.g. 'limits.memoryBytes'. */
@@ -19,12 +19,17 @@ function innerType(schema: z.ZodType): z.ZodType {
   return s
 }
 
+/** Flags for every registered field, walking into nested objects (limits, clock). */
 function collect(shape: Record<string, z.ZodType>, prefix: string): FlagSpec[] {
   const out: FlagSpec[] = []
   for (const [key, schema] of Object.entries(shape)) {
     const meta = cli.get(schema)
-    if (!meta) continue
-    const type = innerType(schema).def.type
+    const inner = innerType(schema)
+    const type = inner.def.type
+    if (!meta) {
+      if (type === 'object') out.push(...collect((inner as z.ZodObject).shape, `${prefix}${key}.`))
+      continue
+    }
     out.push({
       ...meta,
       field: prefix + key,
@@ -35,10 +40,7 @@ function collect(shape: Record<string, z.ZodType>, prefix: string): FlagSpec[] {
   return out
 }
 
-export const FLAGS: FlagSpec[] = [
-  ...collect(limitsSchema.shape, 'limits.'),
-  ...collect(policySchema.shape, ''),
-]
+export const FLAGS: FlagSpec[] = collect(policySchema.shape, '')
 
 export function commanderOptions(): Option[] {
   return FLAGS.map((f) => {

@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import { Command, CommanderError, Option } from 'commander'
 import { PolicyError } from '../errors.js'
+import { callCommand } from './call.js'
 import { doctorCommand } from './doctor.js'
 import { commanderOptions, flagFor } from './flags.js'
 import { EXIT, runCommand } from './run.js'
@@ -32,6 +33,17 @@ export async function main(argv: string[]): Promise<number> {
     })
   for (const option of commanderOptions()) runCmd.addOption(option)
 
+  const callCmd = program
+    .command('call')
+    .description("call FILE's exported function in a sandbox and print its value")
+    .argument('<target>', 'FILE#export')
+    .addOption(new Option('--args <JSON>', 'the arguments, as a JSON array'))
+    .addOption(new Option('--json', 'print the whole result (with value or error) as one JSON object'))
+    .action(async (target: string, values: Record<string, unknown>) => {
+      code = await callCommand(target, values)
+    })
+  for (const option of commanderOptions()) callCmd.addOption(option)
+
   program
     .command('doctor')
     .description('say what this machine can enforce, and how to fix what it cannot')
@@ -49,7 +61,7 @@ export async function main(argv: string[]): Promise<number> {
     }
     if (error instanceof PolicyError) {
       const root = error.field.split('.')[0]!
-      const cliOnly = runCmd.options.some((o) => o.long === `--${root}`) ? `--${root}` : null
+      const cliOnly = [...runCmd.options, ...callCmd.options].some((o) => o.long === `--${root}`) ? `--${root}` : null
       const where = flagFor(error.field) ?? cliOnly ?? root
       return fail(`${where}: ${error.reason}`)
     }

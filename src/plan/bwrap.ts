@@ -6,6 +6,8 @@ export interface BwrapSpec {
   writable: readonly string[]
   /** Real, existing working directory; bound read-only when no writable path covers it. */
   cwd: string
+  /** Real paths that must be visible (read-only at least) besides the cwd. */
+  visible?: readonly string[]
   network: 'none' | 'host'
   /** Size of the private /tmp and of every other tmpfs, in bytes. */
   tmpfsBytes: number
@@ -93,18 +95,18 @@ export function bwrapArgs(spec: BwrapSpec): string[] {
   )
   // A hidden file reads as an empty /dev/null (a plain bind would be nodev and unreadable).
   for (const h of hide) add(h.path, 4, true, h.dir ? tmpfs(h.path) : ['--dev-bind', '/dev/null', h.path])
-  // The cwd is always visible: bound again when the mount that would show it hides it instead (the
-  // private /tmp, a hide) or, in strict mode, when nothing shows it.
-  const top = mounts
-    .filter((m) => covers(m.path, spec.cwd))
-    .sort(byMountOrder)
-    .at(-1)
-  if (spec.cwd !== '/' && (!top || top.hides)) {
-    add(spec.cwd, 2, false, ['--ro-bind', spec.cwd, spec.cwd])
-    // The cwd is shown whole too: drop system paths inside it (cwd /etc in strict mode).
-    const inside = mounts.filter(
-      (m) => m.args[0] === '--ro-bind-try' && m.path !== spec.cwd && covers(spec.cwd, m.path),
-    )
+  // The cwd (and any other path that must stay visible, like a called function's module) is bound again
+  // when the mount that would show it hides it instead (the private /tmp, a hide) or, in strict mode,
+  // when nothing shows it.
+  for (const path of [spec.cwd, ...(spec.visible ?? [])]) {
+    const top = mounts
+      .filter((m) => covers(m.path, path))
+      .sort(byMountOrder)
+      .at(-1)
+    if (path === '/' || (top && !top.hides)) continue
+    add(path, 2, false, ['--ro-bind', path, path])
+    // Shown whole too: drop system paths inside it (cwd /etc in strict mode).
+    const inside = mounts.filter((m) => m.args[0] === '--ro-bind-try' && m.path !== path && covers(path, m.path))
     for (const m of inside) mounts.splice(mounts.indexOf(m), 1)
   }
 

@@ -1,6 +1,7 @@
 // What this machine can enforce. `probeCapabilities` is cheap (stat and sysctl reads) so every run
 // can call it; `cordon doctor` adds a real bwrap launch on top.
-import { readFileSync } from 'node:fs'
+import { existsSync, readdirSync, readFileSync } from 'node:fs'
+import path from 'node:path'
 import { resolveProgram } from '../policy/command.js'
 import { SAFE_PATH } from '../policy/env.js'
 import { type CgroupSupport, cgroupSupport, detectCgroups } from './cgroups.js'
@@ -17,6 +18,8 @@ export interface Capabilities {
   usernsReason: string | null
   /** Where per-sandbox cgroups can be made, or why not. */
   cgroup: CgroupSupport
+  /** libfaketime, which gives a sandbox its own wall clock; null when not installed. */
+  faketime: string | null
 }
 
 function readSysctl(file: string): string | null {
@@ -25,6 +28,24 @@ function readSysctl(file: string): string | null {
   } catch {
     return null
   }
+}
+
+/** Debian's libfaketime lives in the multiarch library directory. */
+function findFaketime(): string | null {
+  const dirs = ['/usr/lib', '/usr/lib64', '/usr/local/lib']
+  for (const dir of dirs) {
+    let entries: string[] = []
+    try {
+      entries = readdirSync(dir)
+    } catch {
+      continue
+    }
+    for (const sub of ['', ...entries.filter((e) => e.endsWith('-linux-gnu'))]) {
+      const lib = path.join(dir, sub, 'faketime', 'libfaketime.so.1')
+      if (existsSync(lib)) return lib
+    }
+  }
+  return null
 }
 
 function usernsBlocker(): string | null {
@@ -50,5 +71,6 @@ export function probeCapabilities(cgroupParent?: string, hostPath = process.env.
     userns: usernsReason === null,
     usernsReason,
     cgroup: cgroupSupport(detectCgroups(), cgroupParent),
+    faketime: findFaketime(),
   }
 }

@@ -114,6 +114,14 @@ export function diagnose(): Diagnosis {
             : 'no filter: it is installed by bubblewrap, which is unavailable',
       fix: seccompSupported() && namespaceOk ? null : 'use the namespace tier on x86_64',
     },
+    {
+      name: 'clock',
+      ok: caps.faketime !== null,
+      detail: caps.faketime
+        ? `libfaketime at ${caps.faketime}: \`clock\` sets the wall clock of dynamically linked programs (C, Python, Node); statically linked ones (Go) keep the real time`
+        : 'libfaketime is not installed: the `clock` option is refused',
+      fix: caps.faketime ? null : 'apt-get install -y faketime',
+    },
   ]
   return { capabilities: caps, autoTier: namespaceOk ? 'namespace' : 'process', checks }
 }

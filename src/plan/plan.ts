@@ -43,6 +43,10 @@ export const HOLD_SCRIPT = 'read -r _ <&3 && exec 3<&- "$@"'
 export const HOLD_FDS = { info: 3, block: 4 } as const
 /** bwrap reads the seccomp program from this fd. */
 export const SECCOMP_FD = 5
+/** The sandbox writes JSON log lines here; its number is in the sandbox's CORDON_LOG_FD. */
+export const LOG_FD = 6
+/** A called function's request (in) and reply (out), kept off stdout so nothing printed can forge them. */
+export const CALL_FDS = { request: 7, reply: 8 } as const
 
 export type Prepared =
   | { kind: 'launch'; plan: LaunchPlan }
@@ -95,6 +99,31 @@ function hiddenPaths(paths: readonly string[]): { path: string; dir: boolean }[]
   return out
 }
 
+/**
+ * libfaketime starts the sandbox's wall clock at `start` and lets it run; monotonic clocks stay real so
+ * timeouts and sleeps behave. The start is written in the sandbox's own time zone (UTC unless env.TZ).
+ */
+function clockEnv(start: string, lib: string, env: Record<string, string>): Record<string, string> {
+  const tz = env.TZ ?? 'UTC'
+  let local: string
+  try {
+    local = new Intl.DateTimeFormat('sv-SE', {
+      timeZone: tz,
+      dateStyle: 'short',
+      timeStyle: 'medium',
+      hourCycle: 'h23',
+    }).format(new Date(start))
+  } catch {
+    throw new PolicyError('env.TZ', `"${tz}" is not a time zone the clock can use`)
+  }
+  return {
+    TZ: tz,
+    FAKETIME: `@${local}`,
+    FAKETIME_DONT_FAKE_MONOTONIC: '1',
+    LD_PRELOAD: env.LD_PRELOAD ? `${lib}:${env.LD_PRELOAD}` : lib,
+  }
+}
+
 /** Whether uid/gid may write `file` by its mode bits (the sandbox has no supplementary groups). */
 function writableBy(file: string, uid: number, gid: number): boolean {
   const st = statSync(file)
@@ -103,8 +132,17 @@ function writableBy(file: string, uid: number, gid: number): boolean {
   return (st.mode & 0o002) !== 0
 }
 
-export function prepare(command: readonly string[], policy: Policy, caps: Capabilities): Prepared {
-  const env = buildEnv(process.env, policy.passEnv, policy.env)
+/** `visible`: paths that must be readable in the sandbox besides the cwd (a called function's module). */
+export function prepare(
+  command: readonly string[],
+  policy: Policy,
+  caps: Capabilities,
+  visible: readonly string[] = [],
+): Prepared {
+  const env: Record<string, string> = {
+    ...buildEnv(process.env, policy.passEnv, policy.env),
+    CORDON_LOG_FD: String(LOG_FD),
+  }
   const cwd = existingDir('cwd', path.resolve(policy.cwd ?? process.cwd()))
   const writable = policy.writable.map((p, i) => existingDir(`writable.${i}`, path.resolve(cwd, p)))
   const readable = policy.readable?.map((p, i) => existingPath(`readable.${i}`, path.resolve(cwd, p)))
@@ -121,6 +159,10 @@ export function prepare(command: readonly string[], policy: Policy, caps: Capabi
   if (!caps.prlimit) {
     return refuse({ kind: 'error', limit: 'isolation', message: 'prlimit (util-linux) is not installed' })
   }
+  if (policy.clock && !caps.faketime) {
+    return refuse({ kind: 'error', limit: 'clock', message: 'clock needs libfaketime: apt-get install -y faketime' })
+  }
+  if (policy.clock) Object.assign(env, clockEnv(policy.clock.start, caps.faketime!, env))
   if (tier === 'process' && readable) {
     return refuse({
       kind: 'error',
@@ -169,6 +211,7 @@ export function prepare(command: readonly string[], policy: Policy, caps: Capabi
             ...bwrapArgs({
               writable,
               cwd,
+              visible: visible.map((p) => realpathSync(p)),
               network: policy.network,
               tmpfsBytes: policy.limits.tmpfsBytes,
               hide,

@@ -83,6 +83,9 @@ export const limitsSchema = z.strictObject({
       arg: 'SIZE',
       description: 'size of the private /tmp (and of every tmpfs)',
     }),
+  maxLogBytes: size()
+    .default(256 * 1024)
+    .register(cli, { flag: 'max-log', arg: 'SIZE', description: 'bytes kept from the log channel (CORDON_LOG_FD)' }),
   killGraceMs: duration()
     .default(1000)
     .register(cli, { flag: 'kill-grace', arg: 'DURATION', description: 'time between SIGTERM and SIGKILL' }),
@@ -94,6 +97,14 @@ export interface OutputChunk {
   data: string
   /** Bytes of this chunk that were kept (counted against maxOutputBytes). */
   bytes: number
+}
+
+/** One line from the sandbox's log channel. Malformed lines arrive as `{ level: 'info', msg: <the line> }`. */
+export interface LogEntry {
+  level: 'trace' | 'debug' | 'info' | 'warn' | 'error'
+  msg: string
+  /** Every other field of the line's JSON object. */
+  [field: string]: unknown
 }
 
 const isReadable = (v: unknown): v is Readable => v instanceof Readable
@@ -168,6 +179,22 @@ export const policySchema = z.strictObject({
     .register(cli, { flag: 'isolation', arg: 'auto|namespace|process', description: 'isolation tier' }),
   stdin: stdinSchema.optional(),
   signal: z.custom<AbortSignal>((v) => v instanceof AbortSignal, 'must be an AbortSignal').optional(),
+  redact: z
+    .array(z.union([z.string().min(1, 'must not be empty'), z.instanceof(RegExp)]))
+    .default([])
+    .register(cli, { flag: 'redact', arg: 'TEXT', description: 'show this text as [REDACTED] in all output (repeatable)' }),
+  clock: z
+    .strictObject({
+      start: z.iso
+        .datetime({ offset: true, message: 'must be an ISO 8601 date-time, e.g. 2024-01-01T00:00:00Z' })
+        .register(cli, {
+          flag: 'clock',
+          arg: 'ISO-TIME',
+          description: 'the sandbox sees this wall-clock time at start, moving on from there (libfaketime)',
+        }),
+    })
+    .optional(),
+  onLog: z.custom<(entry: LogEntry) => void>((v) => typeof v === 'function', 'must be a function').optional(),
   onOutput: z
     .custom<(chunk: OutputChunk) => void>((v) => typeof v === 'function', 'must be a function')
     .optional(),
@@ -188,7 +215,11 @@ export type RunOptions = z.input<typeof policySchema>
 export type Limits = z.output<typeof limitsSchema>
 export type Policy = z.output<typeof policySchema>
 
-export const commandSchema = z.array(nonEmpty).min(1, 'must name a program')
+// The program must be named; its arguments may be empty strings (`node -e ''`) but never hold NUL.
+export const commandSchema = z
+  .array(z.string().refine((a) => !a.includes('\0'), 'must not contain NUL'))
+  .min(1, 'must name a program')
+  .refine((argv) => argv[0] !== '', { message: 'must not be empty', path: [0] })
 
 function toPolicyError(error: z.ZodError, prefix = ''): PolicyError {
   const issue = error.issues[0]!

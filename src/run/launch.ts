@@ -3,7 +3,7 @@ import { type ChildProcess, spawn } from 'node:child_process'
 import { performance } from 'node:perf_hooks'
 import type { Readable, Writable } from 'node:stream'
 import { probeCapabilities } from '../plan/capabilities.js'
-import { HOLD_FDS, type LaunchPlan, prepare, SECCOMP_FD } from '../plan/plan.js'
+import { CALL_FDS, HOLD_FDS, LOG_FD, type LaunchPlan, prepare, SECCOMP_FD } from '../plan/plan.js'
 import {
   type OutputChunk,
   type Policy,
@@ -20,9 +20,11 @@ import {
   reap,
   type SandboxProcesses,
 } from './kill.js'
+import { LogCollector } from './logs.js'
 import { OutputBuffer } from './output.js'
 import { livingByUid, signal as signalPids } from './procs.js'
 import { ChunkQueue } from './queue.js'
+import { secretValues } from './redact.js'
 import type { Isolation, RunResult, Violation } from './result.js'
 
 export interface RunHandle {
@@ -59,6 +61,8 @@ function emptyResult(isolation: Isolation, violation: Violation): RunResult {
     isolation,
     violation,
     perProcessLimits: [],
+    logs: [],
+    logsTruncated: false,
   }
 }
 
@@ -86,11 +90,23 @@ export async function run(command: readonly string[], options: RunOptions = {}):
   return launch(command, options, false).result
 }
 
+/** What callFunction adds to a run: paths to show, a request to hand over, a reply to collect. */
+export interface CallChannel {
+  visible: readonly string[]
+  request: Buffer
+  onReply(data: Buffer): void
+}
+
 /** `interactive`: start() — a live output iterator, and stdin left open when none was given. */
-function launch(command: readonly string[], options: RunOptions, interactive: boolean): RunHandle {
+export function launch(
+  command: readonly string[],
+  options: RunOptions,
+  interactive: boolean,
+  call?: CallChannel,
+): RunHandle {
   const argv = parseCommand(command)
   const policy = parsePolicy(options)
-  const prepared = prepare(argv, policy, probeCapabilities(policy.cgroup.parent))
+  const prepared = prepare(argv, policy, probeCapabilities(policy.cgroup.parent), call?.visible)
   if (prepared.kind === 'refused') return finishedHandle(emptyResult(prepared.tier, prepared.violation))
   const { plan } = prepared
   if (policy.signal?.aborted) {
@@ -107,7 +123,7 @@ function launch(command: readonly string[], options: RunOptions, interactive: bo
     const message = `could not create the sandbox cgroup: ${(error as Error).message}`
     return finishedHandle(emptyResult(plan.tier, { kind: 'error', limit: 'cgroup', message }))
   }
-  return supervise(plan, policy, cgroup, interactive)
+  return supervise(plan, policy, cgroup, interactive, call)
 }
 
 function feedStdin(child: ChildProcess, stdin: Policy['stdin'], keepOpen: boolean): void {
@@ -166,6 +182,7 @@ function supervise(
   policy: Policy,
   cgroup: SandboxCgroup | null,
   interactive: boolean,
+  call?: CallChannel,
 ): RunHandle {
   const keepStdinOpen = interactive && policy.stdin === undefined
   const { limits } = policy
@@ -175,10 +192,16 @@ function supervise(
 
   // Only start() hands out the live iterator; run() does not keep a second copy of every chunk.
   const queue = interactive ? new ChunkQueue<OutputChunk>() : null
-  const out = new OutputBuffer(limits.maxOutputBytes, (chunk) => {
-    queue?.push(chunk)
-    policy.onOutput?.(chunk)
-  })
+  const redact = [...policy.redact, ...secretValues(plan.env)]
+  const out = new OutputBuffer(
+    limits.maxOutputBytes,
+    (chunk) => {
+      queue?.push(chunk)
+      policy.onOutput?.(chunk)
+    },
+    redact,
+  )
+  const logs = new LogCollector(limits.maxLogBytes, redact, policy.onLog)
   // fds 3 and 4 hold the program until it is in its cgroup; fd 5 carries the seccomp program.
   const extra = (wanted: boolean) => (wanted ? 'pipe' : 'ignore')
   const started = performance.now()
@@ -192,6 +215,9 @@ function supervise(
       extra(plan.hold !== null || plan.tier === 'namespace'),
       extra(plan.hold === 'bwrap'),
       extra(plan.seccomp !== null),
+      'pipe', // LOG_FD
+      extra(call !== undefined), // CALL_FDS.request
+      extra(call !== undefined), // CALL_FDS.reply
     ],
     detached: true, // own session and process group, away from the host's terminal
     ...(plan.lease ? { uid: plan.lease.uid, gid: plan.lease.gid } : {}),
@@ -204,6 +230,11 @@ function supervise(
   // bwrap closes these when it is done with them; a reset then is expected, not an error.
   for (const pipe of extraPipes) pipe?.on('error', () => {})
   if (plan.seccomp) (extraPipes[SECCOMP_FD - 3] as Writable | undefined)?.end(plan.seccomp)
+  ;(extraPipes[LOG_FD - 3] as Readable | undefined)?.on('data', (b: Buffer) => logs.push(b))
+  if (call) {
+    ;(extraPipes[CALL_FDS.request - 3] as Writable | undefined)?.end(call.request)
+    ;(extraPipes[CALL_FDS.reply - 3] as Readable | undefined)?.on('data', (b: Buffer) => call.onReply(b))
+  }
   let procs: SandboxProcesses | null = null
   if (child.pid !== undefined) {
     const abort = () => child.kill('SIGKILL')
@@ -300,6 +331,8 @@ function supervise(
         isolation: plan.tier,
         violation,
         perProcessLimits: plan.perProcessLimits,
+        logs: logs.finish(),
+        logsTruncated: logs.truncated,
       })
     })
   })

@@ -1,7 +1,9 @@
 // One byte budget for stdout and stderr together. Bytes past the cap are never kept; text is decoded
-// per stream with a streaming decoder so a character split across reads survives.
+// per stream with a streaming decoder so a character split across reads survives, then redacted.
+// Byte counts are what the sandbox wrote, before redaction.
 import { StringDecoder } from 'node:string_decoder'
 import type { OutputChunk } from '../policy/schema.js'
+import { Redactor } from './redact.js'
 
 type Stream = OutputChunk['stream']
 const TAIL_CHARS = 4096
@@ -16,10 +18,15 @@ export class OutputBuffer {
   /** Bytes kept but still inside the decoder (part of a character), reported with the next text. */
   private readonly pending = { stdout: 0, stderr: 0 }
 
+  private readonly redactors: Record<Stream, Redactor>
+
   constructor(
     private readonly cap: number,
     private readonly onChunk: (chunk: OutputChunk) => void,
-  ) {}
+    redact: readonly (string | RegExp)[] = [],
+  ) {
+    this.redactors = { stdout: new Redactor(redact), stderr: new Redactor(redact) }
+  }
 
   /** Keep what fits in the budget; returns false once the budget is exceeded. */
   push(stream: Stream, data: Buffer): boolean {
@@ -33,8 +40,10 @@ export class OutputBuffer {
     return !this.truncated
   }
 
-  private emit(stream: Stream, text: string, bytes: number): void {
+  private emit(stream: Stream, decoded: string, bytes: number, last = false): void {
     this.pending[stream] += bytes
+    const redactor = this.redactors[stream]
+    const text = redactor.push(decoded) + (last ? redactor.flush() : '')
     if (!text) return
     this.parts.push({ stream, text })
     this.onChunk({ stream, data: text, bytes: this.pending[stream] })
@@ -43,7 +52,7 @@ export class OutputBuffer {
 
   /** Flush partial characters (a cut at the cap becomes U+FFFD) and return the three views. */
   finish(): { stdout: string; stderr: string; output: string } {
-    for (const stream of ['stdout', 'stderr'] as const) this.emit(stream, this.decoders[stream].end(), 0)
+    for (const stream of ['stdout', 'stderr'] as const) this.emit(stream, this.decoders[stream].end(), 0, true)
     const join = (stream?: Stream) =>
       this.parts
         .filter((p) => !stream || p.stream === stream)

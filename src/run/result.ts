@@ -1,3 +1,5 @@
+import type { LogEntry } from '../policy/schema.js'
+
 // The one result schema: run(), `cordon run --json` and the HTTP API all return this object.
 
 export type LimitKind = 'timeout' | 'cpu-time' | 'memory' | 'output-limit' | 'process-limit' | 'file-size'
@@ -33,4 +35,8 @@ export interface RunResult {
    * cgroup enforced memory, processes and CPU time on the whole tree.
    */
   perProcessLimits: ('cpuTimeMs' | 'memoryBytes' | 'maxProcesses')[]
+  /** Lines from the log channel (CORDON_LOG_FD), in order, redacted, within limits.maxLogBytes. */
+  logs: LogEntry[]
+  /** The log channel went past limits.maxLogBytes; later lines were dropped. */
+  logsTruncated: boolean
 }

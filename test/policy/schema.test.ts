@@ -26,6 +26,7 @@ describe('parsePolicy defaults', () => {
       maxFileSizeBytes: 256 * MiB,
       maxOutputBytes: 1 * MiB,
       tmpfsBytes: 64 * MiB,
+      maxLogBytes: 256 * 1024,
       killGraceMs: 1000,
     },
     env: {},
@@ -37,6 +38,7 @@ describe('parsePolicy defaults', () => {
     deny: [],
     isolation: 'auto',
     uidPool: { first: 60_000, count: 1000, lockDir: '/run/cordon/uids' },
+    redact: [],
     denySyscalls: [],
     cgroup: { mode: 'auto' },
   }
@@ -238,8 +240,9 @@ describe('parseCommand', () => {
     throwsField(() => parseCommand(['']), 'command.0', /must not be empty/)
   })
 
-  it('names the index of a bad argument', () => {
-    throwsField(() => parseCommand(['echo', 'a', '']), 'command.2', /must not be empty/)
+  it('names the index of a bad argument; empty arguments are fine, an empty program is not', () => {
+    assert.deepEqual(parseCommand(['node', '-e', '']), ['node', '-e', ''])
+    throwsField(() => parseCommand(['', 'a']), 'command.0', /must not be empty/)
     throwsField(() => parseCommand(['echo', 'a\0']), 'command.1', /must not contain NUL/)
   })
 

@@ -11,6 +11,7 @@ const limits: Limits = {
   maxFileSizeBytes: 64 * 1024,
   maxOutputBytes: 1000,
   tmpfsBytes: 64 * 1024 * 1024,
+  maxLogBytes: 1024,
   killGraceMs: 100,
 }
 

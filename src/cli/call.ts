@@ -1,0 +1,59 @@
+// `cordon call FILE#export --args '[1, 2]' [run flags]`: print the function's value, or the whole result.
+import { inspect } from 'node:util'
+import { PolicyError } from '../errors.js'
+import { callFunction } from '../functions/call.js'
+import { policyInput } from './flags.js'
+import { exitCodeFor } from './run.js'
+
+function parseTarget(target: string): { file: string; exportName: string } {
+  const at = target.lastIndexOf('#')
+  if (at <= 0 || at === target.length - 1) throw new PolicyError('target', `"${target}" is not FILE#export`)
+  return { file: target.slice(0, at), exportName: target.slice(at + 1) }
+}
+
+function parseArgs(text: unknown): unknown[] {
+  if (text === undefined) return []
+  let value: unknown
+  try {
+    value = JSON.parse(String(text))
+  } catch (error) {
+    throw new PolicyError('args', `is not JSON: ${(error as Error).message}`)
+  }
+  if (!Array.isArray(value)) throw new PolicyError('args', 'must be a JSON array of arguments')
+  return value
+}
+
+/** JSON for values JSON lacks: BigInt as a string with n, Map and Set as tagged entries, typed arrays as arrays. */
+export function jsonReplacer(_key: string, value: unknown): unknown {
+  if (typeof value === 'bigint') return `${value}n`
+  if (value instanceof Map) return { $map: [...value] }
+  if (value instanceof Set) return { $set: [...value] }
+  if (ArrayBuffer.isView(value) && !(value instanceof DataView)) return [...(value as unknown as Iterable<number>)]
+  return value
+}
+
+export async function callCommand(target: string, values: Record<string, unknown>): Promise<number> {
+  const { file, exportName } = parseTarget(target)
+  const controller = new AbortController()
+  const cancel = () => controller.abort()
+  process.once('SIGINT', cancel)
+  try {
+    const json = values.json === true
+    // Without --json, stdout carries only the value: what the function prints goes to stderr, live.
+    const result = await callFunction(file, exportName, parseArgs(values.args), {
+      ...policyInput(values),
+      signal: controller.signal,
+      ...(json ? {} : { onOutput: (chunk: { data: string }) => process.stderr.write(chunk.data) }),
+    })
+    if (json) {
+      process.stdout.write(`${JSON.stringify(result, jsonReplacer)}\n`)
+    } else {
+      if ('value' in result) process.stdout.write(`${inspect(result.value, { depth: null })}\n`)
+      if (result.error) process.stderr.write(`${result.error.stack ?? `${result.error.name}: ${result.error.message}`}\n`)
+      else if (result.violation) process.stderr.write(`cordon: ${result.status}: ${result.violation.message}\n`)
+    }
+    return exitCodeFor(result)
+  } finally {
+    process.off('SIGINT', cancel)
+  }
+}

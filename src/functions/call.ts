@@ -1,0 +1,84 @@
+// callFunction: run one export of a JavaScript module in a child Node process inside the sandbox, with
+// the same limits and policy as run(). Arguments and the return value cross by structured clone.
+import { randomUUID } from 'node:crypto'
+import { existsSync, statSync } from 'node:fs'
+import path from 'node:path'
+import { fileURLToPath, pathToFileURL } from 'node:url'
+import { serialize } from 'node:v8'
+import { PolicyError } from '../errors.js'
+import type { RunOptions } from '../policy/schema.js'
+import { launch } from '../run/launch.js'
+import type { RunResult } from '../run/result.js'
+import { type ErrorInfo, findReply } from './protocol.js'
+
+export interface FunctionResult<T = unknown> extends RunResult {
+  /** The function's return value, when it returned. */
+  value?: T
+  /** What it threw, or why it could not be called (module did not load, no such export, value not cloneable). */
+  error?: ErrorInfo
+}
+
+/** More than this on the reply channel is refused: a reply cannot grow the host without bound. */
+const MAX_REPLY_BYTES = 64 * 1024 * 1024
+
+/** The compiled runner: beside this file in dist/, or in dist/ when running from src/ (tests, tsx). */
+function runnerPath(): string {
+  const here = path.dirname(fileURLToPath(import.meta.url))
+  for (const candidate of [path.join(here, 'child.js'), path.join(here, '../../dist/functions/child.js')]) {
+    if (existsSync(candidate)) return candidate
+  }
+  throw new Error('cordon is not built: dist/functions/child.js is missing (npm run build)')
+}
+
+function modulePath(module: string | URL): string {
+  const file = module instanceof URL || module.startsWith('file:') ? fileURLToPath(module) : path.resolve(module)
+  try {
+    if (statSync(file).isFile()) return file
+  } catch {
+    // reported below
+  }
+  throw new PolicyError('module', `${file} is not a file`)
+}
+
+export async function callFunction<T = unknown>(
+  module: string | URL,
+  exportName: string,
+  args: readonly unknown[] = [],
+  options: RunOptions = {},
+): Promise<FunctionResult<T>> {
+  const file = modulePath(module)
+  if (!exportName) throw new PolicyError('exportName', 'must name an export')
+  const nonce = randomUUID()
+  let request: Buffer
+  try {
+    request = serialize({ module: pathToFileURL(file).href, exportName, args: [...args], nonce })
+  } catch (error) {
+    throw new PolicyError('args', `cannot be cloned: ${(error as Error).message}`)
+  }
+  const runner = runnerPath()
+  const chunks: Buffer[] = []
+  let replyBytes = 0
+  const result: FunctionResult<T> = await launch([process.execPath, runner], options, false, {
+    // The module's directory, cordon's runner and node itself must be readable, even in strict mode.
+    visible: [path.dirname(file), path.dirname(runner), path.dirname(process.execPath)],
+    request,
+    onReply(data) {
+      replyBytes += data.length
+      if (replyBytes <= MAX_REPLY_BYTES) chunks.push(data)
+    },
+  }).result
+  if (replyBytes > MAX_REPLY_BYTES) {
+    return { ...result, status: 'error', violation: { kind: 'error', limit: 'reply', message: `the reply exceeded ${MAX_REPLY_BYTES} bytes` } }
+  }
+  const reply = findReply(Buffer.concat(chunks), nonce)
+  if (!reply) return result // it never answered: the run's own status (timeout, memory, ...) says why
+  if (reply.kind === 'value') return { ...result, value: reply.value as T }
+  if (reply.kind === 'threw') return { ...result, error: reply.error }
+  // Could not be called at all: that is an error of the call, not of the function.
+  return {
+    ...result,
+    status: 'error',
+    violation: { kind: 'error', limit: reply.kind, message: reply.error.message },
+    error: reply.error,
+  }
+}

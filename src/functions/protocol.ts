@@ -1,0 +1,52 @@
+// The request/reply frames of a function call. Values cross by structured clone (v8 serialization:
+// Map, Set, Date, BigInt, typed arrays survive); each reply carries the caller's nonce.
+import { deserialize, serialize } from 'node:v8'
+
+export interface CallRequest {
+  /** file: URL of the module. */
+  module: string
+  exportName: string
+  args: unknown[]
+  nonce: string
+}
+
+export interface ErrorInfo {
+  name: string
+  message: string
+  stack?: string
+}
+
+export type CallReply =
+  | { nonce: string; kind: 'value'; value: unknown }
+  | { nonce: string; kind: 'threw'; error: ErrorInfo }
+  | { nonce: string; kind: 'load-error' | 'no-export' | 'not-cloneable'; error: ErrorInfo }
+
+export function errorInfo(error: unknown): ErrorInfo {
+  if (error instanceof Error) return { name: error.name, message: error.message, ...(error.stack ? { stack: error.stack } : {}) }
+  return { name: 'Error', message: String(error) }
+}
+
+/** A length-prefixed frame. */
+export function frame(message: CallReply): Buffer {
+  const payload = serialize(message)
+  const header = Buffer.alloc(4)
+  header.writeUInt32BE(payload.length)
+  return Buffer.concat([header, payload])
+}
+
+/** The reply carrying `nonce`; frames without it (written by the function itself) are ignored. */
+export function findReply(data: Buffer, nonce: string): CallReply | null {
+  for (let at = 0; at + 4 <= data.length; ) {
+    const length = data.readUInt32BE(at)
+    const body = data.subarray(at + 4, at + 4 + length)
+    at += 4 + length
+    if (body.length < length) break
+    try {
+      const message = deserialize(body) as CallReply
+      if (message && typeof message === 'object' && message.nonce === nonce) return message
+    } catch {
+      // not a frame of ours
+    }
+  }
+  return null
+}

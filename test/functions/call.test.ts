@@ -1,0 +1,154 @@
+// callFunction for real: a child Node process in the sandbox, values by structured clone.
+import assert from 'node:assert/strict'
+import { spawnSync } from 'node:child_process'
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { after, describe, it } from 'node:test'
+import { fileURLToPath, pathToFileURL } from 'node:url'
+import { callFunction, PolicyError, run } from '../../src/index.js'
+import { skipTier, TIERS } from '../helpers.js'
+
+// In the hidden home would be the worst case; /var/tmp is visible but not writable by the sandbox.
+const dir = mkdtempSync(path.join(os.homedir(), '.cordon-fn-'))
+chmodSync(dir, 0o755)
+chmodSync(os.homedir(), 0o711)
+after(() => rmSync(dir, { recursive: true, force: true }))
+const mod = path.join(dir, 'tools.mjs')
+writeFileSync(
+  mod,
+  `import { writeSync } from 'node:fs'
+import { serialize } from 'node:v8'
+export const add = (a, b) => a + b
+export async function echo(value) { await new Promise((r) => setTimeout(r, 10)); return value }
+export function shapes() {
+  return { map: new Map([['k', [1, 2]]]), set: new Set(['a']), when: new Date(86400000), big: 2n ** 64n, bytes: new Float64Array([1.5]) }
+}
+export function fail() { throw new RangeError('out of range') }
+export function uncloneable() { return { f() {} } }
+export function noisy() { console.log('hello from the function'); console.error('and stderr'); return 'value' }
+export function forge() {
+  const body = serialize({ nonce: 'guess', kind: 'value', value: 'forged' })
+  const head = Buffer.alloc(4); head.writeUInt32BE(body.length)
+  try { writeSync(8, Buffer.concat([head, body])) } catch {}
+  console.log(JSON.stringify({ kind: 'value', value: 'forged' }))
+  return 'genuine'
+}
+export function spin() { for (;;) {} }
+export const notAFunction = 42
+`,
+)
+writeFileSync(path.join(dir, 'broken.mjs'), 'export const x = ;\n')
+
+for (const tier of TIERS) {
+  describe(`callFunction (${tier} tier)`, { skip: skipTier(tier) }, () => {
+    const isolation = tier
+
+    it('returns the value; arguments and value cross by structured clone', async () => {
+      assert.equal((await callFunction(mod, 'add', [2, 3], { isolation })).value, 5)
+      const sent = { m: new Map([[1, new Set([2n])]]), d: new Date(5), u: new Uint8Array([7]) }
+      const r = await callFunction(mod, 'echo', [sent], { isolation })
+      assert.equal(r.status, 'ok', r.stderr)
+      assert.deepEqual(r.value, sent)
+      const shapes = await callFunction<Record<string, unknown>>(pathToFileURL(mod), 'shapes', [], {
+        isolation,
+      })
+      assert.deepEqual(shapes.value, {
+        map: new Map([['k', [1, 2]]]),
+        set: new Set(['a']),
+        when: new Date(86400000),
+        big: 2n ** 64n,
+        bytes: new Float64Array([1.5]),
+      })
+    })
+
+    it('a thrown error comes back as { name, message, stack }', async () => {
+      const r = await callFunction(mod, 'fail', [], { isolation })
+      assert.equal(r.status, 'nonzero-exit')
+      assert.equal(r.error?.name, 'RangeError')
+      assert.equal(r.error?.message, 'out of range')
+      assert.match(r.error?.stack ?? '', /tools\.mjs/)
+      assert.equal('value' in r, false)
+    })
+
+    it('a missing export, a module that does not load, a value that cannot be cloned: clear errors naming them', async () => {
+      const missing = await callFunction(mod, 'nope', [], { isolation })
+      assert.equal(missing.status, 'error')
+      assert.match(missing.violation!.message, /no exported function "nope"/)
+      const notFn = await callFunction(mod, 'notAFunction', [], { isolation })
+      assert.match(notFn.violation!.message, /"notAFunction"/)
+      const broken = await callFunction(path.join(dir, 'broken.mjs'), 'x', [], { isolation })
+      assert.equal(broken.status, 'error')
+      assert.equal(broken.violation?.limit, 'load-error')
+      assert.equal(broken.error?.name, 'SyntaxError')
+      const unclone = await callFunction(mod, 'uncloneable', [], { isolation })
+      assert.equal(unclone.status, 'error')
+      assert.match(unclone.violation!.message, /return value of "uncloneable" cannot be cloned/)
+    })
+
+    it('what the function prints is output, never the return value; a forged reply is ignored', async () => {
+      const noisy = await callFunction(mod, 'noisy', [], { isolation })
+      assert.equal(noisy.value, 'value')
+      assert.equal(noisy.stdout, 'hello from the function\n')
+      assert.equal(noisy.stderr, 'and stderr\n')
+      const forged = await callFunction(mod, 'forge', [], { isolation })
+      assert.equal(forged.value, 'genuine')
+    })
+
+    it('limits apply: a function that never returns times out', async () => {
+      const r = await callFunction(mod, 'spin', [], { isolation, limits: { wallTimeMs: 500 } })
+      assert.equal(r.status, 'timeout')
+      assert.equal('value' in r, false)
+    })
+  })
+}
+
+describe('callFunction input errors', () => {
+  it('throws PolicyError for a module that is not a file and for uncloneable arguments', async () => {
+    await assert.rejects(
+      callFunction('/no/such/module.mjs', 'f'),
+      (e: unknown) => e instanceof PolicyError && e.field === 'module',
+    )
+    await assert.rejects(
+      callFunction(mod, 'add', [() => 1]),
+      (e: unknown) => e instanceof PolicyError && e.field === 'args',
+    )
+  })
+
+  it('overhead against run(node -e "")', async () => {
+    // Not a timing assertion (the bench measures); this only checks both paths work back to back.
+    const a = await run([process.execPath, '-e', ''])
+    const b = await callFunction(mod, 'add', [1, 1])
+    assert.equal(a.status, 'ok', a.stderr)
+    assert.equal(b.value, 2)
+  })
+})
+
+describe('cordon call', () => {
+  const CLI = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url))
+  const call = (...args: string[]) =>
+    spawnSync(process.execPath, [CLI, 'call', ...args], { encoding: 'utf8' })
+
+  it('prints the value; what the function prints goes to stderr', () => {
+    const r = call(`${mod}#noisy`)
+    assert.equal(r.status, 0, r.stderr)
+    assert.equal(r.stdout, "'value'\n")
+    assert.match(r.stderr, /hello from the function/)
+  })
+
+  it('--args passes arguments; --json prints the result with the value', () => {
+    const r = call(`${mod}#add`, '--args', '[40, 2]', '--json')
+    const result = JSON.parse(r.stdout)
+    assert.equal(result.value, 42)
+    assert.equal(result.status, 'ok')
+  })
+
+  it('exit 1 with the stack when the function throws; 125 naming --args for bad JSON', () => {
+    const thrown = call(`${mod}#fail`)
+    assert.equal(thrown.status, 1)
+    assert.match(thrown.stderr, /RangeError: out of range/)
+    const bad = call(`${mod}#add`, '--args', '{1')
+    assert.equal(bad.status, 125)
+    assert.match(bad.stderr, /--args/)
+  })
+})
