@@ -28,7 +28,8 @@ export function jsonReplacer(_key: string, value: unknown): unknown {
   if (typeof value === 'bigint') return `${value}n`
   if (value instanceof Map) return { $map: [...value] }
   if (value instanceof Set) return { $set: [...value] }
-  if (ArrayBuffer.isView(value) && !(value instanceof DataView)) return [...(value as unknown as Iterable<number>)]
+  if (ArrayBuffer.isView(value) && !(value instanceof DataView))
+    return [...(value as unknown as Iterable<number>)]
   return value
 }
 
@@ -49,8 +50,10 @@ export async function callCommand(target: string, values: Record<string, unknown
       process.stdout.write(`${JSON.stringify(result, jsonReplacer)}\n`)
     } else {
       if ('value' in result) process.stdout.write(`${inspect(result.value, { depth: null })}\n`)
-      if (result.error) process.stderr.write(`${result.error.stack ?? `${result.error.name}: ${result.error.message}`}\n`)
-      else if (result.violation) process.stderr.write(`cordon: ${result.status}: ${result.violation.message}\n`)
+      if (result.error)
+        process.stderr.write(`${result.error.stack ?? `${result.error.name}: ${result.error.message}`}\n`)
+      else if (result.violation)
+        process.stderr.write(`cordon: ${result.status}: ${result.violation.message}\n`)
     }
     return exitCodeFor(result)
   } finally {

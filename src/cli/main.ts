@@ -61,7 +61,9 @@ export async function main(argv: string[]): Promise<number> {
     }
     if (error instanceof PolicyError) {
       const root = error.field.split('.')[0]!
-      const cliOnly = [...runCmd.options, ...callCmd.options].some((o) => o.long === `--${root}`) ? `--${root}` : null
+      const cliOnly = [...runCmd.options, ...callCmd.options].some((o) => o.long === `--${root}`)
+        ? `--${root}`
+        : null
       const where = flagFor(error.field) ?? cliOnly ?? root
       return fail(`${where}: ${error.reason}`)
     }

@@ -31,7 +31,8 @@ function runnerPath(): string {
 }
 
 function modulePath(module: string | URL): string {
-  const file = module instanceof URL || module.startsWith('file:') ? fileURLToPath(module) : path.resolve(module)
+  const file =
+    module instanceof URL || module.startsWith('file:') ? fileURLToPath(module) : path.resolve(module)
   try {
     if (statSync(file).isFile()) return file
   } catch {
@@ -68,7 +69,11 @@ export async function callFunction<T = unknown>(
     },
   }).result
   if (replyBytes > MAX_REPLY_BYTES) {
-    return { ...result, status: 'error', violation: { kind: 'error', limit: 'reply', message: `the reply exceeded ${MAX_REPLY_BYTES} bytes` } }
+    return {
+      ...result,
+      status: 'error',
+      violation: { kind: 'error', limit: 'reply', message: `the reply exceeded ${MAX_REPLY_BYTES} bytes` },
+    }
   }
   const reply = findReply(Buffer.concat(chunks), nonce)
   if (!reply) return result // it never answered: the run's own status (timeout, memory, ...) says why

@@ -39,7 +39,17 @@ try {
   encoded = frame({ nonce, kind: 'value', value })
 } catch (error) {
   const info = errorInfo(error)
-  reply({ nonce, kind: 'not-cloneable', error: { ...info, message: `the return value of "${request.exportName}" cannot be cloned: ${info.message}` } }, 2)
+  reply(
+    {
+      nonce,
+      kind: 'not-cloneable',
+      error: {
+        ...info,
+        message: `the return value of "${request.exportName}" cannot be cloned: ${info.message}`,
+      },
+    },
+    2,
+  )
 }
 writeSync(REPLY_FD, encoded)
 closeSync(REPLY_FD)

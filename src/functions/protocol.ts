@@ -22,7 +22,8 @@ export type CallReply =
   | { nonce: string; kind: 'load-error' | 'no-export' | 'not-cloneable'; error: ErrorInfo }
 
 export function errorInfo(error: unknown): ErrorInfo {
-  if (error instanceof Error) return { name: error.name, message: error.message, ...(error.stack ? { stack: error.stack } : {}) }
+  if (error instanceof Error)
+    return { name: error.name, message: error.message, ...(error.stack ? { stack: error.stack } : {}) }
   return { name: 'Error', message: String(error) }
 }
 

@@ -106,7 +106,9 @@ export function bwrapArgs(spec: BwrapSpec): string[] {
     if (path === '/' || (top && !top.hides)) continue
     add(path, 2, false, ['--ro-bind', path, path])
     // Shown whole too: drop system paths inside it (cwd /etc in strict mode).
-    const inside = mounts.filter((m) => m.args[0] === '--ro-bind-try' && m.path !== path && covers(path, m.path))
+    const inside = mounts.filter(
+      (m) => m.args[0] === '--ro-bind-try' && m.path !== path && covers(path, m.path),
+    )
     for (const m of inside) mounts.splice(mounts.indexOf(m), 1)
   }
 

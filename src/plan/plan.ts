@@ -124,12 +124,25 @@ function clockEnv(start: string, lib: string, env: Record<string, string>): Reco
   }
 }
 
-/** Whether uid/gid may write `file` by its mode bits (the sandbox has no supplementary groups). */
-function writableBy(file: string, uid: number, gid: number): boolean {
+/** Permission bits (r=4, w=2, x=1) that apply to uid/gid on `file` (the sandbox has no supplementary groups). */
+function bitsFor(file: string, uid: number, gid: number): number {
   const st = statSync(file)
-  if (st.uid === uid) return (st.mode & 0o200) !== 0
-  if (st.gid === gid) return (st.mode & 0o020) !== 0
-  return (st.mode & 0o002) !== 0
+  return st.uid === uid ? (st.mode >> 6) & 7 : st.gid === gid ? (st.mode >> 3) & 7 : st.mode & 7
+}
+
+/** Whether uid/gid can reach and read `file`: search permission on every parent, read on the file. */
+function readableBy(file: string, uid: number, gid: number): boolean {
+  const parents: string[] = []
+  for (let dir = path.dirname(file); ; dir = path.dirname(dir)) {
+    parents.push(dir)
+    if (dir === '/') break
+  }
+  return parents.every((dir) => (bitsFor(dir, uid, gid) & 1) !== 0) && (bitsFor(file, uid, gid) & 4) !== 0
+}
+
+/** Whether uid/gid may write `file` by its mode bits. */
+function writableBy(file: string, uid: number, gid: number): boolean {
+  return (bitsFor(file, uid, gid) & 2) !== 0
 }
 
 /** `visible`: paths that must be readable in the sandbox besides the cwd (a called function's module). */
@@ -160,7 +173,11 @@ export function prepare(
     return refuse({ kind: 'error', limit: 'isolation', message: 'prlimit (util-linux) is not installed' })
   }
   if (policy.clock && !caps.faketime) {
-    return refuse({ kind: 'error', limit: 'clock', message: 'clock needs libfaketime: apt-get install -y faketime' })
+    return refuse({
+      kind: 'error',
+      limit: 'clock',
+      message: 'clock needs libfaketime: apt-get install -y faketime',
+    })
   }
   if (policy.clock) Object.assign(env, clockEnv(policy.clock.start, caps.faketime!, env))
   if (tier === 'process' && readable) {
@@ -176,6 +193,15 @@ export function prepare(
   const lease = caps.isRoot ? claimUid(policy.uidPool) : null
   try {
     if (lease) {
+      for (const dir of visible) {
+        if (!readableBy(realpathSync(dir), lease.uid, lease.gid)) {
+          throw new PolicyError(
+            'module',
+            `${dir} is not readable by the sandbox user (a uid from ${policy.uidPool.first}, gid ${lease.gid}); ` +
+              'make it and its parents world-readable (or group-readable for that gid)',
+          )
+        }
+      }
       for (const [i, real] of writable.entries()) {
         if (!writableBy(real, lease.uid, lease.gid)) {
           throw new PolicyError(

@@ -85,7 +85,11 @@ export const limitsSchema = z.strictObject({
     }),
   maxLogBytes: size()
     .default(256 * 1024)
-    .register(cli, { flag: 'max-log', arg: 'SIZE', description: 'bytes kept from the log channel (CORDON_LOG_FD)' }),
+    .register(cli, {
+      flag: 'max-log',
+      arg: 'SIZE',
+      description: 'bytes kept from the log channel (CORDON_LOG_FD)',
+    }),
   killGraceMs: duration()
     .default(1000)
     .register(cli, { flag: 'kill-grace', arg: 'DURATION', description: 'time between SIGTERM and SIGKILL' }),
@@ -182,7 +186,11 @@ export const policySchema = z.strictObject({
   redact: z
     .array(z.union([z.string().min(1, 'must not be empty'), z.instanceof(RegExp)]))
     .default([])
-    .register(cli, { flag: 'redact', arg: 'TEXT', description: 'show this text as [REDACTED] in all output (repeatable)' }),
+    .register(cli, {
+      flag: 'redact',
+      arg: 'TEXT',
+      description: 'show this text as [REDACTED] in all output (repeatable)',
+    }),
   clock: z
     .strictObject({
       start: z.iso

@@ -3,7 +3,7 @@ import { type ChildProcess, spawn } from 'node:child_process'
 import { performance } from 'node:perf_hooks'
 import type { Readable, Writable } from 'node:stream'
 import { probeCapabilities } from '../plan/capabilities.js'
-import { CALL_FDS, HOLD_FDS, LOG_FD, type LaunchPlan, prepare, SECCOMP_FD } from '../plan/plan.js'
+import { CALL_FDS, HOLD_FDS, type LaunchPlan, LOG_FD, prepare, SECCOMP_FD } from '../plan/plan.js'
 import {
   type OutputChunk,
   type Policy,

@@ -14,7 +14,11 @@ export function parseLogLine(line: string): LogEntry {
     if (value && typeof value === 'object' && !Array.isArray(value)) {
       const { level, msg, ...rest } = value as Record<string, unknown>
       if (typeof level === 'string' && LEVELS.has(level)) {
-        return { ...rest, level: level as LogEntry['level'], msg: typeof msg === 'string' ? msg : JSON.stringify(msg ?? '') }
+        return {
+          ...rest,
+          level: level as LogEntry['level'],
+          msg: typeof msg === 'string' ? msg : JSON.stringify(msg ?? ''),
+        }
       }
     }
   } catch {

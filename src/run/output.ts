@@ -52,7 +52,8 @@ export class OutputBuffer {
 
   /** Flush partial characters (a cut at the cap becomes U+FFFD) and return the three views. */
   finish(): { stdout: string; stderr: string; output: string } {
-    for (const stream of ['stdout', 'stderr'] as const) this.emit(stream, this.decoders[stream].end(), 0, true)
+    for (const stream of ['stdout', 'stderr'] as const)
+      this.emit(stream, this.decoders[stream].end(), 0, true)
     const join = (stream?: Stream) =>
       this.parts
         .filter((p) => !stream || p.stream === stream)

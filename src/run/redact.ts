@@ -6,9 +6,10 @@ export const REDACTED = '[REDACTED]'
 const REGEX_WINDOW = 256
 /** Values shorter than this are not redacted automatically (a 2-character "secret" would shred the output). */
 const MIN_SECRET_LENGTH = 4
-const SECRET_NAME = /TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL|PRIVATE|API_?KEY|ACCESS_?KEY|(?:^|_)KEY(?:$|_)|AUTH/i
+const SECRET_NAME =
+  /TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL|PRIVATE|API_?KEY|ACCESS_?KEY|(?:^|_)KEY(?:$|_)|AUTH/i
 
-const escape = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
+const escapeRegExp = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
 
 /** Values of sandbox variables whose names look secret. */
 export function secretValues(env: Readonly<Record<string, string>>): string[] {
@@ -28,7 +29,7 @@ export class Redactor {
     // Longest first, so a secret that contains another is replaced whole.
     literals.sort((a, b) => b.length - a.length)
     this.patterns = [
-      ...(literals.length ? [new RegExp(literals.map(escape).join('|'), 'g')] : []),
+      ...(literals.length ? [new RegExp(literals.map(escapeRegExp).join('|'), 'g')] : []),
       ...regexes.map((r) => new RegExp(r.source, r.flags.includes('g') ? r.flags : `${r.flags}g`)),
     ]
     const longest = Math.max(0, ...literals.map((l) => l.length))

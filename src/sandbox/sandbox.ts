@@ -3,7 +3,7 @@
 import { CordonError } from '../errors.js'
 import { callFunction, type FunctionResult } from '../functions/call.js'
 import type { RunOptions } from '../policy/schema.js'
-import { run, start, type RunHandle } from '../run/launch.js'
+import { type RunHandle, run, start } from '../run/launch.js'
 import type { RunResult, ViolationKind } from '../run/result.js'
 
 export interface SandboxOptions extends RunOptions {

@@ -2,17 +2,15 @@
 import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
 import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
-import os from 'node:os'
 import path from 'node:path'
 import { after, describe, it } from 'node:test'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import { callFunction, PolicyError, run } from '../../src/index.js'
-import { skipTier, TIERS } from '../helpers.js'
+import { notRoot, skipTier, TIERS } from '../helpers.js'
 
-// In the hidden home would be the worst case; /var/tmp is visible but not writable by the sandbox.
-const dir = mkdtempSync(path.join(os.homedir(), '.cordon-fn-'))
+// Outside /tmp (private in the sandbox); the tests also hide its parent to show the module stays visible.
+const dir = mkdtempSync('/var/tmp/cordon-fn-')
 chmodSync(dir, 0o755)
-chmodSync(os.homedir(), 0o711)
 after(() => rmSync(dir, { recursive: true, force: true }))
 const mod = path.join(dir, 'tools.mjs')
 writeFileSync(
@@ -46,6 +44,11 @@ for (const tier of TIERS) {
 
     it('returns the value; arguments and value cross by structured clone', async () => {
       assert.equal((await callFunction(mod, 'add', [2, 3], { isolation })).value, 5)
+      if (tier === 'namespace') {
+        // The module's directory stays readable even when a hide or strict mode would cover it.
+        assert.equal((await callFunction(mod, 'add', [2, 3], { isolation, hide: ['/var/tmp'] })).value, 5)
+        assert.equal((await callFunction(mod, 'add', [2, 3], { isolation, readable: [] })).value, 5)
+      }
       const sent = { m: new Map([[1, new Set([2n])]]), d: new Date(5), u: new Uint8Array([7]) }
       const r = await callFunction(mod, 'echo', [sent], { isolation })
       assert.equal(r.status, 'ok', r.stderr)
@@ -113,6 +116,21 @@ describe('callFunction input errors', () => {
       callFunction(mod, 'add', [() => 1]),
       (e: unknown) => e instanceof PolicyError && e.field === 'args',
     )
+  })
+
+  it('a module the sandbox user cannot read is refused up front, naming the module', {
+    skip: notRoot,
+  }, async () => {
+    const secret = mkdtempSync('/var/tmp/cordon-private-')
+    writeFileSync(path.join(secret, 'm.mjs'), 'export const f = () => 1\n')
+    try {
+      await assert.rejects(
+        callFunction(path.join(secret, 'm.mjs'), 'f'),
+        (e: unknown) => e instanceof PolicyError && e.field === 'module' && /not readable/.test(e.message),
+      )
+    } finally {
+      rmSync(secret, { recursive: true, force: true })
+    }
   })
 
   it('overhead against run(node -e "")', async () => {

@@ -18,17 +18,17 @@ describe('policy through run()', () => {
   })
 
   it('the environment starts clean: host variables stay out unless passed', async () => {
-    process.env.CORDON_TEST_SECRET = 'hunter2'
+    process.env.CORDON_TEST_VALUE = 'hunter2'
     try {
-      const clean = await run(['sh', '-c', 'echo "[$CORDON_TEST_SECRET]"'])
+      const clean = await run(['sh', '-c', 'echo "[$CORDON_TEST_VALUE]"'])
       assert.equal(clean.stdout, '[]\n')
-      const passed = await run(['sh', '-c', 'echo "[$CORDON_TEST_SECRET] [$X]"'], {
-        passEnv: ['CORDON_TEST_SECRET'],
+      const passed = await run(['sh', '-c', 'echo "[$CORDON_TEST_VALUE] [$X]"'], {
+        passEnv: ['CORDON_TEST_VALUE'],
         env: { X: 'y' },
       })
       assert.equal(passed.stdout, '[hunter2] [y]\n')
     } finally {
-      delete process.env.CORDON_TEST_SECRET
+      delete process.env.CORDON_TEST_VALUE
     }
   })
 

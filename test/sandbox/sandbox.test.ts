@@ -1,0 +1,64 @@
+import assert from 'node:assert/strict'
+import { chmodSync, mkdtempSync, writeFileSync } from 'node:fs'
+import path from 'node:path'
+import { describe, it } from 'node:test'
+import { capabilities, createSandbox, QuotaError } from '../../src/index.js'
+
+describe('createSandbox', () => {
+  it('runs under its policy, merging per-call options, and keeps stats', async () => {
+    const box = createSandbox({ limits: { wallTimeMs: 300 }, env: { A: '1' } })
+    const ok = await box.run(['sh', '-c', 'echo $A$B'], { env: { B: '2' } })
+    assert.equal(ok.stdout, '12\n')
+    const slow = await box.run(['sleep', '5'])
+    assert.equal(slow.status, 'timeout')
+    await box.run(['sh', '-c', 'exit 3'])
+    const stats = box.stats()
+    assert.equal(stats.runs, 3)
+    assert.deepEqual(stats.violations, { timeout: 1 })
+    assert.ok(stats.wallMs >= 300, `wallMs ${stats.wallMs}`)
+    assert.ok(stats.cpuMs >= 0, `cpuMs ${stats.cpuMs}`)
+  })
+
+  it('a quota refuses further runs with a clear error, also for concurrent calls', async () => {
+    const box = createSandbox({ maxRuns: 2 })
+    const results = await Promise.allSettled([box.run(['true']), box.run(['true']), box.run(['true'])])
+    assert.deepEqual(
+      results.map((r) => r.status),
+      ['fulfilled', 'fulfilled', 'rejected'],
+    )
+    const refused = results[2] as PromiseRejectedResult
+    assert.ok(refused.reason instanceof QuotaError, String(refused.reason))
+    assert.match(refused.reason.message, /maxRuns/)
+    await assert.rejects(box.run(['true']), QuotaError)
+    assert.equal(box.stats().runs, 2)
+  })
+
+  it('sandboxes coexist without shared state; callFunction counts too', async () => {
+    const dir = mkdtempSync('/var/tmp/cordon-box-')
+    chmodSync(dir, 0o755)
+    const mod = path.join(dir, 'm.mjs')
+    writeFileSync(mod, 'export const twice = (x) => x * 2\n')
+    const a = createSandbox()
+    const b = createSandbox({ limits: { maxOutputBytes: 4 } })
+    const [ra, rb, rc] = await Promise.all([
+      a.run(['echo', 'hello']),
+      b.run(['echo', 'hello']),
+      a.callFunction(mod, 'twice', [21]),
+    ])
+    assert.equal(ra.status, 'ok')
+    assert.equal(rb.status, 'output-limit')
+    assert.equal(rc.value, 42)
+    assert.equal(a.stats().runs, 2)
+    assert.deepEqual(b.stats().violations, { 'output-limit': 1 })
+  })
+
+  it('capabilities() returns what cordon doctor prints', () => {
+    const caps = capabilities()
+    assert.ok(['namespace', 'process'].includes(caps.autoTier), caps.autoTier)
+    assert.ok(
+      caps.checks.some((c) => c.name === 'cgroups'),
+      'has a cgroups check',
+    )
+    assert.equal(typeof caps.capabilities.isRoot, 'boolean')
+  })
+})
