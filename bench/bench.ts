@@ -12,7 +12,7 @@ import { setFlagsFromString } from 'node:v8'
 import { runInNewContext } from 'node:vm'
 import { type Isolation, probeCapabilities, type RunOptions, run } from '../src/index.js'
 import { bwrapArgs } from '../src/plan/bwrap.js'
-import { HOLD_FDS, HOLD_SCRIPT, prepare, SECCOMP_FD } from '../src/plan/plan.js'
+import { HOLD_FDS, HOLD_SCRIPT, LOG_FD, prepare, SECCOMP_FD } from '../src/plan/plan.js'
 import { rlimitArgs } from '../src/plan/rlimits.js'
 import { findProgram } from '../src/policy/command.js'
 import { buildEnv } from '../src/policy/env.js'
@@ -47,7 +47,7 @@ if (!caps.bwrap || !caps.prlimit || !caps.setpriv) {
   throw new Error('bench needs bwrap, prlimit and setpriv installed')
 }
 const cwd = realpathSync(process.cwd())
-const env = buildEnv(process.env, [], {})
+const env: Record<string, string> = { ...buildEnv(process.env, [], {}), CORDON_LOG_FD: String(LOG_FD) }
 const defaults = parsePolicy({})
 const limits = defaults.limits
 // The default policy hides paths (cordon's home); the plan binds them as real paths, if they exist.
@@ -104,7 +104,7 @@ function rawLaunch(
       tmpfsBytes: limits.tmpfsBytes,
       hide,
       ...(seccomp ? { seccompFd: SECCOMP_FD } : {}),
-      ...(held ? { holdFds: HOLD_FDS } : {}),
+      holdFds: held ? HOLD_FDS : { info: HOLD_FDS.info },
     })
     argv = [caps.prlimit!, ...rlimits, '--', caps.bwrap!, ...bwrap, '--', ...program]
   } else {
@@ -121,7 +121,13 @@ function rawLaunch(
     ]
     if (held) argv = ['/bin/sh', '-c', HOLD_SCRIPT, 'cordon-hold', ...argv]
   }
-  const feeds = new Map<number, Buffer>(seccomp ? [[SECCOMP_FD, seccomp]] : [])
+  // Like cordon: a pipe for bwrap's info fd and one for the log channel, besides the seccomp program.
+  const empty = Buffer.alloc(0)
+  const feeds = new Map<number, Buffer>([
+    ...(tier === 'namespace' ? ([[HOLD_FDS.info, empty]] as const) : []),
+    ...(seccomp ? ([[SECCOMP_FD, seccomp]] as const) : []),
+    [LOG_FD, empty],
+  ])
   return { file: argv[0]!, args: argv.slice(1), cwd: tier === 'namespace' ? '/' : cwd, feeds }
 }
 
