@@ -6,6 +6,8 @@ export interface BwrapSpec {
   writable: readonly string[]
   /** Real, existing working directory; bound read-only when no writable path covers it. */
   cwd: string
+  /** Host directory of this run's proxy sockets, shown at NET_DIR_INSIDE (network allowlist). */
+  netDir?: string
   /** Real paths that must be visible (read-only at least) besides the cwd. */
   visible?: readonly string[]
   network: 'none' | 'host'
@@ -88,6 +90,7 @@ export function bwrapArgs(spec: BwrapSpec): string[] {
   add('/proc', 1, true, ['--proc', '/proc'])
   add('/tmp', 1, true, tmpfs('/tmp'))
   for (const dir of spec.writable) add(dir, 3, false, ['--bind', dir, dir])
+  if (spec.netDir) add('/tmp/.cordon-net', 3, false, ['--ro-bind', spec.netDir, '/tmp/.cordon-net'])
   // A hide equal to a listed path or the cwd is dropped (listed wins); one *inside* them still applies.
   // /dev, /proc and /tmp are private already.
   const hide = spec.hide.filter(

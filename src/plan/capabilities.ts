@@ -12,6 +12,8 @@ export interface Capabilities {
   bwrap: string | null
   prlimit: string | null
   setpriv: string | null
+  /** socat bridges the sandbox's loopback to cordon's proxies (network allowlist). */
+  socat: string | null
   /** Unprivileged user namespaces are allowed by the kernel's sysctls. */
   userns: boolean
   /** Why user namespaces are unavailable, when they are. */
@@ -68,6 +70,7 @@ export function probeCapabilities(cgroupParent?: string, hostPath = process.env.
     bwrap: find('bwrap'),
     prlimit: find('prlimit'),
     setpriv: find('setpriv'),
+    socat: find('socat'),
     userns: usernsReason === null,
     usernsReason,
     cgroup: cgroupSupport(detectCgroups(), cgroupParent),

@@ -115,6 +115,22 @@ export function diagnose(): Diagnosis {
       fix: seccompSupported() && namespaceOk ? null : 'use the namespace tier on x86_64',
     },
     {
+      name: 'network allowlist',
+      ok: namespaceOk && caps.socat !== null,
+      detail:
+        namespaceOk && caps.socat
+          ? `per-sandbox HTTP CONNECT and SOCKS5 proxies on unix sockets, bridged into the sandbox's own network namespace by ${caps.socat}`
+          : !namespaceOk
+            ? 'needs the namespace tier (a network namespace with no route out)'
+            : 'socat is not installed: `network: { allow }` is refused',
+      fix:
+        namespaceOk && caps.socat
+          ? null
+          : namespaceOk
+            ? 'apt-get install -y socat'
+            : 'fix the namespace tier',
+    },
+    {
       name: 'clock',
       ok: caps.faketime !== null,
       detail: caps.faketime

@@ -3,6 +3,7 @@
 import { realpathSync, statSync } from 'node:fs'
 import path from 'node:path'
 import { PolicyError } from '../errors.js'
+import { HTTP_PROXY_PORT, SOCKS_PROXY_PORT } from '../net/proxy.js'
 import { checkCommand, resolveRules } from '../policy/command.js'
 import { buildEnv } from '../policy/env.js'
 import type { Policy } from '../policy/schema.js'
@@ -41,6 +42,34 @@ export type PerProcessLimit = 'cpuTimeMs' | 'memoryBytes' | 'maxProcesses'
 /** Waits for cordon's go-ahead on fd 3, then closes it and execs its arguments. A fixed program: no input is ever interpolated. */
 export const HOLD_SCRIPT = 'read -r _ <&3 && exec 3<&- "$@"'
 export const HOLD_FDS = { info: 3, block: 4 } as const
+
+/** Where the proxy sockets appear inside the sandbox. */
+export const NET_DIR_INSIDE = '/tmp/.cordon-net'
+/**
+ * Inside the sandbox's own network namespace: listen on 127.0.0.1:3128 (HTTP proxy) and :1080 (SOCKS5),
+ * forward each to cordon's proxy socket, wait until both listen, then exec the program. Fixed text;
+ * the socat path and the program arrive as arguments.
+ */
+export const BRIDGE_SCRIPT = `socat=$1; shift
+for p in ${HTTP_PROXY_PORT}:http ${SOCKS_PROXY_PORT}:socks; do
+  "$socat" TCP-LISTEN:\${p%%:*},bind=127.0.0.1,fork,reuseaddr UNIX-CONNECT:${NET_DIR_INSIDE}/\${p#*:}.sock 2>/dev/null &
+done
+i=0
+until grep -q ':0C38 00000000:0000 0A' /proc/net/tcp && grep -q ':0438 00000000:0000 0A' /proc/net/tcp; do
+  i=$((i + 1)); [ "$i" -gt 2500 ] && { echo 'cordon: the network bridge did not start' >&2; exit 125; }
+  sleep 0.002
+done
+exec "$@"`
+/** The bridge's own processes (two socat listeners) count against the sandbox's process limit. */
+const BRIDGE_PROCESSES = 2
+const PROXY_ENV = {
+  HTTP_PROXY: `http://127.0.0.1:${HTTP_PROXY_PORT}`,
+  HTTPS_PROXY: `http://127.0.0.1:${HTTP_PROXY_PORT}`,
+  http_proxy: `http://127.0.0.1:${HTTP_PROXY_PORT}`,
+  https_proxy: `http://127.0.0.1:${HTTP_PROXY_PORT}`,
+  ALL_PROXY: `socks5h://127.0.0.1:${SOCKS_PROXY_PORT}`,
+  all_proxy: `socks5h://127.0.0.1:${SOCKS_PROXY_PORT}`,
+}
 /** bwrap reads the seccomp program from this fd. */
 export const SECCOMP_FD = 5
 /** The sandbox writes JSON log lines here; its number is in the sandbox's CORDON_LOG_FD. */
@@ -145,12 +174,16 @@ function writableBy(file: string, uid: number, gid: number): boolean {
   return (bitsFor(file, uid, gid) & 2) !== 0
 }
 
-/** `visible`: paths that must be readable in the sandbox besides the cwd (a called function's module). */
+/**
+ * `visible`: paths that must be readable in the sandbox besides the cwd (a called function's module).
+ * `netDir`: the directory holding this run's proxy sockets, when the network is an allowlist.
+ */
 export function prepare(
   command: readonly string[],
   policy: Policy,
   caps: Capabilities,
   visible: readonly string[] = [],
+  netDir?: string,
 ): Prepared {
   const env: Record<string, string> = {
     ...buildEnv(process.env, policy.passEnv, policy.env),
@@ -180,6 +213,20 @@ export function prepare(
     })
   }
   if (policy.clock) Object.assign(env, clockEnv(policy.clock.start, caps.faketime!, env))
+  if (typeof policy.network === 'object' && tier === 'process') {
+    return refuse({
+      kind: 'error',
+      limit: 'network',
+      message: 'a network allowlist needs the namespace tier',
+    })
+  }
+  if (typeof policy.network === 'object' && !caps.socat) {
+    return refuse({
+      kind: 'error',
+      limit: 'network',
+      message: 'a network allowlist needs socat: apt-get install -y socat',
+    })
+  }
   if (tier === 'process' && readable) {
     return refuse({
       kind: 'error',
@@ -212,13 +259,14 @@ export function prepare(
         }
       }
     }
-    const overheadProcesses = tier === 'namespace' ? 2 : 0
+    const bridge = typeof policy.network === 'object' ? BRIDGE_PROCESSES : 0
+    const overheadProcesses = (tier === 'namespace' ? 2 : 0) + bridge
     const cgroup =
       policy.cgroup.mode === 'auto' && caps.cgroup.version !== null
         ? {
             support: caps.cgroup,
             // bwrap's monitor stays outside the cgroup; only its init joins, ahead of the program.
-            writes: cgroupWrites(caps.cgroup.version, policy.limits, tier === 'namespace' ? 1 : 0),
+            writes: cgroupWrites(caps.cgroup.version, policy.limits, (tier === 'namespace' ? 1 : 0) + bridge),
           }
         : null
     const rlimits = rlimitArgs(policy.limits, {
@@ -226,7 +274,12 @@ export function prepare(
       overheadProcesses,
       cgroup: cgroup !== null,
     })
-    const program = [check.program, ...command.slice(1)]
+    const proxied = typeof policy.network === 'object'
+    // With an allowlist, a fixed shell starts the bridge to cordon's proxies, then execs the program.
+    const program = proxied
+      ? ['/bin/sh', '-c', BRIDGE_SCRIPT, 'cordon-net', caps.socat!, check.program, ...command.slice(1)]
+      : [check.program, ...command.slice(1)]
+    if (proxied) Object.assign(env, PROXY_ENV)
     let argv =
       tier === 'namespace'
         ? [
@@ -238,7 +291,8 @@ export function prepare(
               writable,
               cwd,
               visible: visible.map((p) => realpathSync(p)),
-              network: policy.network,
+              network: policy.network === 'host' ? 'host' : 'none',
+              ...(proxied && netDir ? { netDir } : {}),
               tmpfsBytes: policy.limits.tmpfsBytes,
               hide,
               ...(readable ? { readable } : {}),

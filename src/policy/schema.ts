@@ -3,6 +3,7 @@ import os from 'node:os'
 import { Readable } from 'node:stream'
 import { z } from 'zod'
 import { PolicyError } from '../errors.js'
+import { parseRule } from '../net/rules.js'
 import { syscallNumber } from '../plan/seccomp.js'
 import { parseDuration, parseSize } from './units.js'
 
@@ -131,6 +132,34 @@ export const cgroupSchema = z.strictObject({
     .optional(),
 })
 
+const hostEntry = z.string().superRefine((entry, ctx) => {
+  const rule = parseRule(entry)
+  if (typeof rule === 'string') ctx.addIssue({ code: 'custom', message: rule })
+})
+
+export const networkAllowSchema = z.strictObject({
+  allow: z.array(hostEntry).default([]),
+  deny: z.array(hostEntry).default([]),
+  allowLoopback: z.boolean().default(false),
+  allowPrivate: z.boolean().default(false),
+})
+
+/** `allow:pypi.org,*.pythonhosted.org,!evil.pythonhosted.org,+loopback,+private` (the CLI's --net form). */
+function parseNetworkFlag(value: unknown): unknown {
+  if (typeof value !== 'string' || !value.startsWith('allow:')) return value
+  const items = value
+    .slice('allow:'.length)
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean)
+  return {
+    allow: items.filter((s) => !s.startsWith('!') && !s.startsWith('+')),
+    deny: items.filter((s) => s.startsWith('!')).map((s) => s.slice(1)),
+    allowLoopback: items.includes('+loopback'),
+    allowPrivate: items.includes('+private'),
+  }
+}
+
 export const policySchema = z.strictObject({
   limits: limitsSchema.prefault({}),
   env: z
@@ -164,9 +193,13 @@ export const policySchema = z.strictObject({
         "hide a path: a directory shows empty, a file as /dev/null (repeatable; default: cordon's home)",
     }),
   network: z
-    .enum(['none', 'host'])
+    .preprocess(parseNetworkFlag, z.union([z.enum(['none', 'host']), networkAllowSchema]))
     .default('none')
-    .register(cli, { flag: 'net', arg: 'none|host', description: 'network access' }),
+    .register(cli, {
+      flag: 'net',
+      arg: 'none|host|allow:HOST[:PORT],...',
+      description: "network access; allow: goes through cordon's proxy (!HOST denies, +loopback, +private)",
+    }),
   allow: z.array(nonEmpty).default([]).register(cli, {
     flag: 'allow',
     arg: 'CMD',

@@ -2,6 +2,7 @@
 import { type ChildProcess, spawn } from 'node:child_process'
 import { performance } from 'node:perf_hooks'
 import type { Readable, Writable } from 'node:stream'
+import { NetworkProxy } from '../net/proxy.js'
 import { probeCapabilities } from '../plan/capabilities.js'
 import { CALL_FDS, HOLD_FDS, type LaunchPlan, LOG_FD, prepare, SECCOMP_FD } from '../plan/plan.js'
 import {
@@ -63,6 +64,7 @@ function emptyResult(isolation: Isolation, violation: Violation): RunResult {
     perProcessLimits: [],
     logs: [],
     logsTruncated: false,
+    network: [],
   }
 }
 
@@ -106,14 +108,24 @@ export function launch(
 ): RunHandle {
   const argv = parseCommand(command)
   const policy = parsePolicy(options)
-  const prepared = prepare(argv, policy, probeCapabilities(policy.cgroup.parent), call?.visible)
-  if (prepared.kind === 'refused') return finishedHandle(emptyResult(prepared.tier, prepared.violation))
+  // An allowlist gets this run's own proxies; they live exactly as long as the run.
+  const proxy = typeof policy.network === 'object' ? new NetworkProxy(policy.network) : null
+  const finish = (isolation: Isolation, violation: Violation) => {
+    void proxy?.close()
+    return finishedHandle(emptyResult(isolation, violation))
+  }
+  let prepared: ReturnType<typeof prepare>
+  try {
+    prepared = prepare(argv, policy, probeCapabilities(policy.cgroup.parent), call?.visible, proxy?.dir)
+  } catch (error) {
+    void proxy?.close()
+    throw error
+  }
+  if (prepared.kind === 'refused') return finish(prepared.tier, prepared.violation)
   const { plan } = prepared
   if (policy.signal?.aborted) {
     plan.lease?.release()
-    return finishedHandle(
-      emptyResult(plan.tier, { kind: 'canceled', limit: 'signal', message: 'canceled before start' }),
-    )
+    return finish(plan.tier, { kind: 'canceled', limit: 'signal', message: 'canceled before start' })
   }
   let cgroup: SandboxCgroup | null = null
   try {
@@ -121,9 +133,9 @@ export function launch(
   } catch (error) {
     plan.lease?.release()
     const message = `could not create the sandbox cgroup: ${(error as Error).message}`
-    return finishedHandle(emptyResult(plan.tier, { kind: 'error', limit: 'cgroup', message }))
+    return finish(plan.tier, { kind: 'error', limit: 'cgroup', message })
   }
-  return supervise(plan, policy, cgroup, interactive, call)
+  return supervise(plan, policy, cgroup, interactive, call, proxy)
 }
 
 function feedStdin(child: ChildProcess, stdin: Policy['stdin'], keepOpen: boolean): void {
@@ -182,7 +194,8 @@ function supervise(
   policy: Policy,
   cgroup: SandboxCgroup | null,
   interactive: boolean,
-  call?: CallChannel,
+  call: CallChannel | undefined,
+  proxy: NetworkProxy | null,
 ): RunHandle {
   const keepStdinOpen = interactive && policy.stdin === undefined
   const { limits } = policy
@@ -294,7 +307,7 @@ function supervise(
       // Even a clean exit can leave bwrap's init tearing down its namespace for a moment: wait it out.
       if (procs) await reap(procs, 5000)
       const usage = cgroup?.usage() ?? null
-      await cgroup?.remove()
+      await Promise.all([cgroup?.remove(), proxy?.close()])
       plan.lease?.release()
       exited ??= { code, signal: sig }
       let exitCode = exited.code
@@ -333,6 +346,7 @@ function supervise(
         perProcessLimits: plan.perProcessLimits,
         logs: logs.finish(),
         logsTruncated: logs.truncated,
+        network: proxy?.events ?? [],
       })
     })
   })

@@ -1,3 +1,4 @@
+import type { NetworkEvent } from '../net/gate.js'
 import type { LogEntry } from '../policy/schema.js'
 
 // The one result schema: run(), `cordon run --json` and the HTTP API all return this object.
@@ -39,4 +40,6 @@ export interface RunResult {
   logs: LogEntry[]
   /** The log channel went past limits.maxLogBytes; later lines were dropped. */
   logsTruncated: boolean
+  /** Connections through cordon's proxies (network allowlist): each allowed or refused one, in order. */
+  network: NetworkEvent[]
 }

@@ -1,0 +1,441 @@
+// Streaming redaction: literal and regex secrets, split across pushes, never leaked in any emitted piece.
+import assert from 'node:assert/strict'
+import { describe, it } from 'node:test'
+import { REDACTED, Redactor, secretValues } from './redact.js'
+
+/** Push every chunk, then flush; returns every piece the redactor handed out (flush last). */
+function stream(redactor: Redactor, chunks: readonly string[]): string[] {
+  const pieces = chunks.map((c) => redactor.push(c))
+  pieces.push(redactor.flush())
+  return pieces
+}
+
+/** The input cut into single characters (UTF-16 code units). */
+const chars = (s: string) => s.split('')
+
+/** Every emitted piece must be free of the secret and of any 2+ character fragment of it that ends or starts a piece. */
+function assertNoLeak(pieces: readonly string[], secret: string): void {
+  pieces.forEach((piece, i) => {
+    assert.ok(!piece.includes(secret), `piece ${i} ${JSON.stringify(piece)} contains the secret`)
+    for (let n = 2; n < secret.length; n++) {
+      const head = secret.slice(0, n)
+      const tail = secret.slice(-n)
+      assert.ok(
+        !piece.endsWith(head),
+        `piece ${i} ${JSON.stringify(piece)} ends with the secret's start ${head}`,
+      )
+      assert.ok(
+        !piece.startsWith(tail),
+        `piece ${i} ${JSON.stringify(piece)} starts with the secret's end ${tail}`,
+      )
+    }
+  })
+}
+
+/** mulberry32: a small deterministic PRNG. */
+function prng(seed: number): () => number {
+  let a = seed >>> 0
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0
+    let t = a
+    t = Math.imul(t ^ (t >>> 15), t | 1)
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+  }
+}
+
+function randomString(rand: () => number, alphabet: string, length: number): string {
+  let s = ''
+  for (let i = 0; i < length; i++) s += alphabet[Math.floor(rand() * alphabet.length)]
+  return s
+}
+
+/** Cut text into random chunks of 0..maxChunk characters (empty pushes included). */
+function randomChunks(rand: () => number, text: string, maxChunk: number): string[] {
+  const chunks: string[] = []
+  for (let at = 0; at < text.length; ) {
+    const n = Math.floor(rand() * (maxChunk + 1))
+    chunks.push(text.slice(at, at + n))
+    at += n
+  }
+  return chunks
+}
+
+describe('Redactor: literal secrets', () => {
+  it('replaces a secret that arrives whole in one push', () => {
+    const r = new Redactor(['hunter22'])
+    const pieces = stream(r, ['my password is hunter22, ok'])
+    assert.equal(pieces.join(''), `my password is ${REDACTED}, ok`)
+    assertNoLeak(pieces, 'hunter22')
+  })
+
+  it('replaces every occurrence', () => {
+    const r = new Redactor(['s3cr3t'])
+    assert.equal(
+      r.apply('s3cr3t and s3cr3t;s3cr3ts3cr3t'),
+      `${REDACTED} and ${REDACTED};${REDACTED}${REDACTED}`,
+    )
+  })
+
+  it('REDACTED is the literal marker [REDACTED]', () => {
+    assert.equal(REDACTED, '[REDACTED]')
+  })
+
+  it('a secret split across two pushes is redacted, and neither half leaks in any piece', () => {
+    for (let split = 1; split < 'hunter22'.length; split++) {
+      const r = new Redactor(['hunter22'])
+      const text = 'pw=hunter22;'
+      const at = 3 + split
+      const pieces = stream(r, [text.slice(0, at), text.slice(at)])
+      assert.equal(pieces.join(''), `pw=${REDACTED};`, `split at ${split}`)
+      assertNoLeak(pieces, 'hunter22')
+    }
+  })
+
+  it('a secret split across three pushes is redacted', () => {
+    const r = new Redactor(['correct-horse'])
+    const pieces = stream(r, ['before corr', 'ect-ho', 'rse after'])
+    assert.equal(pieces.join(''), `before ${REDACTED} after`)
+    assertNoLeak(pieces, 'correct-horse')
+  })
+
+  it('a secret pushed one character at a time is redacted, with surrounding text', () => {
+    const secret = 'ghp_ABCDEFGHIJ0123456789'
+    const r = new Redactor([secret])
+    const text = `token: ${secret}\nnext ${secret} end`
+    const pieces = stream(r, chars(text))
+    assert.equal(pieces.join(''), `token: ${REDACTED}\nnext ${REDACTED} end`)
+    assertNoLeak(pieces, secret)
+  })
+
+  it('text that only looks like the start of a secret is released once it cannot become one', () => {
+    const r = new Redactor(['abcdef'])
+    assert.equal(
+      r.push('xxxxxxxabc'),
+      'xxxxx',
+      'the last 5 characters, with the possible start "abc", are held',
+    )
+    assert.equal(r.push('xyz-and-more'), 'xxabcxyz-and', 'released once the secret cannot complete')
+    assert.equal(r.flush(), '-more')
+    assert.equal(r.flush(), '', 'a second flush has nothing left')
+  })
+
+  it('a complete secret at the very end of a push is held back whole, not cut', () => {
+    const r = new Redactor(['abcd'])
+    const first = r.push('xxabcd')
+    assert.equal(first, 'xx')
+    assert.equal(r.flush(), REDACTED)
+  })
+
+  it('holds back no more than the longest secret minus one character', () => {
+    const r = new Redactor(['abcdefgh', 'xy'])
+    assert.equal(r.push('0123456789'), '012', '7 characters held for an 8-character secret')
+    assert.equal(r.flush(), '3456789')
+  })
+
+  it('longest first: a secret that contains another is replaced whole', () => {
+    const r = new Redactor(['pass', 'password123', 'word'])
+    assert.equal(r.apply('password123'), REDACTED)
+    assert.equal(r.apply('pass word'), `${REDACTED} ${REDACTED}`)
+    const pieces = stream(r, chars('x password123 y'))
+    assert.equal(pieces.join(''), `x ${REDACTED} y`)
+    assertNoLeak(pieces, 'password123')
+  })
+
+  it('longest first regardless of the order given', () => {
+    const short = new Redactor(['abc', 'abcdef'])
+    const long = new Redactor(['abcdef', 'abc'])
+    assert.equal(short.apply('abcdefg'), `${REDACTED}g`)
+    assert.equal(long.apply('abcdefg'), `${REDACTED}g`)
+  })
+
+  it('overlapping secrets leave nothing of either in the clear', () => {
+    const r = new Redactor(['abcde', 'cdefg'])
+    const whole = 'xabcdefgx'
+    const pieces = stream(r, chars(whole))
+    assert.equal(pieces.join(''), r.apply(whole))
+    assertNoLeak(pieces, 'abcde')
+  })
+
+  it('regular-expression metacharacters in a literal secret are matched literally', () => {
+    const secret = 'a.b*c+(d)[e]{2}|f^$\\g?'
+    const r = new Redactor([secret])
+    assert.equal(r.apply(`<${secret}>`), `<${REDACTED}>`)
+    assert.equal(
+      r.apply('aXb*c+(d)[e]{2}|f^$\\g?'),
+      'aXb*c+(d)[e]{2}|f^$\\g?',
+      '"." does not match any character',
+    )
+    const pieces = stream(r, chars(`<${secret}>`))
+    assert.equal(pieces.join(''), `<${REDACTED}>`)
+    assertNoLeak(pieces, secret)
+  })
+
+  it('duplicate and empty literals are harmless', () => {
+    const r = new Redactor(['tok1', 'tok1', ''])
+    assert.ok(r.active, 'a non-empty literal makes it active')
+    assert.equal(r.apply('a tok1 b'), `a ${REDACTED} b`)
+  })
+})
+
+describe('Redactor: regular expressions', () => {
+  it('a regex without the g flag still replaces every match', () => {
+    const r = new Redactor([/sk-[a-z0-9]{8}/])
+    assert.equal(r.apply('sk-abcd1234 and sk-zzzz9999'), `${REDACTED} and ${REDACTED}`)
+  })
+
+  it('a regex with the g flag replaces every match', () => {
+    const r = new Redactor([/sk-[a-z0-9]{8}/g])
+    assert.equal(r.apply('sk-abcd1234 and sk-zzzz9999'), `${REDACTED} and ${REDACTED}`)
+  })
+
+  it('the i flag is kept', () => {
+    const r = new Redactor([/bearer [a-z]+/i])
+    assert.equal(r.apply('Authorization: BEARER AbCdEf'), `Authorization: ${REDACTED}`)
+  })
+
+  it("the caller's regex is not mutated (lastIndex stays 0, flags unchanged)", () => {
+    const re = /x\d+/g
+    const r = new Redactor([re])
+    r.apply('x1 x2 x3')
+    r.push('x12 ')
+    r.flush()
+    assert.equal(re.lastIndex, 0)
+    assert.equal(re.flags, 'g')
+  })
+
+  it('a regex match split across single-character pushes is redacted, nothing of it leaks', () => {
+    const r = new Redactor([/AKIA[0-9A-Z]{16}/])
+    const key = 'AKIAIOSFODNN7EXAMPLE'
+    const pieces = stream(r, chars(`key=${key} done`))
+    assert.equal(pieces.join(''), `key=${REDACTED} done`)
+    assertNoLeak(pieces, key)
+  })
+
+  it('regex and literal secrets together', () => {
+    const r = new Redactor(['hunter22', /tok_[0-9a-f]{6}/])
+    const text = 'a hunter22 b tok_00ff99 c'
+    const pieces = stream(r, chars(text))
+    assert.equal(pieces.join(''), `a ${REDACTED} b ${REDACTED} c`)
+    assertNoLeak(pieces, 'hunter22')
+    assertNoLeak(pieces, 'tok_00ff99')
+  })
+
+  it('a regex keeps 256 characters back; longer text is released in order', () => {
+    const r = new Redactor([/zzz/])
+    assert.equal(r.push('a'.repeat(256)), '', 'the last 256 characters wait')
+    assert.equal(r.push('b'.repeat(10)), 'a'.repeat(10))
+    assert.equal(r.flush(), 'a'.repeat(246) + 'b'.repeat(10))
+  })
+
+  it('a match straddling the hold-back cut is not split: the cut moves back to its start', () => {
+    const r = new Redactor([/tok-1+/])
+    // 574 characters: the cut (574 - 256 = 318) falls inside the match at 300..324.
+    const text = `${'x'.repeat(300)}tok-${'1'.repeat(20)}${'y'.repeat(250)}`
+    const first = r.push(text)
+    assert.equal(first, 'x'.repeat(300), 'released exactly up to the start of the match')
+    const rest = r.flush()
+    assert.equal(rest, REDACTED + 'y'.repeat(250))
+    assertNoLeak([first, rest], `tok-${'1'.repeat(20)}`)
+  })
+
+  it('a literal secret straddling the cut is not split either', () => {
+    const r = new Redactor(['abcdefgh', /never-matches-\d{100}/])
+    // window 256 (regex); the cut lands inside abcdefgh.
+    const text = `${'x'.repeat(100)}abcdefgh${'y'.repeat(252)}`
+    const first = r.push(text)
+    assert.equal(first, 'x'.repeat(100))
+    assert.equal(r.flush(), REDACTED + 'y'.repeat(252))
+  })
+
+  it("moving the cut into another pattern's match moves it again, to that match's start", () => {
+    const r = new Redactor([/abc/, /cdef/])
+    // 560 characters: the cut 304 is inside cdef (302..306); moved to 302 it is inside abc (300..303).
+    const text = `${'x'.repeat(300)}abcdef${'y'.repeat(254)}`
+    const first = r.push(text)
+    assert.equal(first, 'x'.repeat(300), 'nothing of abc is released')
+    const rest = r.flush()
+    assert.equal(first + rest, r.apply(text))
+    assertNoLeak([first, rest], 'abc')
+  })
+
+  it('consecutive adjacent matches at the cut are all kept together', () => {
+    const r = new Redactor(['abcd'])
+    const pieces = stream(r, ['abcdabcdab', 'cdabcd'])
+    assert.equal(pieces.join(''), REDACTED.repeat(4))
+    assertNoLeak(pieces, 'abcd')
+  })
+})
+
+describe('Redactor: streaming equals whole-text redaction (seeded property test)', () => {
+  it('literal secrets over an alphabet made of their characters', () => {
+    const secrets = ['abcab', 'bca', 'cc', 'aaaa']
+    for (let seed = 1; seed <= 400; seed++) {
+      const rand = prng(seed)
+      const whole = randomString(rand, 'abcx', Math.floor(rand() * 60))
+      const chunks = randomChunks(rand, whole, 1 + Math.floor(rand() * 8))
+      const r = new Redactor(secrets)
+      const pieces = stream(r, chunks)
+      const expected = r.apply(whole)
+      assert.equal(pieces.join(''), expected, `seed ${seed}: ${JSON.stringify(chunks)}`)
+      for (const [i, piece] of pieces.entries()) {
+        for (const s of secrets) {
+          assert.ok(!piece.includes(s), `seed ${seed}: piece ${i} ${JSON.stringify(piece)} contains ${s}`)
+        }
+      }
+    }
+  })
+
+  it('literal and regex secrets on inputs long enough to move the 256-character cut', () => {
+    const secrets: (string | RegExp)[] = ['abca', /12+1/, /X[12]{2}Y/i]
+    for (let seed = 1; seed <= 60; seed++) {
+      const rand = prng(seed * 7919)
+      const whole = randomString(rand, 'abcx12yY', 200 + Math.floor(rand() * 800))
+      const chunks = randomChunks(rand, whole, 1 + Math.floor(rand() * 40))
+      const r = new Redactor(secrets)
+      const pieces = stream(r, chunks)
+      assert.equal(pieces.join(''), r.apply(whole), `seed ${seed}`)
+    }
+  })
+
+  it('single-character pushes give the same text as one apply', () => {
+    for (let seed = 1; seed <= 30; seed++) {
+      const rand = prng(seed + 1000)
+      const whole = randomString(rand, 'ab1x', 300 + Math.floor(rand() * 300))
+      const r = new Redactor(['abab', 'ba1', /1{3,}/])
+      assert.equal(stream(r, chars(whole)).join(''), r.apply(whole), `seed ${seed}`)
+    }
+  })
+})
+
+describe('Redactor: inactive', () => {
+  it('an empty list passes text through untouched and immediately', () => {
+    const r = new Redactor([])
+    assert.equal(r.active, false)
+    assert.equal(r.push('hello wor'), 'hello wor', 'nothing held back')
+    assert.equal(r.push('ld [REDACTED]'), 'ld [REDACTED]')
+    assert.equal(r.flush(), '')
+    assert.equal(r.apply('anything'), 'anything')
+  })
+
+  it('a list of only empty strings is inactive', () => {
+    const r = new Redactor(['', ''])
+    assert.equal(r.active, false)
+    assert.equal(r.push('abc'), 'abc')
+  })
+
+  it('a regex makes it active', () => {
+    assert.equal(new Redactor([/x/]).active, true)
+  })
+})
+
+describe('Redactor: known gaps', () => {
+  it('no emitted piece splits a surrogate pair (each piece is written out on its own)', {
+    todo: 'push() cuts at a UTF-16 code-unit offset, so a piece can end in a lone high surrogate; the CLI writes each chunk separately, turning an emoji into two U+FFFD',
+  }, () => {
+    const r = new Redactor(['abcd'])
+    const pieces = stream(r, ['x\u{1F600}yz'])
+    assert.equal(pieces.join(''), 'x\u{1F600}yz')
+    for (const [i, piece] of pieces.entries()) {
+      assert.ok(
+        !/[\uD800-\uDBFF]$/.test(piece),
+        `piece ${i} ${JSON.stringify(piece)} ends in a lone high surrogate`,
+      )
+      assert.ok(
+        !/^[\uDC00-\uDFFF]/.test(piece),
+        `piece ${i} ${JSON.stringify(piece)} starts with a lone low surrogate`,
+      )
+    }
+  })
+
+  it('a lookbehind regex still redacts when the cut falls between its context and its match', {
+    todo: 'the held tail is matched without the text before it, so (?<=key=)\\w+ stops matching and the secret is released in the clear',
+  }, () => {
+    const r = new Redactor([/(?<=key=)\w+/])
+    const whole = `${'x'.repeat(300)}key=hunter22 ${'y'.repeat(300)}`
+    const out = stream(r, chars(whole)).join('')
+    assert.ok(!out.includes('hunter22'), 'the secret after key= leaked')
+    assert.ok(out.includes(`key=${REDACTED} `), 'key=[REDACTED] expected')
+  })
+
+  it('a lookahead regex still redacts when the cut falls between its match and its context', {
+    todo: 'a match ending exactly at the cut is released through apply(prefix), where (?=!) can no longer see its context',
+  }, () => {
+    const r = new Redactor([/\w+(?=!)/])
+    const whole = `${'x'.repeat(300)} hunter22! ${'y'.repeat(300)}`
+    const out = stream(r, chars(whole)).join('')
+    assert.ok(!out.includes('hunter22'), 'the secret before ! leaked')
+    assert.ok(out.includes(` ${REDACTED}! `), '[REDACTED]! expected')
+  })
+
+  it('a regex match that only appears after a literal is replaced is not cut', {
+    todo:
+      'the cut is checked against matches in the raw text, but patterns apply one after another to replaced text; ' +
+      "'aab' then /b1+b/ on aab11b11b: the raw scan sees b11b at 2..6 only, the cut at 6 splits the second b11b",
+  }, () => {
+    const r = new Redactor(['aab', /b1+b/])
+    const whole = `${'x'.repeat(300)}aab11b11b${'y'.repeat(300)}`
+    const out = stream(r, chars(whole)).join('')
+    assert.ok(r.apply(whole).includes(`${REDACTED}11${REDACTED}`), 'apply() redacts both')
+    assert.ok(!out.includes('b11b'), `streaming leaked b11b: ${out.slice(295, 320)}`)
+  })
+})
+
+describe('secretValues', () => {
+  it('picks values of variables whose names look secret', () => {
+    const env = {
+      API_TOKEN: 'tok-api',
+      GITHUB_TOKEN: 'ghp_abcdef',
+      DB_PASSWORD: 'pa55word',
+      AWS_SECRET_ACCESS_KEY: 'wJalrXUtnFEMI',
+      PRIVATE_KEY: '-----BEGIN',
+      MY_KEY: 'mykeyvalue',
+      API_KEY: 'apikeyvalue',
+      APIKEY: 'apikey2value',
+      AWS_ACCESS_KEY_ID: 'AKIAEXAMPLE',
+      KEY_ID: 'key-id-value',
+      SSH_PASSPHRASE: 'phrase',
+      FTP_PASSWD: 'passwd',
+      GOOGLE_APPLICATION_CREDENTIALS: '/creds.json',
+      NPM_AUTH: 'npm-auth',
+      lower_token: 'lowertok',
+    }
+    assert.deepEqual(secretValues(env).sort(), Object.values(env).sort())
+  })
+
+  it('leaves ordinary variables alone', () => {
+    const env = {
+      PATH: '/usr/bin:/bin',
+      HOME: '/tmp',
+      MONKEY: 'banana',
+      KEYBOARD_LAYOUT: 'us-intl',
+      LANG: 'C.UTF-8',
+      TERM: 'dumb',
+      TMPDIR: '/tmp',
+      TURKEY: 'gobble',
+      HOCKEYPUCK: 'rubber',
+    }
+    assert.deepEqual(secretValues(env), [])
+  })
+
+  it('skips values shorter than 4 characters', () => {
+    assert.deepEqual(secretValues({ API_TOKEN: 'abc', DB_PASSWORD: 'abcd', MY_KEY: '', GITHUB_TOKEN: 'x' }), [
+      'abcd',
+    ])
+  })
+
+  it('mixed: only the secret-looking, long-enough values, in env order', () => {
+    const env = { PATH: '/usr/bin', GITHUB_TOKEN: 'ghp_123', HOME: '/tmp', MY_KEY: 'k3y!', SHORT_TOKEN: 'ab' }
+    assert.deepEqual(secretValues(env), ['ghp_123', 'k3y!'])
+  })
+
+  it('an empty environment gives nothing', () => {
+    assert.deepEqual(secretValues({}), [])
+  })
+
+  it('author variables are not mistaken for auth secrets', {
+    todo: 'AUTH in the name pattern also matches AUTHOR, so GIT_AUTHOR_NAME/GIT_AUTHOR_EMAIL values get redacted everywhere',
+  }, () => {
+    assert.deepEqual(secretValues({ GIT_AUTHOR_NAME: 'Jane Doe', GIT_AUTHOR_EMAIL: 'jane@example.com' }), [])
+  })
+})

@@ -1,0 +1,76 @@
+// The network allowlist for real: servers this test starts on loopback, reached only through cordon's proxies.
+import assert from 'node:assert/strict'
+import http from 'node:http'
+import type net from 'node:net'
+import { after, before, describe, it } from 'node:test'
+import { run } from '../../src/index.js'
+import { noNamespace } from '../helpers.js'
+
+describe('network allowlist (namespace tier)', { skip: noNamespace }, () => {
+  let server: http.Server
+  let port = 0
+  before(async () => {
+    server = http.createServer((req, res) => res.end(`hello ${req.url}\n`))
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
+    port = (server.address() as net.AddressInfo).port
+  })
+  after(() => server.close())
+  const curl = (...args: string[]) => ['curl', '-sS', '--max-time', '5', ...args]
+
+  it('HTTP through the proxy env reaches an allowed host; the connection is an event', async () => {
+    const r = await run(curl(`http://localhost:${port}/a`), {
+      network: { allow: [`localhost:${port}`], allowLoopback: true },
+    })
+    assert.equal(r.stdout, 'hello /a\n')
+    assert.deepEqual(r.network, [
+      { host: 'localhost', port, allowed: true, reason: 'connected to 127.0.0.1' },
+    ])
+  })
+
+  it('CONNECT tunnels and SOCKS5 work too', async () => {
+    const policy = { network: { allow: ['localhost'], allowLoopback: true } }
+    assert.equal((await run(curl('-p', `http://localhost:${port}/t`), policy)).stdout, 'hello /t\n')
+    const socks = await run(curl('--socks5-hostname', '127.0.0.1:1080', `http://localhost:${port}/s`), policy)
+    assert.equal(socks.stdout, 'hello /s\n')
+  })
+
+  it('refusals are events and the run goes on: not allowed, denied, loopback without allowLoopback', async () => {
+    const script = [
+      `curl -sS --max-time 5 -p http://localhost:${port}/x || true`,
+      `curl -sS --max-time 5 -p http://127.0.0.1:${port}/y || true`,
+      'echo still running',
+    ].join('; ')
+    const r = await run(['sh', '-c', script], { network: { allow: ['localhost'], deny: ['127.0.0.1'] } })
+    assert.equal(r.status, 'ok')
+    assert.match(r.stdout, /still running/)
+    assert.deepEqual(
+      r.network.map((e) => [e.host, e.allowed, e.reason.replace(/\d+\.\d+\.\d+\.\d+/, 'IP')]),
+      [
+        ['localhost', false, 'IP is a loopback address (allowLoopback is off)'],
+        ['127.0.0.1', false, 'denied by IP'],
+      ],
+    )
+  })
+
+  it('wildcards match subdomains only', async () => {
+    const r = await run(['sh', '-c', `curl -sS --max-time 5 -p http://localhost:${port}/ || true`], {
+      network: { allow: ['*.localhost'], allowLoopback: true },
+    })
+    assert.equal(r.network[0]?.reason, 'not on the allow list')
+  })
+
+  it('a program that ignores the proxy and opens a raw TCP connection gets nowhere', async () => {
+    const r = await run(curl('--noproxy', '*', `http://127.0.0.1:${port}/raw`), {
+      network: { allow: ['localhost'], allowLoopback: true },
+    })
+    assert.equal(r.status, 'nonzero-exit')
+    assert.match(r.stderr, /Failed to connect|Couldn't connect/)
+    assert.deepEqual(r.network, [])
+  })
+
+  it('the process tier refuses an allowlist rather than run without it', async () => {
+    const r = await run(['true'], { isolation: 'process', network: { allow: ['localhost'] } })
+    assert.equal(r.status, 'error')
+    assert.equal(r.violation?.limit, 'network')
+  })
+})
