@@ -9,6 +9,7 @@ command -v prlimit >/dev/null && command -v setpriv >/dev/null || missing+=(util
 command -v python3 >/dev/null || missing+=(python3)
 command -v socat >/dev/null || missing+=(socat)     # bridges a sandbox to its network-allowlist proxies
 command -v curl >/dev/null || missing+=(curl)       # used by the network tests
+command -v debootstrap >/dev/null || [ -x /usr/sbin/debootstrap ] || missing+=(debootstrap)  # cordon rootfs create
 # libfaketime gives sandboxes a deterministic clock (the `clock` option).
 ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1 || missing+=(faketime)
 if [ ${#missing[@]} -gt 0 ]; then

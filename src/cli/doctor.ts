@@ -7,7 +7,7 @@ export function doctorCommand(values: Record<string, unknown>): number {
     return 0
   }
   const lines = report.checks.map((c) => {
-    const head = `${c.ok ? 'ok  ' : 'NO  '} ${c.name.padEnd(16)} ${c.detail}`
+    const head = `${c.ok ? 'ok  ' : 'NO  '} ${c.name.padEnd(18)} ${c.detail}`
     return c.fix ? `${head}\n      fix: ${c.fix}` : head
   })
   process.stdout.write(`${lines.join('\n')}\n\nisolation "auto" runs the ${report.autoTier} tier here.\n`)

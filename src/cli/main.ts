@@ -4,6 +4,7 @@ import { PolicyError } from '../errors.js'
 import { callCommand } from './call.js'
 import { doctorCommand } from './doctor.js'
 import { commanderOptions, flagFor } from './flags.js'
+import { rootfsCreateCommand, rootfsListCommand } from './rootfs.js'
 import { EXIT, runCommand } from './run.js'
 
 function fail(message: string): number {
@@ -43,6 +44,23 @@ export async function main(argv: string[]): Promise<number> {
       code = await callCommand(target, values)
     })
   for (const option of commanderOptions()) callCmd.addOption(option)
+
+  const rootfs = program.command('rootfs').description('root filesystems for --rootfs')
+  rootfs
+    .command('create')
+    .description('build a Debian root filesystem (debootstrap, minbase) into the cache')
+    .argument('<name>', 'name to use with --rootfs')
+    .addOption(new Option('--packages <LIST>', 'comma-separated Debian packages to include'))
+    .action(async (name: string, values: Record<string, unknown>) => {
+      code = await rootfsCreateCommand(name, values)
+    })
+  rootfs
+    .command('list')
+    .description('the root filesystems in the cache')
+    .addOption(new Option('--json', 'print them as JSON'))
+    .action((values: Record<string, unknown>) => {
+      code = rootfsListCommand(values)
+    })
 
   program
     .command('doctor')

@@ -1,6 +1,8 @@
 // bubblewrap arguments for the namespace tier: read-only host root (or, in strict mode, only the system
 // directories), private size-limited /tmp, private /dev and /proc, hidden paths, every namespace unshared
 // (network too unless asked), own session, dies with its parent.
+import path from 'node:path'
+
 export interface BwrapSpec {
   /** Real, existing host paths bound read-write at the same place. */
   writable: readonly string[]
@@ -8,6 +10,8 @@ export interface BwrapSpec {
   cwd: string
   /** Host directory of this run's proxy sockets, shown at NET_DIR_INSIDE (network allowlist). */
   netDir?: string
+  /** Another root filesystem: / is assembled from its top-level entries, read-only; host paths are bound in. */
+  rootfs?: { dir: string; entries: readonly { name: string; symlink: string | null }[] }
   /** Real paths that must be visible (read-only at least) besides the cwd. */
   visible?: readonly string[]
   network: 'none' | 'host'
@@ -79,7 +83,23 @@ export function bwrapArgs(spec: BwrapSpec): string[] {
   // again (a re-mounted /etc/localtime would even fail: it is an absolute symlink).
   const explicit = [...(spec.readable ?? []), ...spec.writable]
   const insideExplicit = (p: string) => explicit.some((dir) => dir !== p && covers(dir, p))
-  if (spec.readable) {
+  if (spec.rootfs) {
+    // A tmpfs root (made read-only last) so mount points for host paths can be created in it; every
+    // entry hides the host's view of that path, so the cwd and the like are bound in on top.
+    add('/', 0, true, ['--tmpfs', '/'])
+    for (const e of spec.rootfs.entries) {
+      const at = `/${e.name}`
+      add(
+        at,
+        0,
+        true,
+        e.symlink === null
+          ? ['--ro-bind', path.join(spec.rootfs.dir, e.name), at]
+          : ['--symlink', e.symlink, at],
+      )
+    }
+    for (const p of spec.readable ?? []) add(p, 0, false, ['--ro-bind', p, p])
+  } else if (spec.readable) {
     // --ro-bind-try: a system path this distribution lacks (/lib32, /libx32) is simply absent.
     for (const p of SYSTEM_PATHS) if (!insideExplicit(p)) add(p, 0, false, ['--ro-bind-try', p, p])
     for (const p of spec.readable) add(p, 0, false, ['--ro-bind', p, p])
@@ -119,6 +139,7 @@ export function bwrapArgs(spec: BwrapSpec): string[] {
   const args = mounts.flatMap((m) => m.args)
   // Last, so every mount inside a hidden directory exists before its tmpfs turns read-only.
   for (const h of hide) if (h.dir) args.push('--remount-ro', h.path)
+  if (spec.rootfs) args.push('--remount-ro', '/')
   args.push('--unshare-all')
   if (spec.network === 'host') args.push('--share-net')
   args.push('--hostname', 'cordon', '--die-with-parent', '--new-session', '--chdir', spec.cwd)

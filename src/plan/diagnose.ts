@@ -1,6 +1,9 @@
 // What `cordon doctor` prints: each check with what it means for enforcement and how to fix it.
 import { spawnSync } from 'node:child_process'
+import { resolveProgram } from '../policy/command.js'
+import { SAFE_PATH } from '../policy/env.js'
 import { uidPoolSchema } from '../policy/schema.js'
+import { listRootfs, rootfsCacheDir } from '../rootfs/rootfs.js'
 import { type Capabilities, probeCapabilities } from './capabilities.js'
 import { detectCgroups } from './cgroups.js'
 import { DEFAULT_DENIED, seccompSupported } from './seccomp.js'
@@ -49,6 +52,8 @@ export function diagnose(): Diagnosis {
   const v1 = Object.keys(cg.v1)
   const namespaceOk = bwrap.ok && caps.userns
   const pool = uidPoolSchema.parse({})
+  const debootstrap = resolveProgram('debootstrap', `${SAFE_PATH}:${process.env.PATH ?? ''}`, '/')
+  const rootfsList = listRootfs()
   const checks: Check[] = [
     {
       name: 'bubblewrap',
@@ -129,6 +134,20 @@ export function diagnose(): Diagnosis {
           : namespaceOk
             ? 'apt-get install -y socat'
             : 'fix the namespace tier',
+    },
+    {
+      name: 'root filesystems',
+      ok: namespaceOk && debootstrap !== null,
+      detail:
+        `${rootfsList.length ? rootfsList.map((r) => `${r.name} (${r.os ?? 'unknown'})`).join(', ') : 'none built'} in ${rootfsCacheDir()}; ` +
+        (debootstrap
+          ? `debootstrap at ${debootstrap} builds new ones`
+          : 'debootstrap is missing: `cordon rootfs create` cannot build'),
+      fix: !namespaceOk
+        ? 'fix the namespace tier (--rootfs needs it)'
+        : debootstrap
+          ? null
+          : 'apt-get install -y debootstrap',
     },
     {
       name: 'clock',

@@ -7,6 +7,7 @@ import { HTTP_PROXY_PORT, SOCKS_PROXY_PORT } from '../net/proxy.js'
 import { checkCommand, resolveRules } from '../policy/command.js'
 import { buildEnv } from '../policy/env.js'
 import type { Policy } from '../policy/schema.js'
+import { resolveRootfs } from '../rootfs/rootfs.js'
 import type { Isolation, Violation } from '../run/result.js'
 import { bwrapArgs } from './bwrap.js'
 import type { Capabilities } from './capabilities.js'
@@ -194,8 +195,11 @@ export function prepare(
   const readable = policy.readable?.map((p, i) => existingPath(`readable.${i}`, path.resolve(cwd, p)))
   const hide = hiddenPaths(policy.hide.map((p) => path.resolve(cwd, p)))
   const searchPath = env.PATH ?? ''
-  const allow = resolveRules('allow', policy.allow, searchPath, cwd)
-  const deny = resolveRules('deny', policy.deny, searchPath, cwd)
+  // Programs are looked up where the sandbox will look: in the other root filesystem, when there is one.
+  const rootfs = policy.rootfs ? resolveRootfs(policy.rootfs) : null
+  const root = rootfs?.dir ?? '/'
+  const allow = resolveRules('allow', policy.allow, searchPath, cwd, root)
+  const deny = resolveRules('deny', policy.deny, searchPath, cwd, root)
 
   const { tier, missing } = chooseTier(policy, caps)
   const refuse = (violation: Violation): Prepared => ({ kind: 'refused', tier, violation })
@@ -227,6 +231,13 @@ export function prepare(
       message: 'a network allowlist needs socat: apt-get install -y socat',
     })
   }
+  if (tier === 'process' && rootfs) {
+    return refuse({
+      kind: 'error',
+      limit: 'rootfs',
+      message: 'another root filesystem needs the namespace tier',
+    })
+  }
   if (tier === 'process' && readable) {
     return refuse({
       kind: 'error',
@@ -234,7 +245,7 @@ export function prepare(
       message: 'readable (strict mode) needs the namespace tier',
     })
   }
-  const check = checkCommand(command[0]!, searchPath, cwd, allow, deny)
+  const check = checkCommand(command[0]!, searchPath, cwd, allow, deny, root)
   if (!check.ok) return refuse({ kind: check.kind, limit: check.limit, message: check.message })
 
   const lease = caps.isRoot ? claimUid(policy.uidPool) : null
@@ -295,6 +306,7 @@ export function prepare(
               ...(proxied && netDir ? { netDir } : {}),
               tmpfsBytes: policy.limits.tmpfsBytes,
               hide,
+              ...(rootfs ? { rootfs } : {}),
               ...(readable ? { readable } : {}),
               seccompFd: SECCOMP_FD,
               holdFds: cgroup ? HOLD_FDS : { info: HOLD_FDS.info },

@@ -1,6 +1,6 @@
 // Resolve programs the way the sandbox will: look up on the sandbox's PATH, then realpath,
 // so `/usr/bin/../bin/ls` or a symlink named `echo` is judged by what it really runs.
-import { accessSync, constants, realpathSync, statSync } from 'node:fs'
+import { accessSync, constants, lstatSync, readlinkSync, realpathSync, statSync } from 'node:fs'
 import path from 'node:path'
 import { PolicyError } from '../errors.js'
 
@@ -14,8 +14,51 @@ function isExecutableFile(file: string): boolean {
   }
 }
 
-/** Absolute path of `name` as the sandbox would find it from `cwd` with `PATH`, or null when nothing is there. */
-export function findProgram(name: string, searchPath: string, cwd: string): string | null {
+/**
+ * `p` (absolute, as seen inside a sandbox whose root is the host directory `root`) with every symlink
+ * resolved the way the kernel would inside it: absolute targets restart at `root`, `..` stops there.
+ * Null when a component does not exist.
+ */
+export function realpathIn(root: string, p: string): string | null {
+  if (root === '/') {
+    try {
+      return realpathSync(p)
+    } catch {
+      return null
+    }
+  }
+  let rest = p.split('/').filter(Boolean)
+  let done: string[] = []
+  for (let hops = 0; rest.length > 0; ) {
+    const part = rest.shift()!
+    if (part === '.') continue
+    if (part === '..') {
+      done.pop()
+      continue
+    }
+    let link: string | null = null
+    try {
+      if (lstatSync(path.join(root, ...done, part)).isSymbolicLink())
+        link = readlinkSync(path.join(root, ...done, part))
+    } catch {
+      return null
+    }
+    if (link === null) {
+      done.push(part)
+      continue
+    }
+    if (++hops > 40) return null // a symlink loop
+    if (link.startsWith('/')) done = []
+    rest = [...link.split('/').filter(Boolean), ...rest]
+  }
+  return `/${done.join('/')}`
+}
+
+/**
+ * Absolute path of `name` as the sandbox would find it from `cwd` with `PATH`, or null when nothing is
+ * there. `root` is the host directory the sandbox sees as / (another root filesystem), or '/'.
+ */
+export function findProgram(name: string, searchPath: string, cwd: string, root = '/'): string | null {
   const candidates = name.includes('/')
     ? [path.resolve(cwd, name)]
     : searchPath
@@ -23,15 +66,16 @@ export function findProgram(name: string, searchPath: string, cwd: string): stri
         .filter(Boolean)
         .map((dir) => path.resolve(cwd, dir, name))
   for (const candidate of candidates) {
-    if (isExecutableFile(candidate)) return candidate
+    const real = root === '/' ? candidate : realpathIn(root, candidate)
+    if (real && isExecutableFile(root === '/' ? real : path.join(root, real))) return candidate
   }
   return null
 }
 
-/** Real path (symlinks and `..` resolved) of what `name` runs, or null when nothing is there. */
-export function resolveProgram(name: string, searchPath: string, cwd: string): string | null {
-  const found = findProgram(name, searchPath, cwd)
-  return found && realpathSync(found)
+/** Real path (symlinks and `..` resolved, inside `root`) of what `name` runs, or null when nothing is there. */
+export function resolveProgram(name: string, searchPath: string, cwd: string, root = '/'): string | null {
+  const found = findProgram(name, searchPath, cwd, root)
+  return found && realpathIn(root, found)
 }
 
 export type CommandCheck =
@@ -44,10 +88,11 @@ export function resolveRules(
   entries: readonly string[],
   searchPath: string,
   cwd: string,
+  root = '/',
 ): Set<string> {
   const out = new Set<string>()
   for (const [i, entry] of entries.entries()) {
-    const real = resolveProgram(entry, searchPath, cwd)
+    const real = resolveProgram(entry, searchPath, cwd, root)
     if (!real) throw new PolicyError(`${field}.${i}`, `"${entry}" names no executable on the sandbox PATH`)
     out.add(real)
   }
@@ -60,13 +105,16 @@ export function checkCommand(
   cwd: string,
   allow: ReadonlySet<string>,
   deny: ReadonlySet<string>,
+  root = '/',
 ): CommandCheck {
-  const found = findProgram(program, searchPath, cwd)
-  const real = found && realpathSync(found)
-  if (!found || !real)
+  const found = findProgram(program, searchPath, cwd, root)
+  const real = found && realpathIn(root, found)
+  if (!found || !real) {
     return { ok: false, kind: 'not-found', limit: program, message: `${program}: command not found` }
-  if (deny.has(real))
+  }
+  if (deny.has(real)) {
     return { ok: false, kind: 'denied', limit: 'deny', message: `${real} is on the deny list` }
+  }
   if (allow.size > 0 && !allow.has(real)) {
     return { ok: false, kind: 'denied', limit: 'allow', message: `${real} is not on the allow list` }
   }

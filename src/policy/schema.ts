@@ -183,6 +183,12 @@ export const policySchema = z.strictObject({
     arg: 'PATH',
     description: 'strict mode: only system directories and these paths are visible (repeatable)',
   }),
+  rootfs: nonEmpty.optional().register(cli, {
+    flag: 'rootfs',
+    arg: 'NAME|DIR',
+    description:
+      'run on another root filesystem (read-only): a name from `cordon rootfs create`, or a directory',
+  }),
   hide: z
     .array(nonEmpty)
     .default(() => [os.homedir()])
