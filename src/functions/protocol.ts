@@ -21,10 +21,23 @@ export type CallReply =
   | { nonce: string; kind: 'threw'; error: ErrorInfo }
   | { nonce: string; kind: 'load-error' | 'no-export' | 'not-cloneable'; error: ErrorInfo }
 
+/** What was thrown, as plain data; never throws itself, whatever the value (an object without a prototype, say). */
 export function errorInfo(error: unknown): ErrorInfo {
-  if (error instanceof Error)
-    return { name: error.name, message: error.message, ...(error.stack ? { stack: error.stack } : {}) }
-  return { name: 'Error', message: String(error) }
+  const text = (v: unknown): string => {
+    try {
+      return String(v)
+    } catch {
+      return Object.prototype.toString.call(v)
+    }
+  }
+  if (error instanceof Error) {
+    return {
+      name: text(error.name),
+      message: text(error.message),
+      ...(error.stack ? { stack: text(error.stack) } : {}),
+    }
+  }
+  return { name: 'Error', message: text(error) }
 }
 
 /** A length-prefixed frame. */

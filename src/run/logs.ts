@@ -8,23 +8,32 @@ const LEVELS = new Set(['trace', 'debug', 'info', 'warn', 'error'])
 /** A line longer than this is cut and delivered as raw text, so a missing newline cannot hold memory. */
 const MAX_LINE = 64 * 1024
 
-export function parseLogLine(line: string): LogEntry {
+/** A log line as an entry; `redact` applies to its text: to the decoded string values of a JSON line
+ * (so an escaped secret is caught and the JSON stays valid), or to the raw line. */
+export function parseLogLine(line: string, redact: (text: string) => string = (t) => t): LogEntry {
   try {
     const value: unknown = JSON.parse(line)
     if (value && typeof value === 'object' && !Array.isArray(value)) {
-      const { level, msg, ...rest } = value as Record<string, unknown>
+      const { level, msg, ...rest } = redactValues(value, redact) as Record<string, unknown>
       if (typeof level === 'string' && LEVELS.has(level)) {
-        return {
-          ...rest,
-          level: level as LogEntry['level'],
-          msg: typeof msg === 'string' ? msg : JSON.stringify(msg ?? ''),
-        }
+        const text =
+          typeof msg === 'string' ? msg : msg === undefined || msg === null ? '' : JSON.stringify(msg)
+        return { ...rest, level: level as LogEntry['level'], msg: text }
       }
     }
   } catch {
     // not JSON: raw text below
   }
-  return { level: 'info', msg: line }
+  return { level: 'info', msg: redact(line) }
+}
+
+function redactValues(value: unknown, redact: (text: string) => string): unknown {
+  if (typeof value === 'string') return redact(value)
+  if (Array.isArray(value)) return value.map((v) => redactValues(v, redact))
+  if (value && typeof value === 'object') {
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, redactValues(v, redact)]))
+  }
+  return value
 }
 
 export class LogCollector {
@@ -34,10 +43,12 @@ export class LogCollector {
   private partial = ''
   private readonly decoder = new StringDecoder('utf8')
   private readonly redactor: Redactor
+  /** An over-long line is passed on in pieces through its own streaming redactor, so no secret splits. */
+  private longLine: Redactor | null = null
 
   constructor(
     private readonly budget: number,
-    redact: readonly (string | RegExp)[],
+    private readonly redact: readonly (string | RegExp)[],
     private readonly onLog?: (entry: LogEntry) => void,
   ) {
     this.redactor = new Redactor(redact)
@@ -51,24 +62,36 @@ export class LogCollector {
     this.bytes += kept.length
     const lines = (this.partial + this.decoder.write(kept)).split('\n')
     this.partial = lines.pop() ?? ''
+    for (const line of lines) this.line(line)
     if (this.partial.length > MAX_LINE) {
-      lines.push(this.partial)
+      this.longLine ??= new Redactor(this.redact)
+      this.raw(this.longLine.push(this.partial))
       this.partial = ''
     }
-    for (const line of lines) this.line(line)
   }
 
   finish(): LogEntry[] {
     const rest = this.partial + this.decoder.end()
     this.partial = ''
-    if (rest) this.line(rest)
+    if (rest || this.longLine) this.line(rest)
     return this.entries
   }
 
+  private raw(text: string): void {
+    if (text.trim()) this.add({ level: 'info', msg: text })
+  }
+
   private line(raw: string): void {
+    if (this.longLine) {
+      this.raw(this.longLine.push(raw) + this.longLine.flush())
+      this.longLine = null
+      return
+    }
     if (!raw.trim()) return
-    // Each line is whole here, so a secret inside it cannot be split.
-    const entry = parseLogLine(this.redactor.apply(raw))
+    this.add(parseLogLine(raw, (text) => this.redactor.apply(text)))
+  }
+
+  private add(entry: LogEntry): void {
     this.entries.push(entry)
     this.onLog?.(entry)
   }

@@ -329,7 +329,7 @@ describe('Redactor: inactive', () => {
   })
 })
 
-describe('Redactor: known gaps', () => {
+describe('Redactor: surrogate pairs, look-arounds, overlapping patterns', () => {
   it('no emitted piece splits a surrogate pair (each piece is written out on its own)', () => {
     const r = new Redactor(['abcd'])
     const pieces = stream(r, ['x\u{1F600}yz'])
