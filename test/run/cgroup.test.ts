@@ -84,3 +84,23 @@ for (const tier of TIERS) {
     })
   })
 }
+
+describe('cgroup version in use', () => {
+  // The suite above runs on whichever version this machine offers; say plainly which one was not exercised.
+  it('cgroup v2 (memory.max, memory.events, cgroup.kill)', {
+    skip:
+      support.version === 2
+        ? false
+        : `this machine offers ${support.version === 1 ? 'v1' : 'no usable cgroups'}; the v2 path is covered by unit tests only here`,
+  }, () => {
+    assert.equal(support.version, 2)
+  })
+  it('cgroup v1 (memory.limit_in_bytes, memory.oom_control, freezer)', {
+    skip:
+      support.version === 1
+        ? false
+        : `this machine offers ${support.version === 2 ? 'v2' : 'no usable cgroups'}`,
+  }, () => {
+    assert.equal(support.version, 1)
+  })
+})

@@ -1,8 +1,10 @@
 // The network allowlist for real: servers this test starts on loopback, reached only through cordon's proxies.
 import assert from 'node:assert/strict'
+import { spawn } from 'node:child_process'
 import http from 'node:http'
 import type net from 'node:net'
 import { after, before, describe, it } from 'node:test'
+import { fileURLToPath } from 'node:url'
 import { run } from '../../src/index.js'
 import { noNamespace } from '../helpers.js'
 
@@ -66,6 +68,29 @@ describe('network allowlist (namespace tier)', { skip: noNamespace }, () => {
     assert.equal(r.status, 'nonzero-exit')
     assert.match(r.stderr, /Failed to connect|Couldn't connect/)
     assert.deepEqual(r.network, [])
+  })
+
+  it('the CLI form: --net allow:HOST:PORT,+loopback', async () => {
+    const cli = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url))
+    const args = [
+      cli,
+      'run',
+      '--json',
+      '--net',
+      `allow:localhost:${port},+loopback`,
+      '--',
+      ...curl(`http://localhost:${port}/cli`),
+    ]
+    // Asynchronously: the server answering it lives on this test's event loop.
+    const child = spawn(process.execPath, args)
+    let stdout = ''
+    child.stdout.on('data', (b: Buffer) => {
+      stdout += b.toString()
+    })
+    await new Promise((resolve) => child.on('close', resolve))
+    const result = JSON.parse(stdout)
+    assert.equal(result.stdout, 'hello /cli\n')
+    assert.equal(result.network[0].allowed, true)
   })
 
   it('the process tier refuses an allowlist rather than run without it', async () => {
