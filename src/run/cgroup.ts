@@ -35,13 +35,23 @@ export class SandboxCgroup {
     private readonly dirs: Map<Controller, string>,
   ) {}
 
-  /** Create the sandbox's cgroup(s) and apply `writes`. Files a kernel lacks (memsw without swap accounting) are skipped. */
-  static create(support: Exclude<CgroupSupport, { version: null }>, writes: CgroupWrite[]): SandboxCgroup {
+  /**
+   * Create the sandbox's cgroup(s) and apply `writes`. Files a kernel lacks (memsw without swap
+   * accounting) are skipped. `freezer` (v1) is only made when the kill needs it: the namespace tier kills
+   * through its PID namespace, and each v1 hierarchy costs a mkdir, a move and an rmdir per run.
+   */
+  static create(
+    support: Exclude<CgroupSupport, { version: null }>,
+    writes: CgroupWrite[],
+    freezer = true,
+  ): SandboxCgroup {
     const name = `${PREFIX}${process.pid}-${randomUUID().slice(0, 8)}`
     const parents: [Controller, string][] =
       support.version === 2
         ? [['unified', support.parent]]
-        : (Object.entries(support.parents) as [Controller, string][])
+        : (Object.entries(support.parents) as [Controller, string][]).filter(
+            ([c]) => freezer || c !== 'freezer',
+          )
     const dirs = new Map<Controller, string>()
     const cgroup = new SandboxCgroup(support.version, dirs)
     try {
@@ -91,7 +101,7 @@ export class SandboxCgroup {
 
   pids(): number[] {
     const text =
-      this.version === 2 ? this.file('unified', 'cgroup.procs') : this.file('freezer', 'cgroup.procs')
+      this.version === 2 ? this.file('unified', 'cgroup.procs') : this.file('memory', 'cgroup.procs')
     return (text ?? '').split('\n').filter(Boolean).map(Number)
   }
 
@@ -107,7 +117,10 @@ export class SandboxCgroup {
         return
       }
     }
-    const state = path.join(this.dirs.get('freezer')!, 'freezer.state')
+    const freezer = this.dirs.get('freezer')
+    // Without a freezer (namespace tier), a kill loop converges: pids.max bounds the tree.
+    if (!freezer) return signal(this.pids(), 'SIGKILL')
+    const state = path.join(freezer, 'freezer.state')
     writeFileSync(state, 'FROZEN')
     // FREEZING becomes FROZEN once every task has stopped; a few ms at most in practice.
     for (let i = 0; i < 50 && tryRead(state)?.trim() !== 'FROZEN'; i++) sleepSync(1)

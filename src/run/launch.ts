@@ -129,7 +129,8 @@ export function launch(
   }
   let cgroup: SandboxCgroup | null = null
   try {
-    cgroup = plan.cgroup && SandboxCgroup.create(plan.cgroup.support, plan.cgroup.writes)
+    cgroup =
+      plan.cgroup && SandboxCgroup.create(plan.cgroup.support, plan.cgroup.writes, plan.tier === 'process')
   } catch (error) {
     plan.lease?.release()
     const message = `could not create the sandbox cgroup: ${(error as Error).message}`
