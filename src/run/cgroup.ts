@@ -119,7 +119,10 @@ export class SandboxCgroup {
     }
     const freezer = this.dirs.get('freezer')
     // Without a freezer (namespace tier), a kill loop converges: pids.max bounds the tree.
-    if (!freezer) return signal(this.pids(), 'SIGKILL')
+    if (!freezer) {
+      signal(this.pids(), 'SIGKILL')
+      return
+    }
     const state = path.join(freezer, 'freezer.state')
     writeFileSync(state, 'FROZEN')
     // FREEZING becomes FROZEN once every task has stopped; a few ms at most in practice.
