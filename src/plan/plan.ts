@@ -206,53 +206,36 @@ export function prepare(
   if (missing) {
     return refuse({ kind: 'error', limit: 'isolation', message: `${tier} tier unavailable: ${missing}` })
   }
-  if (!caps.prlimit) {
-    return refuse({ kind: 'error', limit: 'isolation', message: 'prlimit (util-linux) is not installed' })
-  }
-  if (policy.clock && !caps.faketime) {
-    return refuse({
-      kind: 'error',
-      limit: 'clock',
-      message: 'clock needs libfaketime: apt-get install -y faketime',
-    })
-  }
+  const proxied = typeof policy.network === 'object'
+  // What the policy asks for that this tier or machine cannot give: refused, never silently dropped.
+  const unmet: [boolean, string, string][] = [
+    [!caps.prlimit, 'isolation', 'prlimit (util-linux) is not installed'],
+    [
+      policy.clock !== undefined && !caps.faketime,
+      'clock',
+      'clock needs libfaketime: apt-get install -y faketime',
+    ],
+    [proxied && tier === 'process', 'network', 'a network allowlist needs the namespace tier'],
+    [proxied && !caps.socat, 'network', 'a network allowlist needs socat: apt-get install -y socat'],
+    [rootfs !== null && tier === 'process', 'rootfs', 'another root filesystem needs the namespace tier'],
+    [
+      readable !== undefined && tier === 'process',
+      'readable',
+      'readable (strict mode) needs the namespace tier',
+    ],
+  ]
+  const blocker = unmet.find(([blocked]) => blocked)
+  if (blocker) return refuse({ kind: 'error', limit: blocker[1], message: blocker[2] })
   if (policy.clock) Object.assign(env, clockEnv(policy.clock.start, caps.faketime!, env))
-  if (typeof policy.network === 'object' && tier === 'process') {
-    return refuse({
-      kind: 'error',
-      limit: 'network',
-      message: 'a network allowlist needs the namespace tier',
-    })
-  }
-  if (typeof policy.network === 'object' && !caps.socat) {
-    return refuse({
-      kind: 'error',
-      limit: 'network',
-      message: 'a network allowlist needs socat: apt-get install -y socat',
-    })
-  }
-  if (tier === 'process' && rootfs) {
-    return refuse({
-      kind: 'error',
-      limit: 'rootfs',
-      message: 'another root filesystem needs the namespace tier',
-    })
-  }
-  if (tier === 'process' && readable) {
-    return refuse({
-      kind: 'error',
-      limit: 'readable',
-      message: 'readable (strict mode) needs the namespace tier',
-    })
-  }
   const check = checkCommand(command[0]!, searchPath, cwd, allow, deny, root)
   if (!check.ok) return refuse({ kind: check.kind, limit: check.limit, message: check.message })
 
   const lease = caps.isRoot ? claimUid(policy.uidPool) : null
   try {
+    const shown = visible.map((p) => realpathSync(p))
     if (lease) {
-      for (const dir of visible) {
-        if (!readableBy(realpathSync(dir), lease.uid, lease.gid)) {
+      for (const dir of shown) {
+        if (!readableBy(dir, lease.uid, lease.gid)) {
           throw new PolicyError(
             'module',
             `${dir} is not readable by the sandbox user (a uid from ${policy.uidPool.first}, gid ${lease.gid}); ` +
@@ -270,7 +253,7 @@ export function prepare(
         }
       }
     }
-    const bridge = typeof policy.network === 'object' ? BRIDGE_PROCESSES : 0
+    const bridge = proxied ? BRIDGE_PROCESSES : 0
     const overheadProcesses = (tier === 'namespace' ? 2 : 0) + bridge
     const cgroup =
       policy.cgroup.mode === 'auto' && caps.cgroup.version !== null
@@ -285,7 +268,6 @@ export function prepare(
       overheadProcesses,
       cgroup: cgroup !== null,
     })
-    const proxied = typeof policy.network === 'object'
     // With an allowlist, a fixed shell starts the bridge to cordon's proxies, then execs the program.
     const program = proxied
       ? ['/bin/sh', '-c', BRIDGE_SCRIPT, 'cordon-net', caps.socat!, check.program, ...command.slice(1)]
@@ -294,16 +276,16 @@ export function prepare(
     let argv =
       tier === 'namespace'
         ? [
-            caps.prlimit,
+            caps.prlimit!,
             ...rlimits,
             '--',
             caps.bwrap!,
             ...bwrapArgs({
               writable,
               cwd,
-              visible: visible.map((p) => realpathSync(p)),
+              visible: shown,
               network: policy.network === 'host' ? 'host' : 'none',
-              ...(proxied && netDir ? { netDir } : {}),
+              ...(netDir ? { netDir } : {}),
               tmpfsBytes: policy.limits.tmpfsBytes,
               hide,
               ...(rootfs ? { rootfs } : {}),
@@ -320,7 +302,7 @@ export function prepare(
             '--pdeathsig',
             'KILL',
             '--',
-            caps.prlimit,
+            caps.prlimit!,
             ...rlimits,
             '--',
             ...program,
