@@ -76,6 +76,8 @@ interface Launch {
   file: string
   args: string[]
   cwd: string
+  /** The process tier drops to the sandbox uid with setpriv (after unshare), so it is spawned as root. */
+  dropsItself: boolean
   /** Data written to extra fds of the child, by fd number (bwrap's seccomp program). */
   feeds: Map<number, Buffer>
 }
@@ -92,6 +94,7 @@ function rawLaunch(
   cgroup: boolean,
   held: boolean,
   seccomp: Buffer | null,
+  uid: { uid: number; gid: number } | null = null,
 ): Launch {
   const overheadProcesses = tier === 'namespace' ? 2 : 0
   const rlimits = rlimitArgs(limits, { ownUid: caps.isRoot, overheadProcesses, cgroup })
@@ -109,7 +112,9 @@ function rawLaunch(
     argv = [caps.prlimit!, ...rlimits, '--', caps.bwrap!, ...bwrap, '--', ...program]
   } else {
     argv = [
+      ...(caps.isRoot ? [caps.unshare!, '--net', '--'] : []),
       caps.setpriv!,
+      ...(uid ? [`--reuid=${uid.uid}`, `--regid=${uid.gid}`, '--clear-groups'] : []),
       '--no-new-privs',
       '--pdeathsig',
       'KILL',
@@ -128,7 +133,13 @@ function rawLaunch(
     ...(seccomp ? ([[SECCOMP_FD, seccomp]] as const) : []),
     [LOG_FD, empty],
   ])
-  return { file: argv[0]!, args: argv.slice(1), cwd: tier === 'namespace' ? '/' : cwd, feeds }
+  return {
+    file: argv[0]!,
+    args: argv.slice(1),
+    cwd: tier === 'namespace' ? '/' : cwd,
+    feeds,
+    dropsItself: tier === 'process' && uid !== null,
+  }
 }
 
 /**
@@ -142,7 +153,8 @@ function baselineFor(tier: Isolation, options: RunOptions): Launch {
     throw new Error(`cordon refused the ${tier} tier: ${prepared.violation.message}`)
   const { plan } = prepared
   plan.lease?.release()
-  const expected = rawLaunch(tier, program, plan.cgroup !== null, plan.hold !== null, plan.seccomp)
+  const uid = plan.lease && tier === 'process' ? { uid: plan.lease.uid, gid: plan.lease.gid } : null
+  const expected = rawLaunch(tier, program, plan.cgroup !== null, plan.hold !== null, plan.seccomp, uid)
   const same =
     plan.tier === tier &&
     plan.file === expected.file &&
@@ -155,7 +167,7 @@ function baselineFor(tier: Isolation, options: RunOptions): Launch {
         `  raw:    ${expected.file} ${expected.args.join(' ')}\n  cordon: ${plan.file} ${plan.args.join(' ')}`,
     )
   }
-  return rawLaunch(tier, program, plan.cgroup !== null, false, plan.seccomp)
+  return rawLaunch(tier, program, plan.cgroup !== null, false, plan.seccomp, uid)
 }
 
 // ---- Launchers ------------------------------------------------------------------------------------------
@@ -209,8 +221,21 @@ function spawnPiped(
 }
 
 function rawRun(launch: Launch): Promise<number> {
-  const options: SpawnOptions = { cwd: launch.cwd, env, detached: true, ...dropUid() }
-  return spawnPiped(launch.file, launch.args, options, 'collect', launch.feeds)
+  const drop = dropUid()
+  if (!launch.dropsItself) {
+    return spawnPiped(
+      launch.file,
+      launch.args,
+      { cwd: launch.cwd, env, detached: true, ...drop },
+      'collect',
+      launch.feeds,
+    )
+  }
+  // Same argv with this run's rotating uid in setpriv's flags, spawned as root like cordon does.
+  const args = launch.args.map((a) =>
+    a.startsWith('--reuid=') ? `--reuid=${drop.uid}` : a.startsWith('--regid=') ? `--regid=${drop.gid}` : a,
+  )
+  return spawnPiped(launch.file, args, { cwd: launch.cwd, env, detached: true }, 'collect', launch.feeds)
 }
 
 async function cordonRun(command: readonly string[], options: RunOptions, expectBytes = 0): Promise<number> {

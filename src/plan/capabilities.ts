@@ -12,6 +12,10 @@ export interface Capabilities {
   bwrap: string | null
   prlimit: string | null
   setpriv: string | null
+  /** coreutils env: sets the clock's variables for the program alone. */
+  env: string | null
+  /** util-linux unshare: as root, gives a process-tier sandbox a network namespace of its own. */
+  unshare: string | null
   /** socat bridges the sandbox's loopback to cordon's proxies (network allowlist). */
   socat: string | null
   /** Unprivileged user namespaces are allowed by the kernel's sysctls. */
@@ -71,6 +75,8 @@ export function probeCapabilities(cgroupParent?: string, hostPath = process.env.
     prlimit: find('prlimit'),
     setpriv: find('setpriv'),
     socat: find('socat'),
+    unshare: find('unshare'),
+    env: find('env'),
     userns: usernsReason === null,
     usernsReason,
     cgroup: cgroupSupport(detectCgroups(), cgroupParent),

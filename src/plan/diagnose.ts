@@ -74,7 +74,7 @@ export function diagnose(): Diagnosis {
       ok: namespaceOk,
       detail: namespaceOk
         ? 'read-only root, private /tmp, own PID and network namespaces, dies with parent'
-        : 'unavailable: isolation "auto" falls back to the process tier (rlimits, uid, new session only)',
+        : `unavailable: isolation "auto" falls back to the process tier (rlimits, uid, new session${caps.isRoot ? ', own network namespace' : '; the network is not isolated'})`,
       fix: namespaceOk ? null : 'fix bubblewrap and user namespaces above',
     },
     {

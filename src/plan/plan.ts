@@ -25,6 +25,8 @@ export interface LaunchPlan {
   /** Host-side working directory of the launched helper. */
   cwd: string
   lease: UidLease | null
+  /** Credentials to spawn the launcher with; null when it starts as cordon and drops them itself (setpriv). */
+  spawnAs: { uid: number; gid: number } | null
   /** The sandbox's cgroup, when the machine offers one: created before launch, joined while the program is held. */
   cgroup: { support: Exclude<CgroupSupport, { version: null }>; writes: CgroupWrite[] } | null
   /**
@@ -133,7 +135,11 @@ function hiddenPaths(paths: readonly string[]): { path: string; dir: boolean }[]
  * libfaketime starts the sandbox's wall clock at `start` and lets it run; monotonic clocks stay real so
  * timeouts and sleeps behave. The start is written in the sandbox's own time zone (UTC unless env.TZ).
  */
-function clockEnv(start: string, lib: string, env: Record<string, string>): Record<string, string> {
+function clockEnv(
+  start: string,
+  lib: string,
+  env: Record<string, string>,
+): { TZ: string; FAKETIME: string; FAKETIME_DONT_FAKE_MONOTONIC: string; LD_PRELOAD: string } {
   const tz = env.TZ ?? 'UTC'
   let local: string
   try {
@@ -207,6 +213,8 @@ export function prepare(
     return refuse({ kind: 'error', limit: 'isolation', message: `${tier} tier unavailable: ${missing}` })
   }
   const proxied = typeof policy.network === 'object'
+  // The process tier has no bwrap, but as root `unshare --net` still gives it an empty network namespace.
+  const isolateNet = tier === 'process' && caps.isRoot && policy.network === 'none'
   // What the policy asks for that this tier or machine cannot give: refused, never silently dropped.
   const unmet: [boolean, string, string][] = [
     [!caps.prlimit, 'isolation', 'prlimit (util-linux) is not installed'],
@@ -226,7 +234,10 @@ export function prepare(
   ]
   const blocker = unmet.find(([blocked]) => blocked)
   if (blocker) return refuse({ kind: 'error', limit: blocker[1], message: blocker[2] })
-  if (policy.clock) Object.assign(env, clockEnv(policy.clock.start, caps.faketime!, env))
+  // The clock's variables reach only the program (through `env`, the last exec before it): launchers
+  // that start as root must not load libfaketime, whose state they would leave unreadable to the sandbox.
+  const clock = policy.clock ? clockEnv(policy.clock.start, caps.faketime!, env) : null
+  if (clock) env.TZ = clock.TZ
   const check = checkCommand(command[0]!, searchPath, cwd, allow, deny, root)
   if (!check.ok) return refuse({ kind: check.kind, limit: check.limit, message: check.message })
 
@@ -269,9 +280,12 @@ export function prepare(
       cgroup: cgroup !== null,
     })
     // With an allowlist, a fixed shell starts the bridge to cordon's proxies, then execs the program.
+    const withClock = clock
+      ? [caps.env!, ...Object.entries(clock).map(([k, v]) => `${k}=${v}`), check.program]
+      : [check.program]
     const program = proxied
-      ? ['/bin/sh', '-c', BRIDGE_SCRIPT, 'cordon-net', caps.socat!, check.program, ...command.slice(1)]
-      : [check.program, ...command.slice(1)]
+      ? ['/bin/sh', '-c', BRIDGE_SCRIPT, 'cordon-net', caps.socat!, ...withClock, ...command.slice(1)]
+      : [...withClock, ...command.slice(1)]
     if (proxied) Object.assign(env, PROXY_ENV)
     let argv =
       tier === 'namespace'
@@ -297,7 +311,10 @@ export function prepare(
             ...program,
           ]
         : [
+            ...(isolateNet ? [caps.unshare!, '--net', '--'] : []),
             caps.setpriv!,
+            // setpriv drops to the sandbox uid itself, after unshare has used root to make the namespace.
+            ...(lease ? [`--reuid=${lease.uid}`, `--regid=${lease.gid}`, '--clear-groups'] : []),
             '--no-new-privs',
             '--pdeathsig',
             'KILL',
@@ -317,6 +334,7 @@ export function prepare(
         env,
         cwd: tier === 'namespace' ? '/' : cwd,
         lease,
+        spawnAs: lease && tier === 'namespace' ? { uid: lease.uid, gid: lease.gid } : null,
         cgroup,
         hold: cgroup ? (tier === 'namespace' ? 'bwrap' : 'shell') : null,
         perProcessLimits: cgroup ? [] : ['cpuTimeMs', 'memoryBytes', 'maxProcesses'],

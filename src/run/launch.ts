@@ -234,7 +234,7 @@ function supervise(
       extra(call !== undefined), // CALL_FDS.reply
     ],
     detached: true, // own session and process group, away from the host's terminal
-    ...(plan.lease ? { uid: plan.lease.uid, gid: plan.lease.gid } : {}),
+    ...(plan.spawnAs ?? {}),
   })
   let launchError: string | null = null
   const fail = (message: string) => {

@@ -105,6 +105,21 @@ for (const tier of TIERS) {
       assert.equal(tty, '0')
     })
 
+    it('has no network unless asked for, even in the process tier', async () => {
+      const server = net.createServer((s) => s.end('reached\n'))
+      await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
+      const port = (server.address() as net.AddressInfo).port
+      const probe = `import socket\ntry:\n  print(socket.create_connection(("127.0.0.1", ${port}), 2).recv(9).decode().strip())\nexcept OSError as e:\n  print("refused", e.errno)`
+      try {
+        const none = await run(['python3', '-c', probe], { isolation: tier })
+        assert.match(none.stdout, /^refused/)
+        const host = await run(['python3', '-c', probe], { isolation: tier, network: 'host' })
+        assert.equal(host.stdout, 'reached\n')
+      } finally {
+        server.close()
+      }
+    })
+
     it('setuid binaries cannot raise privileges', async () => {
       const r = await run(['sh', '-c', 'su -c id root </dev/null 2>&1; id -u'], { isolation: tier })
       assert.doesNotMatch(r.stdout, /uid=0/)
