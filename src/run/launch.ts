@@ -1,10 +1,9 @@
 // The supervisor: spawn → stream → enforce → classify. Everything with processes and timers is here.
-import { type ChildProcess, spawn } from 'node:child_process'
+import { spawn } from 'node:child_process'
 import { performance } from 'node:perf_hooks'
-import type { Readable, Writable } from 'node:stream'
 import { NetworkProxy } from '../net/proxy.js'
 import { probeCapabilities } from '../plan/capabilities.js'
-import { CALL_FDS, HOLD_FDS, type LaunchPlan, LOG_FD, prepare, SECCOMP_FD } from '../plan/plan.js'
+import { type LaunchPlan, prepare } from '../plan/plan.js'
 import {
   type OutputChunk,
   type Policy,
@@ -14,6 +13,9 @@ import {
 } from '../policy/schema.js'
 import { SandboxCgroup } from './cgroup.js'
 import { classify, effectiveSignal, type StopReason } from './classify.js'
+import { extraFds, feedStdin, stdioFor } from './fds.js'
+import { emptyResult, finishedHandle, type RunHandle } from './handle.js'
+import { releaseIntoCgroup, watchInit } from './hold.js'
 import {
   cgroupProcesses,
   namespaceProcesses,
@@ -28,56 +30,12 @@ import { ChunkQueue } from './queue.js'
 import { secretValues } from './redact.js'
 import type { Isolation, RunResult, Violation } from './result.js'
 
-export interface RunHandle {
-  /** Host pid of the launched process (bwrap's monitor in the namespace tier); undefined if none ran. */
-  readonly pid: number | undefined
-  /** Output chunks as they arrive; ends when the sandbox has finished. */
-  readonly output: AsyncIterable<OutputChunk>
-  /** Write to the sandbox's stdin (only when `stdin` was not given: it then stays open until closeStdin). */
-  write(data: string | Buffer): boolean
-  closeStdin(): void
-  /** Stop the sandbox (SIGTERM, then SIGKILL after killGraceMs); the result's status becomes `canceled`. */
-  kill(): void
-  readonly result: Promise<RunResult>
-}
+export type { RunHandle } from './handle.js'
 
 const LAUNCHER_REFUSAL = /^(?:bwrap|setpriv|prlimit): .*/
 
 /** How often the whole tree's CPU time is read to enforce cpuTimeMs. */
 const CPU_POLL_MS = 50
-
-function emptyResult(isolation: Isolation, violation: Violation): RunResult {
-  return {
-    status: violation.kind,
-    exitCode: null,
-    signal: null,
-    stdout: '',
-    stderr: '',
-    output: '',
-    truncated: false,
-    outputBytes: 0,
-    wallMs: 0,
-    cpuMs: null,
-    maxRssBytes: null,
-    isolation,
-    violation,
-    perProcessLimits: [],
-    logs: [],
-    logsTruncated: false,
-    network: [],
-  }
-}
-
-function finishedHandle(result: RunResult): RunHandle {
-  return {
-    pid: undefined,
-    output: { async *[Symbol.asyncIterator]() {} },
-    write: () => false,
-    closeStdin() {},
-    kill() {},
-    result: Promise.resolve(result),
-  }
-}
 
 /**
  * Start a sandboxed command; throws PolicyError for invalid options. Without `stdin` the sandbox's stdin
@@ -139,57 +97,6 @@ export function launch(
   return supervise(plan, policy, cgroup, interactive, call, proxy)
 }
 
-function feedStdin(child: ChildProcess, stdin: Policy['stdin'], keepOpen: boolean): void {
-  const pipe = child.stdin
-  if (!pipe) return
-  pipe.on('error', () => {}) // the sandbox may exit without reading its input (EPIPE)
-  if (stdin === undefined) {
-    if (!keepOpen) pipe.end()
-  } else if (typeof stdin === 'string' || Buffer.isBuffer(stdin)) {
-    pipe.end(stdin)
-  } else {
-    ;(stdin as Readable).on('error', () => pipe.end()).pipe(pipe)
-  }
-}
-
-/** Call `onInit` with the host pid of bwrap's init, which bwrap writes to the info fd as JSON. */
-function watchInit(info: Readable | undefined, onInit: (pid: number) => void): void {
-  let text = ''
-  info?.setEncoding('utf8')
-  info?.on('data', function onInfo(chunk: string) {
-    text += chunk
-    const match = /"child-pid"\s*:\s*(\d+)/.exec(text)
-    if (!match) return
-    info.off('data', onInfo)
-    info.resume()
-    onInit(Number(match[1]))
-  })
-}
-
-/**
- * Move the held sandbox into its cgroup, then let it go by writing to `gate`. Only the one process that
- * will fork the program is moved (each move may wait out an RCU grace period): bwrap's init, held on the
- * block fd, or the holding shell, held on fd 3. Until then no program code has run. bwrap's own monitor
- * stays outside; it never runs sandbox code.
- */
-async function releaseIntoCgroup(
-  cgroup: SandboxCgroup,
-  pid: number,
-  gate: Writable | undefined,
-  onError: (m: string) => void,
-  abort: () => void,
-): Promise<void> {
-  try {
-    await cgroup.join(pid)
-    gate?.end('\n')
-  } catch (error) {
-    // ESRCH: the launcher already exited (bwrap refused its arguments); its own exit says why.
-    if ((error as NodeJS.ErrnoException).code === 'ESRCH') return
-    onError(`could not join the sandbox cgroup: ${(error as Error).message}`)
-    abort()
-  }
-}
-
 function supervise(
   plan: LaunchPlan,
   policy: Policy,
@@ -216,23 +123,11 @@ function supervise(
     redact,
   )
   const logs = new LogCollector(limits.maxLogBytes, redact, policy.onLog)
-  // fds 3 and 4 hold the program until it is in its cgroup; fd 5 carries the seccomp program.
-  const extra = (wanted: boolean) => (wanted ? 'pipe' : 'ignore')
   const started = performance.now()
   const child = spawn(plan.file, plan.args, {
     cwd: plan.cwd,
     env: plan.env,
-    stdio: [
-      'pipe',
-      'pipe',
-      'pipe',
-      extra(plan.hold !== null || plan.tier === 'namespace'),
-      extra(plan.hold === 'bwrap'),
-      extra(plan.seccomp !== null),
-      'pipe', // LOG_FD
-      extra(call !== undefined), // CALL_FDS.request
-      extra(call !== undefined), // CALL_FDS.reply
-    ],
+    stdio: stdioFor(plan, call !== undefined),
     detached: true, // own session and process group, away from the host's terminal
     ...(plan.spawnAs ?? {}),
   })
@@ -240,30 +135,26 @@ function supervise(
   const fail = (message: string) => {
     launchError ??= message
   }
-  const extraPipes = (child.stdio as unknown as (Readable | Writable | null | undefined)[]).slice(3)
-  // bwrap closes these when it is done with them; a reset then is expected, not an error.
-  for (const pipe of extraPipes) pipe?.on('error', () => {})
-  if (plan.seccomp) (extraPipes[SECCOMP_FD - 3] as Writable | undefined)?.end(plan.seccomp)
-  ;(extraPipes[LOG_FD - 3] as Readable | undefined)?.on('data', (b: Buffer) => logs.push(b))
+  const fds = extraFds(child)
+  if (plan.seccomp) fds.seccomp?.end(plan.seccomp)
+  fds.log?.on('data', (b: Buffer) => logs.push(b))
   if (call) {
-    ;(extraPipes[CALL_FDS.request - 3] as Writable | undefined)?.end(call.request)
-    ;(extraPipes[CALL_FDS.reply - 3] as Readable | undefined)?.on('data', (b: Buffer) => call.onReply(b))
+    fds.request?.end(call.request)
+    fds.reply?.on('data', (b: Buffer) => call.onReply(b))
   }
   let procs: SandboxProcesses | null = null
   if (child.pid !== undefined) {
     const abort = () => child.kill('SIGKILL')
     if (plan.tier === 'namespace') {
       const ns = namespaceProcesses(child.pid, uid)
-      watchInit(extraPipes[HOLD_FDS.info - 3] as Readable | undefined, (init) => {
+      watchInit(fds.info, (init) => {
         ns.setInit(init)
-        const gate = extraPipes[HOLD_FDS.block - 3] as Writable | undefined
-        if (cgroup) void releaseIntoCgroup(cgroup, init, gate, fail, abort)
+        if (cgroup) void releaseIntoCgroup(cgroup, init, fds.block, fail, abort)
       })
       procs = ns
     } else {
       procs = processTierProcesses(child.pid, uid)
-      if (cgroup)
-        void releaseIntoCgroup(cgroup, child.pid, extraPipes[0] as Writable | undefined, fail, abort)
+      if (cgroup) void releaseIntoCgroup(cgroup, child.pid, fds.info, fail, abort)
     }
     if (cgroup) procs = cgroupProcesses(cgroup, procs, plan.tier === 'namespace')
   }

@@ -1,0 +1,61 @@
+// The sandbox's file descriptors beyond stdio, by number: bwrap's info/block/seccomp fds, the log channel,
+// a called function's request and reply. One layout, so spawn's stdio array and the pipes agree.
+import type { ChildProcess } from 'node:child_process'
+import type { Readable, Writable } from 'node:stream'
+import { CALL_FDS, HOLD_FDS, type LaunchPlan, LOG_FD, SECCOMP_FD } from '../plan/plan.js'
+import type { Policy } from '../policy/schema.js'
+
+type Stdio = 'pipe' | 'ignore'
+
+/** spawn's stdio: 0-2 always piped; the rest piped only when this run uses them. */
+export function stdioFor(plan: LaunchPlan, calling: boolean): Stdio[] {
+  const stdio: Stdio[] = ['pipe', 'pipe', 'pipe']
+  const set = (fd: number, wanted: boolean) => {
+    stdio[fd] = wanted ? 'pipe' : 'ignore'
+  }
+  set(HOLD_FDS.info, plan.hold !== null || plan.tier === 'namespace') // or the hold shell's gate
+  set(HOLD_FDS.block, plan.hold === 'bwrap')
+  set(SECCOMP_FD, plan.seccomp !== null)
+  set(LOG_FD, true)
+  set(CALL_FDS.request, calling)
+  set(CALL_FDS.reply, calling)
+  return stdio
+}
+
+export interface ExtraFds {
+  /** bwrap's info fd, or (process tier) the holding shell's gate. */
+  info: (Readable & Writable) | undefined
+  block: Writable | undefined
+  seccomp: Writable | undefined
+  log: Readable | undefined
+  request: Writable | undefined
+  reply: Readable | undefined
+}
+
+export function extraFds(child: ChildProcess): ExtraFds {
+  const pipes = child.stdio as unknown as ((Readable & Writable) | null | undefined)[]
+  // bwrap closes these when it is done with them; a reset then is expected, not an error.
+  for (const pipe of pipes.slice(3)) pipe?.on('error', () => {})
+  const at = (fd: number) => pipes[fd] ?? undefined
+  return {
+    info: at(HOLD_FDS.info),
+    block: at(HOLD_FDS.block),
+    seccomp: at(SECCOMP_FD),
+    log: at(LOG_FD),
+    request: at(CALL_FDS.request),
+    reply: at(CALL_FDS.reply),
+  }
+}
+
+export function feedStdin(child: ChildProcess, stdin: Policy['stdin'], keepOpen: boolean): void {
+  const pipe = child.stdin
+  if (!pipe) return
+  pipe.on('error', () => {}) // the sandbox may exit without reading its input (EPIPE)
+  if (stdin === undefined) {
+    if (!keepOpen) pipe.end()
+  } else if (typeof stdin === 'string' || Buffer.isBuffer(stdin)) {
+    pipe.end(stdin)
+  } else {
+    ;(stdin as Readable).on('error', () => pipe.end()).pipe(pipe)
+  }
+}

@@ -1,0 +1,49 @@
+// The handle start() returns, and the one for runs that end before anything is launched.
+import type { OutputChunk } from '../policy/schema.js'
+import type { Isolation, RunResult, Violation } from './result.js'
+
+export interface RunHandle {
+  /** Host pid of the launched process (bwrap's monitor in the namespace tier); undefined if none ran. */
+  readonly pid: number | undefined
+  /** Output chunks as they arrive; ends when the sandbox has finished. */
+  readonly output: AsyncIterable<OutputChunk>
+  /** Write to the sandbox's stdin (only when `stdin` was not given: it then stays open until closeStdin). */
+  write(data: string | Buffer): boolean
+  closeStdin(): void
+  /** Stop the sandbox (SIGTERM, then SIGKILL after killGraceMs); the result's status becomes `canceled`. */
+  kill(): void
+  readonly result: Promise<RunResult>
+}
+
+export function emptyResult(isolation: Isolation, violation: Violation): RunResult {
+  return {
+    status: violation.kind,
+    exitCode: null,
+    signal: null,
+    stdout: '',
+    stderr: '',
+    output: '',
+    truncated: false,
+    outputBytes: 0,
+    wallMs: 0,
+    cpuMs: null,
+    maxRssBytes: null,
+    isolation,
+    violation,
+    perProcessLimits: [],
+    logs: [],
+    logsTruncated: false,
+    network: [],
+  }
+}
+
+export function finishedHandle(result: RunResult): RunHandle {
+  return {
+    pid: undefined,
+    output: { async *[Symbol.asyncIterator]() {} },
+    write: () => false,
+    closeStdin() {},
+    kill() {},
+    result: Promise.resolve(result),
+  }
+}
