@@ -3,6 +3,9 @@
 // (network too unless asked), own session, dies with its parent.
 import path from 'node:path'
 
+/** Where a run's proxy sockets appear inside the sandbox (network allowlist). */
+export const NET_DIR_INSIDE = '/tmp/.cordon-net'
+
 export interface BwrapSpec {
   /** Real, existing host paths bound read-write at the same place. */
   writable: readonly string[]
@@ -110,7 +113,7 @@ export function bwrapArgs(spec: BwrapSpec): string[] {
   add('/proc', 1, true, ['--proc', '/proc'])
   add('/tmp', 1, true, tmpfs('/tmp'))
   for (const dir of spec.writable) add(dir, 3, false, ['--bind', dir, dir])
-  if (spec.netDir) add('/tmp/.cordon-net', 3, false, ['--ro-bind', spec.netDir, '/tmp/.cordon-net'])
+  if (spec.netDir) add(NET_DIR_INSIDE, 3, false, ['--ro-bind', spec.netDir, NET_DIR_INSIDE])
   // A hide equal to a listed path or the cwd is dropped (listed wins); one *inside* them still applies.
   // /dev, /proc and /tmp are private already.
   const hide = spec.hide.filter(

@@ -9,7 +9,7 @@ import { buildEnv } from '../policy/env.js'
 import type { Policy } from '../policy/schema.js'
 import { resolveRootfs } from '../rootfs/rootfs.js'
 import type { Isolation, Violation } from '../run/result.js'
-import { bwrapArgs } from './bwrap.js'
+import { bwrapArgs, NET_DIR_INSIDE } from './bwrap.js'
 import type { Capabilities } from './capabilities.js'
 import { type CgroupWrite, cgroupWrites } from './cgroup-settings.js'
 import type { CgroupSupport } from './cgroups.js'
@@ -46,8 +46,6 @@ export type PerProcessLimit = 'cpuTimeMs' | 'memoryBytes' | 'maxProcesses'
 export const HOLD_SCRIPT = 'read -r _ <&3 && exec 3<&- "$@"'
 export const HOLD_FDS = { info: 3, block: 4 } as const
 
-/** Where the proxy sockets appear inside the sandbox. */
-export const NET_DIR_INSIDE = '/tmp/.cordon-net'
 /**
  * Inside the sandbox's own network namespace: listen on 127.0.0.1:3128 (HTTP proxy) and :1080 (SOCKS5),
  * forward each to cordon's proxy socket, wait until both listen, then exec the program. Fixed text;
