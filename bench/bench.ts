@@ -13,6 +13,7 @@ import { runInNewContext } from 'node:vm'
 import { type Isolation, probeCapabilities, type RunOptions, run } from '../src/index.js'
 import { bwrapArgs } from '../src/plan/bwrap.js'
 import { HOLD_FDS, HOLD_SCRIPT, LOG_FD, prepare, SECCOMP_FD } from '../src/plan/plan.js'
+import { processTierArgv } from '../src/plan/process-tier.js'
 import { rlimitArgs } from '../src/plan/rlimits.js'
 import { findProgram } from '../src/policy/command.js'
 import { buildEnv } from '../src/policy/env.js'
@@ -111,19 +112,13 @@ function rawLaunch(
     })
     argv = [caps.prlimit!, ...rlimits, '--', caps.bwrap!, ...bwrap, '--', ...program]
   } else {
-    argv = [
-      ...(caps.isRoot ? [caps.unshare!, '--net', '--'] : []),
-      caps.setpriv!,
-      ...(uid ? [`--reuid=${uid.uid}`, `--regid=${uid.gid}`, '--clear-groups'] : []),
-      '--no-new-privs',
-      '--pdeathsig',
-      'KILL',
-      '--',
-      caps.prlimit!,
-      ...rlimits,
-      '--',
-      ...program,
-    ]
+    argv = processTierArgv({
+      tools: { unshare: caps.unshare ?? 'unshare', setpriv: caps.setpriv!, prlimit: caps.prlimit! },
+      drop: uid,
+      isolateNetwork: caps.isRoot,
+      rlimits,
+      program,
+    })
     if (held) argv = ['/bin/sh', '-c', HOLD_SCRIPT, 'cordon-hold', ...argv]
   }
   // Like cordon: a pipe for bwrap's info fd and one for the log channel, besides the seccomp program.

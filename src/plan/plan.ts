@@ -13,6 +13,7 @@ import { bwrapArgs, NET_DIR_INSIDE } from './bwrap.js'
 import type { Capabilities } from './capabilities.js'
 import { type CgroupWrite, cgroupWrites } from './cgroup-settings.js'
 import type { CgroupSupport } from './cgroups.js'
+import { processTierArgv } from './process-tier.js'
 import { rlimitArgs } from './rlimits.js'
 import { seccompProgram } from './seccomp.js'
 import { claimUid, type UidLease } from './uid-pool.js'
@@ -308,20 +309,13 @@ export function prepare(
             '--',
             ...program,
           ]
-        : [
-            ...(isolateNet ? [caps.unshare!, '--net', '--'] : []),
-            caps.setpriv!,
-            // setpriv drops to the sandbox uid itself, after unshare has used root to make the namespace.
-            ...(lease ? [`--reuid=${lease.uid}`, `--regid=${lease.gid}`, '--clear-groups'] : []),
-            '--no-new-privs',
-            '--pdeathsig',
-            'KILL',
-            '--',
-            caps.prlimit!,
-            ...rlimits,
-            '--',
-            ...program,
-          ]
+        : processTierArgv({
+            tools: { unshare: caps.unshare ?? 'unshare', setpriv: caps.setpriv!, prlimit: caps.prlimit! },
+            drop: lease && { uid: lease.uid, gid: lease.gid },
+            isolateNetwork: isolateNet,
+            rlimits,
+            program,
+          })
     if (cgroup && tier === 'process') argv = ['/bin/sh', '-c', HOLD_SCRIPT, 'cordon-hold', ...argv]
     return {
       kind: 'launch',
