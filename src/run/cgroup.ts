@@ -29,6 +29,12 @@ function tryRead(file: string): string | undefined {
   }
 }
 
+/** The pids in a cgroup directory's cgroup.procs (none when it is gone). */
+function readPids(dir: string | undefined): number[] {
+  const text = dir === undefined ? undefined : tryRead(path.join(dir, 'cgroup.procs'))
+  return (text ?? '').split('\n').filter(Boolean).map(Number)
+}
+
 export class SandboxCgroup {
   private constructor(
     readonly version: CgroupVersion,
@@ -100,9 +106,8 @@ export class SandboxCgroup {
   }
 
   pids(): number[] {
-    const text =
-      this.version === 2 ? this.file('unified', 'cgroup.procs') : this.file('memory', 'cgroup.procs')
-    return (text ?? '').split('\n').filter(Boolean).map(Number)
+    // Every v1 hierarchy holds the same processes; memory is always there.
+    return readPids(this.dirs.get(this.version === 2 ? 'unified' : 'memory'))
   }
 
   /** SIGKILL everything inside, with nothing able to fork away meanwhile. */
@@ -170,7 +175,7 @@ function sweepStale(parent: string): void {
     const owner = Number(name.slice(PREFIX.length).split('-')[0])
     if (!Number.isInteger(owner) || isAlive(owner)) continue
     const dir = path.join(parent, name)
-    signal((tryRead(path.join(dir, 'cgroup.procs')) ?? '').split('\n').filter(Boolean).map(Number), 'SIGKILL')
+    signal(readPids(dir), 'SIGKILL')
     try {
       rmdirSync(dir)
     } catch {
