@@ -39,6 +39,14 @@ const FORK_SIGNS = [
 const signalName = (n: number) =>
   (Object.entries(constants.signals).find(([, v]) => v === n)?.[0] as string | undefined) ?? null
 
+/** The tools cordon launches through; each names itself first when it refuses to start (exit 1). */
+const LAUNCHER_REFUSAL = /^(?:bwrap|unshare|setpriv|prlimit): .*/
+
+/** A launcher's own refusal to start (bad bind, no privilege), or null when the program ran. */
+export function launcherRefusal(exitCode: number | null, stderrTail: string): string | null {
+  return exitCode === 1 ? (LAUNCHER_REFUSAL.exec(stderrTail)?.[0].trim() ?? null) : null
+}
+
 /** The signal a process died of, including a shell's or bwrap's 128+N report of a child's death. */
 export function effectiveSignal(exitCode: number | null, signal: string | null): string | null {
   if (signal) return signal

@@ -12,7 +12,7 @@ import {
   type RunOptions,
 } from '../policy/schema.js'
 import { SandboxCgroup } from './cgroup.js'
-import { classify, effectiveSignal, type StopReason } from './classify.js'
+import { classify, effectiveSignal, launcherRefusal, type StopReason } from './classify.js'
 import { extraFds, feedStdin, stdioFor } from './fds.js'
 import { emptyResult, finishedHandle, type RunHandle } from './handle.js'
 import { releaseIntoCgroup, watchInit } from './hold.js'
@@ -31,8 +31,6 @@ import { secretValues } from './redact.js'
 import type { Isolation, RunResult, Violation } from './result.js'
 
 export type { RunHandle } from './handle.js'
-
-const LAUNCHER_REFUSAL = /^(?:bwrap|setpriv|prlimit): .*/
 
 /** How often the whole tree's CPU time is read to enforce cpuTimeMs. */
 const CPU_POLL_MS = 50
@@ -210,8 +208,8 @@ function supervise(
         if (signal) exitCode = null
       }
       // A launcher that refused to start (bwrap: bad bind, setpriv: ...) exits 1 with its name first.
-      const refusal = exitCode === 1 ? LAUNCHER_REFUSAL.exec(out.stderrTail) : null
-      if (refusal) fail(refusal[0].trim())
+      const refusal = launcherRefusal(exitCode, out.stderrTail)
+      if (refusal) fail(refusal)
       const { status, violation } = classify({
         exitCode,
         signal,

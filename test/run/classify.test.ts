@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import type { Limits } from '../../src/policy/schema.js'
-import { classify, effectiveSignal, type Outcome } from '../../src/run/classify.js'
+import { classify, effectiveSignal, launcherRefusal, type Outcome } from '../../src/run/classify.js'
 
 const limits: Limits = {
   wallTimeMs: 2000,
@@ -220,5 +220,24 @@ describe('classify with kernel counters', () => {
       outcome({ stoppedFor: 'cpu-time', exitCode: null, signal: 'SIGKILL', kernel: kernel(0, 0) }),
     )
     assert.deepEqual(r.violation, { kind: 'cpu-time', limit: 1500, message: 'CPU time exceeded 1500ms' })
+  })
+})
+
+describe('launcherRefusal', () => {
+  it("names a launcher's own refusal, the process tier's unshare included", () => {
+    assert.equal(
+      launcherRefusal(1, "bwrap: Can't chdir to /x: No such file\n"),
+      "bwrap: Can't chdir to /x: No such file",
+    )
+    assert.equal(launcherRefusal(1, 'setpriv: setresuid failed\n'), 'setpriv: setresuid failed')
+    assert.equal(
+      launcherRefusal(1, 'unshare: unshare failed: Operation not permitted\n'),
+      'unshare: unshare failed: Operation not permitted',
+    )
+  })
+
+  it('leaves the program alone: other exit codes, other text', () => {
+    assert.equal(launcherRefusal(2, 'bwrap: anything\n'), null)
+    assert.equal(launcherRefusal(1, 'python: bwrap: not me\n'), null)
   })
 })
