@@ -65,21 +65,42 @@ function usernsBlocker(): string | null {
   return null
 }
 
+/**
+ * Define `fields` as getters that compute once, on first read: every run probes, but most runs never
+ * ask about the tools only some policies need (socat, unshare, env, libfaketime, setpriv).
+ */
+function lazily<T extends object>(target: T, fields: { [K in keyof T]?: () => T[K] }): T {
+  for (const [key, compute] of Object.entries(fields) as [string, () => unknown][]) {
+    Object.defineProperty(target, key, {
+      enumerable: true,
+      configurable: true,
+      get() {
+        const value = compute()
+        Object.defineProperty(target, key, { value, enumerable: true })
+        return value
+      },
+    })
+  }
+  return target
+}
+
 export function probeCapabilities(cgroupParent?: string, hostPath = process.env.PATH ?? ''): Capabilities {
   const searchPath = `${SAFE_PATH}:${hostPath}`
   const find = (name: string) => resolveProgram(name, searchPath, '/')
   const usernsReason = usernsBlocker()
-  return {
+  const eager = {
     isRoot: process.getuid?.() === 0,
     bwrap: find('bwrap'),
     prlimit: find('prlimit'),
-    setpriv: find('setpriv'),
-    socat: find('socat'),
-    unshare: find('unshare'),
-    env: find('env'),
     userns: usernsReason === null,
     usernsReason,
     cgroup: cgroupSupport(detectCgroups(), cgroupParent),
-    faketime: findFaketime(),
   }
+  return lazily(eager as Capabilities, {
+    setpriv: () => find('setpriv'),
+    socat: () => find('socat'),
+    unshare: () => find('unshare'),
+    env: () => find('env'),
+    faketime: findFaketime,
+  })
 }
