@@ -19,7 +19,7 @@ export interface CgroupWrite {
  * inside the cgroup. Swap is off so the memory limit is the memory the sandbox gets.
  */
 export function cgroupWrites(version: CgroupVersion, limits: Limits, extraProcesses: number): CgroupWrite[] {
-  const pids = String(limits.maxProcesses + extraProcesses)
+  const pids = pidsLimit(version, limits, extraProcesses)
   const memory = String(limits.memoryBytes)
   if (version === 2) {
     return [
@@ -27,7 +27,7 @@ export function cgroupWrites(version: CgroupVersion, limits: Limits, extraProces
       { controller: 'unified', file: 'memory.swap.max', value: '0' },
       // An OOM kill takes the whole sandbox, not one process chosen from it.
       { controller: 'unified', file: 'memory.oom.group', value: '1' },
-      { controller: 'unified', file: 'pids.max', value: pids },
+      pids,
     ]
   }
   return [
@@ -35,8 +35,14 @@ export function cgroupWrites(version: CgroupVersion, limits: Limits, extraProces
     // memsw (memory + swap) must be >= limit_in_bytes, so it is written second.
     { controller: 'memory', file: 'memory.memsw.limit_in_bytes', value: memory },
     { controller: 'memory', file: 'memory.swappiness', value: '0' },
-    { controller: 'pids', file: 'pids.max', value: pids },
+    pids,
   ]
+}
+
+/** The pids.max write alone: the program's processes plus the tier's own in the cgroup. */
+export function pidsLimit(version: CgroupVersion, limits: Limits, extraProcesses: number): CgroupWrite {
+  const value = String(limits.maxProcesses + extraProcesses)
+  return { controller: version === 2 ? 'unified' : 'pids', file: 'pids.max', value }
 }
 
 /** Files read at the end of a run, per controller. */

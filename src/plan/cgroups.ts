@@ -41,18 +41,23 @@ export function detectCgroups(): CgroupInfo {
       }
     }
   }
+  return { v2, v1, own: parseOwnCgroups(read('/proc/self/cgroup')), favordynmods }
+}
+
+/** /proc/<pid>/cgroup → path per v1 controller ('' for v2), e.g. `4:memory:/a` → { memory: '/a' }. */
+export function parseOwnCgroups(text: string): Record<string, string> {
   const own: Record<string, string> = {}
-  for (const line of read('/proc/self/cgroup').split('\n')) {
+  for (const line of text.split('\n')) {
     const [, controllers, path] = line.split(':')
     if (controllers === undefined || path === undefined) continue
     for (const c of controllers === '' ? [''] : controllers.split(',')) own[c] = path
   }
-  return { v2, v1, own, favordynmods }
+  return own
 }
 
 export type CgroupSupport =
   | { version: 2; parent: string }
-  | { version: 1; parents: Record<V1Controller, string> }
+  | { version: 1; parents: Record<V1Controller, string>; mounts: Record<V1Controller, string> }
   | { version: null; reason: string }
 
 /** A directory inside a hierarchy mounted at `mount`, without a trailing slash. */
@@ -88,7 +93,11 @@ export function cgroupSupport(info: CgroupInfo = detectCgroups(), parent?: strin
       V1_CONTROLLERS.map((c) => [c, inside(info.v1[c]!, parent ?? info.own[c] ?? '/')]),
     ) as Record<V1Controller, string>
     const unwritable = V1_CONTROLLERS.filter((c) => !writableDir(parents[c]))
-    if (unwritable.length === 0) return { version: 1, parents }
+    const mounts = Object.fromEntries(V1_CONTROLLERS.map((c) => [c, info.v1[c]!])) as Record<
+      V1Controller,
+      string
+    >
+    if (unwritable.length === 0) return { version: 1, parents, mounts }
     reasons.push(`v1 ${unwritable.map((c) => parents[c]).join(', ')} not writable`)
   } else if (Object.keys(info.v1).length) {
     reasons.push(`v1 lacks ${missingV1.join(', ')}`)

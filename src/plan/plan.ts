@@ -11,7 +11,7 @@ import { resolveRootfs } from '../rootfs/rootfs.js'
 import type { Isolation, Violation } from '../run/result.js'
 import { bwrapArgs, NET_DIR_INSIDE } from './bwrap.js'
 import type { Capabilities } from './capabilities.js'
-import { type CgroupWrite, cgroupWrites } from './cgroup-settings.js'
+import { type CgroupWrite, cgroupWrites, pidsLimit } from './cgroup-settings.js'
 import type { CgroupSupport } from './cgroups.js'
 import { processTierArgv } from './process-tier.js'
 import { rlimitArgs } from './rlimits.js'
@@ -28,11 +28,20 @@ export interface LaunchPlan {
   lease: UidLease | null
   /** Credentials to spawn the launcher with; null when it starts as cordon and drops them itself (setpriv). */
   spawnAs: { uid: number; gid: number } | null
-  /** The sandbox's cgroup, when the machine offers one: created before launch, joined while the program is held. */
-  cgroup: { support: Exclude<CgroupSupport, { version: null }>; writes: CgroupWrite[] } | null
   /**
-   * How the program is held until it is in the cgroup: bwrap's info/block fds (3 and 4), or a shell
-   * that waits for a line on fd 3 before it execs the rest of the argv.
+   * The sandbox's cgroup, when the machine offers one, created before launch. v1: the launcher is born in
+   * it (`spawn`: cordon's thread steps in around the fork, then `settle` is written). v2, where one thread
+   * cannot sit apart from its process: the launcher is held and moved in by pid (`hold`).
+   */
+  cgroup: {
+    support: Exclude<CgroupSupport, { version: null }>
+    writes: CgroupWrite[]
+    join: 'spawn' | 'hold'
+    settle: CgroupWrite[]
+  } | null
+  /**
+   * How the program is held until it is in the cgroup (v2 only): bwrap's info/block fds (3 and 4), or a
+   * shell that waits for a line on fd 3 before it execs the rest of the argv.
    */
   hold: 'bwrap' | 'shell' | null
   /** Limits that only hold per process (rlimits) because no cgroup covers the whole tree. */
@@ -181,6 +190,29 @@ function writableBy(file: string, uid: number, gid: number): boolean {
 }
 
 /**
+ * Born inside (v1), the namespace tier's cgroup also holds bwrap's monitor and init, and cordon's own
+ * thread during the fork takes one more slot until `settle`. Held and moved (v2), only bwrap's init joins.
+ */
+function cgroupPlan(
+  support: Exclude<CgroupSupport, { version: null }>,
+  limits: Policy['limits'],
+  tier: Isolation,
+  bridge: number,
+): NonNullable<LaunchPlan['cgroup']> {
+  if (support.version === 2) {
+    const extra = (tier === 'namespace' ? 1 : 0) + bridge
+    return { support, writes: cgroupWrites(2, limits, extra), join: 'hold', settle: [] }
+  }
+  const extra = (tier === 'namespace' ? 2 : 0) + bridge
+  return {
+    support,
+    writes: cgroupWrites(1, limits, extra + 1),
+    join: 'spawn',
+    settle: [pidsLimit(1, limits, extra)],
+  }
+}
+
+/**
  * `visible`: paths that must be readable in the sandbox besides the cwd (a called function's module).
  * `netDir`: the directory holding this run's proxy sockets, when the network is an allowlist.
  */
@@ -267,11 +299,7 @@ export function prepare(
     const overheadProcesses = (tier === 'namespace' ? 2 : 0) + bridge
     const cgroup =
       policy.cgroup.mode === 'auto' && caps.cgroup.version !== null
-        ? {
-            support: caps.cgroup,
-            // bwrap's monitor stays outside the cgroup; only its init joins, ahead of the program.
-            writes: cgroupWrites(caps.cgroup.version, policy.limits, (tier === 'namespace' ? 1 : 0) + bridge),
-          }
+        ? cgroupPlan(caps.cgroup, policy.limits, tier, bridge)
         : null
     const rlimits = rlimitArgs(policy.limits, {
       ownUid: lease !== null,
@@ -304,7 +332,7 @@ export function prepare(
               ...(rootfs ? { rootfs } : {}),
               ...(readable ? { readable } : {}),
               seccompFd: SECCOMP_FD,
-              holdFds: cgroup ? HOLD_FDS : { info: HOLD_FDS.info },
+              holdFds: cgroup?.join === 'hold' ? HOLD_FDS : { info: HOLD_FDS.info },
             }),
             '--',
             ...program,
@@ -316,7 +344,8 @@ export function prepare(
             rlimits,
             program,
           })
-    if (cgroup && tier === 'process') argv = ['/bin/sh', '-c', HOLD_SCRIPT, 'cordon-hold', ...argv]
+    const hold = cgroup?.join === 'hold' ? (tier === 'namespace' ? 'bwrap' : 'shell') : null
+    if (hold === 'shell') argv = ['/bin/sh', '-c', HOLD_SCRIPT, 'cordon-hold', ...argv]
     return {
       kind: 'launch',
       plan: {
@@ -328,7 +357,7 @@ export function prepare(
         lease,
         spawnAs: lease && tier === 'namespace' ? { uid: lease.uid, gid: lease.gid } : null,
         cgroup,
-        hold: cgroup ? (tier === 'namespace' ? 'bwrap' : 'shell') : null,
+        hold,
         perProcessLimits: cgroup ? [] : ['cpuTimeMs', 'memoryBytes', 'maxProcesses'],
         seccomp: tier === 'namespace' ? seccompProgram(policy.denySyscalls) : null,
       },

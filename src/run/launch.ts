@@ -122,13 +122,18 @@ function supervise(
   )
   const logs = new LogCollector(limits.maxLogBytes, redact, policy.onLog)
   const started = performance.now()
-  const child = spawn(plan.file, plan.args, {
-    cwd: plan.cwd,
-    env: plan.env,
-    stdio: stdioFor(plan, call !== undefined),
-    detached: true, // own session and process group, away from the host's terminal
-    ...(plan.spawnAs ?? {}),
-  })
+  const spawnLauncher = () =>
+    spawn(plan.file, plan.args, {
+      cwd: plan.cwd,
+      env: plan.env,
+      stdio: stdioFor(plan, call !== undefined),
+      detached: true, // own session and process group, away from the host's terminal
+      ...(plan.spawnAs ?? {}),
+    })
+  const child =
+    cgroup && plan.cgroup?.join === 'spawn'
+      ? cgroup.spawnInside(spawnLauncher, plan.cgroup.settle)
+      : spawnLauncher()
   let launchError: string | null = null
   const fail = (message: string) => {
     launchError ??= message
@@ -147,12 +152,12 @@ function supervise(
       const ns = namespaceProcesses(child.pid, uid)
       watchInit(fds.info, (init) => {
         ns.setInit(init)
-        if (cgroup) void releaseIntoCgroup(cgroup, init, fds.block, fail, abort)
+        if (cgroup && plan.hold) void releaseIntoCgroup(cgroup, init, fds.block, fail, abort)
       })
       procs = ns
     } else {
       procs = processTierProcesses(child.pid, uid)
-      if (cgroup) void releaseIntoCgroup(cgroup, child.pid, fds.info, fail, abort)
+      if (cgroup && plan.hold) void releaseIntoCgroup(cgroup, child.pid, fds.info, fail, abort)
     }
     if (cgroup) procs = cgroupProcesses(cgroup, procs, plan.tier === 'namespace')
   }
