@@ -5,9 +5,10 @@ import {
   cpuUsageMs,
   parseFlatKeyed,
   parseUsage,
+  pidsLimit,
   usageFiles,
 } from '../../src/plan/cgroup-settings.js'
-import { cgroupSupport } from '../../src/plan/cgroups.js'
+import { cgroupSupport, parseOwnCgroups } from '../../src/plan/cgroups.js'
 import { parsePolicy } from '../../src/policy/schema.js'
 
 const limits = parsePolicy({ limits: { memoryBytes: '128M', maxProcesses: 10 } }).limits
@@ -29,6 +30,26 @@ describe('cgroup writes', () => {
       { controller: 'memory', file: 'memory.swappiness', value: '0' },
       { controller: 'pids', file: 'pids.max', value: '10' },
     ])
+  })
+})
+
+describe('pidsLimit', () => {
+  it("is the pids.max write alone, in the version's own directory", () => {
+    assert.deepEqual(pidsLimit(1, limits, 3), { controller: 'pids', file: 'pids.max', value: '13' })
+    assert.deepEqual(pidsLimit(2, limits, 0), { controller: 'unified', file: 'pids.max', value: '10' })
+  })
+})
+
+describe('parseOwnCgroups', () => {
+  it('maps each v1 controller (comma-joined ones too) and v2 to its path', () => {
+    const text = '9:name=systemd:/\n4:memory:/a/b\n2:cpu,cpuacct:/c\n0::/d\n'
+    assert.deepEqual(parseOwnCgroups(text), {
+      'name=systemd': '/',
+      memory: '/a/b',
+      cpu: '/c',
+      cpuacct: '/c',
+      '': '/d',
+    })
   })
 })
 

@@ -1,11 +1,11 @@
 // Whole-sandbox limits and figures from a real cgroup: memory bomb, fork bomb, CPU burn in 4 processes.
 import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
-import { readdirSync } from 'node:fs'
+import { readdirSync, readFileSync } from 'node:fs'
 import { describe, it } from 'node:test'
-import { probeCapabilities, run } from '../../src/index.js'
+import { probeCapabilities, run, start } from '../../src/index.js'
 import type { CgroupSupport } from '../../src/plan/cgroups.js'
-import { marker, processesWith, skipTier, TIERS } from '../helpers.js'
+import { marker, processesWith, skipTier, TIERS, waitFor } from '../helpers.js'
 
 const support = probeCapabilities().cgroup
 const noCgroup = support.version === null ? `no usable cgroup: ${support.reason}` : false
@@ -15,6 +15,13 @@ const MiB = 1024 * 1024
 function leftovers(s: CgroupSupport): string[] {
   const parents = s.version === 2 ? [s.parent] : s.version === 1 ? Object.values(s.parents) : []
   return parents.flatMap((dir) => readdirSync(dir).filter((n) => n.startsWith(`cordon-${process.pid}-`)))
+}
+
+/** Every thread of this process with its cgroups. */
+function ownCgroups(): string[] {
+  return readdirSync('/proc/self/task').map(
+    (t) => `${t} ${readFileSync(`/proc/self/task/${t}/cgroup`, 'utf8')}`,
+  )
 }
 
 for (const tier of TIERS) {
@@ -75,6 +82,27 @@ for (const tier of TIERS) {
       await run(['sleep', '5'], { isolation, signal: AbortSignal.timeout(200) })
       await run(['sh', '-c', 'kill -SEGV $$'], { isolation })
       assert.deepEqual(leftovers(support), [])
+    })
+
+    it('maxProcesses is exact: the program may have that many processes and no more', async () => {
+      const limits = { maxProcesses: 3, wallTimeMs: '10s' }
+      const fits = await run(['sh', '-c', 'sleep 0.3 & sleep 0.3 & wait'], { isolation, limits })
+      assert.equal(fits.status, 'ok', fits.stderr)
+      const over = await run(['sh', '-c', 'sleep 0.3 & sleep 0.3 & sleep 0.3 & wait'], { isolation, limits })
+      assert.equal(over.status, 'process-limit', over.stderr)
+    })
+
+    it("the program is born in the sandbox's cgroup; cordon's own threads stay where they were", async () => {
+      const before = ownCgroups()
+      const m = marker()
+      const handle = start(['sleep', m], { isolation })
+      assert.ok(await waitFor(() => processesWith(m).length > 0, 5000), 'sleep started')
+      // Read from the host: inside, bwrap's cgroup namespace shows the sandbox's cgroup as `/`.
+      const seen = readFileSync(`/proc/${processesWith(m)[0]}/cgroup`, 'utf8')
+      handle.kill()
+      await handle.result
+      assert.match(seen, /memory:\S*\/cordon-/)
+      assert.deepEqual(ownCgroups(), before)
     })
 
     it("cgroup mode 'off' says which limits held per process only", async () => {
