@@ -1,7 +1,8 @@
-// What this machine can enforce. `probeCapabilities` is cheap (stat and sysctl reads) so every run
-// can call it; `cordon doctor` adds a real bwrap launch on top.
+// What this machine can enforce. `probeCapabilities` reads it afresh (stat and sysctl reads, ~0.3 ms);
+// runs use `recentCapabilities`, at most a second old; `cordon doctor` adds a real bwrap launch on top.
 import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import path from 'node:path'
+import { performance } from 'node:perf_hooks'
 import { resolveProgram } from '../policy/command.js'
 import { SAFE_PATH } from '../policy/env.js'
 import { type CgroupSupport, cgroupSupport, detectCgroups } from './cgroups.js'
@@ -103,4 +104,19 @@ export function probeCapabilities(cgroupParent?: string, hostPath = process.env.
     env: () => find('env'),
     faketime: findFaketime,
   })
+}
+
+/** How long a probe is reused by runs: tools installed or a cgroup delegated show up within this. */
+const PROBE_TTL_MS = 1000
+const recent = new Map<string, { at: number; caps: Capabilities }>()
+
+/** `probeCapabilities`, reused for up to PROBE_TTL_MS: machine facts, not per-run state. */
+export function recentCapabilities(cgroupParent?: string, hostPath = process.env.PATH ?? ''): Capabilities {
+  const key = `${cgroupParent ?? ''}\0${hostPath}`
+  const now = performance.now()
+  const hit = recent.get(key)
+  if (hit && now - hit.at < PROBE_TTL_MS) return hit.caps
+  const caps = probeCapabilities(cgroupParent, hostPath)
+  recent.set(key, { at: now, caps })
+  return caps
 }

@@ -5,8 +5,10 @@ import path from 'node:path'
 import { PolicyError } from '../errors.js'
 
 function isExecutableFile(file: string): boolean {
+  // Most PATH entries miss: asking without an exception keeps a lookup cheap (a throw costs ~20 µs).
+  const st = statSync(file, { throwIfNoEntry: false })
+  if (!st?.isFile()) return false
   try {
-    if (!statSync(file).isFile()) return false
     accessSync(file, constants.X_OK)
     return true
   } catch {

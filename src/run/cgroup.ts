@@ -4,6 +4,7 @@ import { randomUUID } from 'node:crypto'
 import { mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs'
 import { rmdir, writeFile } from 'node:fs/promises'
 import path from 'node:path'
+import { performance } from 'node:perf_hooks'
 import {
   type CgroupUsage,
   type CgroupVersion,
@@ -164,7 +165,10 @@ export class SandboxCgroup {
 
   /** Remove the cgroup, retrying while the last processes finish exiting. */
   async remove(): Promise<void> {
+    // Usually empty by now: removing at once (~80 µs) beats three trips through the thread pool.
+    this.removeNow()
     for (let attempt = 0; attempt < 100 && this.dirs.size > 0; attempt++) {
+      await new Promise((r) => setTimeout(r, 10))
       await Promise.all(
         [...this.dirs].map(([controller, dir]) =>
           rmdir(dir).then(
@@ -173,7 +177,6 @@ export class SandboxCgroup {
           ),
         ),
       )
-      if (this.dirs.size > 0) await new Promise((r) => setTimeout(r, 10))
     }
   }
 
@@ -189,8 +192,15 @@ export class SandboxCgroup {
   }
 }
 
+/** Cgroups of dead cordon processes are swept at most this often per parent. */
+const SWEEP_EVERY_MS = 10_000
+const lastSweep = new Map<string, number>()
+
 /** Remove cgroups left by a cordon process that died (its pid is in the name), killing what is inside. */
 function sweepStale(parent: string): void {
+  const now = performance.now()
+  if (now - (lastSweep.get(parent) ?? -Infinity) < SWEEP_EVERY_MS) return
+  lastSweep.set(parent, now)
   let names: string[]
   try {
     names = readdirSync(parent).filter((n) => n.startsWith(PREFIX))

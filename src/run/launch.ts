@@ -2,7 +2,7 @@
 import { spawn } from 'node:child_process'
 import { performance } from 'node:perf_hooks'
 import { NetworkProxy } from '../net/proxy.js'
-import { probeCapabilities } from '../plan/capabilities.js'
+import { recentCapabilities } from '../plan/capabilities.js'
 import { type LaunchPlan, prepare } from '../plan/plan.js'
 import {
   type OutputChunk,
@@ -72,7 +72,7 @@ export function launch(
   }
   let prepared: ReturnType<typeof prepare>
   try {
-    prepared = prepare(argv, policy, probeCapabilities(policy.cgroup.parent), call?.visible, proxy?.dir)
+    prepared = prepare(argv, policy, recentCapabilities(policy.cgroup.parent), call?.visible, proxy?.dir)
   } catch (error) {
     void proxy?.close()
     throw error

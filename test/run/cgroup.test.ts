@@ -96,12 +96,31 @@ for (const tier of TIERS) {
       const before = ownCgroups()
       const m = marker()
       const handle = start(['sleep', m], { isolation })
-      assert.ok(await waitFor(() => processesWith(m).length > 0, 5000), 'sleep started')
-      // Read from the host: inside, bwrap's cgroup namespace shows the sandbox's cgroup as `/`.
-      const seen = readFileSync(`/proc/${processesWith(m)[0]}/cgroup`, 'utf8')
-      handle.kill()
-      await handle.result
-      assert.match(seen, /memory:\S*\/cordon-/)
+      // The program itself, not a launcher whose argv also holds the marker. Read from the host: inside,
+      // bwrap's cgroup namespace shows the sandbox's cgroup as `/`.
+      const cgroupOfSleep = () => {
+        for (const pid of processesWith(m)) {
+          try {
+            if (readFileSync(`/proc/${pid}/comm`, 'utf8') === 'sleep\n')
+              return readFileSync(`/proc/${pid}/cgroup`, 'utf8')
+          } catch {
+            // exited while we looked
+          }
+        }
+        return undefined
+      }
+      let seen: string | undefined
+      try {
+        const found = await waitFor(() => {
+          seen = cgroupOfSleep()
+          return seen !== undefined
+        }, 5000)
+        assert.ok(found, 'sleep started')
+      } finally {
+        handle.kill()
+        await handle.result
+      }
+      assert.match(seen ?? '', /memory:\S*\/cordon-/)
       assert.deepEqual(ownCgroups(), before)
     })
 
