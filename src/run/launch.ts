@@ -119,6 +119,7 @@ function supervise(
       policy.onOutput?.(chunk)
     },
     redact,
+    queue !== null || policy.onOutput !== undefined,
   )
   const logs = new LogCollector(limits.maxLogBytes, redact, policy.onLog)
   const started = performance.now()

@@ -174,3 +174,68 @@ describe('OutputBuffer', () => {
     assert.equal(out.stderrTail, 'y'.repeat(4096))
   })
 })
+
+describe('OutputBuffer without a live consumer (batched decoding)', () => {
+  const batched = (cap: number) => new OutputBuffer(cap, () => {}, [], false)
+
+  it('keeps arrival order across streams and the exact cap', () => {
+    const out = batched(12)
+    assert.equal(out.push('stdout', b('ab')), true)
+    assert.equal(out.push('stdout', b('cd')), true)
+    assert.equal(out.push('stderr', b('EF')), true)
+    assert.equal(out.push('stdout', b('gh')), true)
+    assert.equal(out.push('stderr', b('IJKLMN')), false)
+    assert.equal(out.bytes, 12)
+    assert.deepEqual(out.finish(), { stdout: 'abcdgh', stderr: 'EFIJKL', output: 'abcdEFghIJKL' })
+  })
+
+  it('a character split across pushes survives, and ASCII after it is not mangled', () => {
+    const out = batched(100)
+    out.push('stdout', Buffer.concat([b('a'), EURO.subarray(0, 1)]))
+    out.push('stdout', EURO.subarray(1))
+    out.push('stdout', b('xyz'))
+    out.push('stdout', EURO.subarray(0, 2))
+    assert.equal(out.finish().stdout, 'a€xyz\uFFFD')
+  })
+
+  it('decodes exactly like the live path, for random bytes in random pieces on both streams', () => {
+    let seed = 7
+    const rand = (n: number) => {
+      seed = (seed * 1103515245 + 12345) % 2 ** 31
+      return seed % n
+    }
+    const alphabet = [
+      b('a'),
+      b('Z '),
+      b('\n'),
+      EURO,
+      b('ß'),
+      b('😀'),
+      Buffer.from([0xff]),
+      Buffer.from([0xc3]),
+    ]
+    for (let round = 0; round < 200; round++) {
+      const bytes = Buffer.concat(Array.from({ length: rand(40) }, () => alphabet[rand(alphabet.length)]!))
+      const pushes: ['stdout' | 'stderr', Buffer][] = []
+      for (let at = 0; at < bytes.length; ) {
+        const len = 1 + rand(6)
+        pushes.push([rand(3) === 0 ? 'stderr' : 'stdout', bytes.subarray(at, at + len)])
+        at += len
+      }
+      const cap = 1 + rand(bytes.length + 5)
+      const live = new OutputBuffer(cap, () => {})
+      const batch = batched(cap)
+      for (const [stream, data] of pushes) assert.equal(batch.push(stream, data), live.push(stream, data))
+      assert.deepEqual(batch.finish(), live.finish(), `round ${round}`)
+      assert.equal(batch.bytes, live.bytes)
+    }
+  })
+
+  it('valid UTF-8 comes out as Buffer#toString would decode it whole', () => {
+    const text = `ascii ${'€ß😀'.repeat(50)} tail`
+    const bytes = b(text)
+    const out = batched(1 << 20)
+    for (let at = 0; at < bytes.length; at += 7) out.push('stdout', bytes.subarray(at, at + 7))
+    assert.equal(out.finish().stdout, text)
+  })
+})
