@@ -104,9 +104,9 @@ export function diagnose(): Diagnosis {
       fix:
         caps.cgroup.version === null
           ? 'run cordon as root, or give it a delegated cgroup (cgroup.parent) with memory and pids controllers'
-          : cg.favordynmods
+          : cg.favordynmods || caps.cgroup.version === 1
             ? null
-            : 'optional, for latency: mount cgroups with favordynmods (or boot with cgroup_favordynmods=1) — moving a sandbox into its cgroup after an idle spell otherwise waits ~10 ms for an RCU grace period',
+            : 'optional, for latency: mount cgroups with favordynmods (or boot with cgroup_favordynmods=1) — on v2 moving a sandbox into its cgroup after an idle spell otherwise waits ~10 ms for an RCU grace period',
     },
     {
       name: 'seccomp',

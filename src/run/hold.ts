@@ -1,4 +1,5 @@
-// Holding a sandbox until it is inside its cgroup: no program code runs before the move.
+// Holding a sandbox until it is inside its cgroup (v2; on v1 the launcher is born inside, see
+// SandboxCgroup.spawnInside): no program code runs before the move.
 import type { Readable, Writable } from 'node:stream'
 import type { SandboxCgroup } from './cgroup.js'
 
