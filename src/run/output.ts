@@ -10,10 +10,37 @@ type Stream = OutputChunk['stream']
 const TAIL_CHARS = 4096
 
 /**
- * Without a live consumer, bytes are decoded in batches of this size: 64 KiB pipe reads would each become
- * a young-generation string that the GC copies again; a 1 MiB string is allocated where it stays.
+ * Kept bytes are decoded for the result in batches of this size: 64 KiB pipe reads would each become a
+ * young-generation string the GC copies again; a 4 MiB string is allocated where it stays.
  */
 const BATCH_BYTES = 4 * 1024 * 1024
+
+/** Bytes → text for one stream: a streaming UTF-8 decoder, then redaction. */
+class TextPipe {
+  private readonly decoder = new StringDecoder('utf8')
+  /** The decoder holds no part of a character: pure ASCII may skip it. */
+  private clean = true
+  private readonly redactor: Redactor
+
+  constructor(redact: readonly (string | RegExp)[]) {
+    this.redactor = new Redactor(redact)
+  }
+
+  /**
+   * UTF-8 decoding runs at ~1.3 GB/s; ASCII read as latin1 is the same text at ~3.5 GB/s. The fast path
+   * is taken only when the decoder holds nothing, and it holds nothing after a chunk ending in ASCII.
+   */
+  push(data: Buffer): string {
+    if (this.clean && isAscii(data)) return this.redactor.push(data.toString('latin1'))
+    if (data.length > 0) this.clean = data[data.length - 1]! < 0x80
+    return this.redactor.push(this.decoder.write(data))
+  }
+
+  /** What is left: a cut character becomes U+FFFD, held-back text is released. */
+  end(): string {
+    return this.redactor.push(this.decoder.end()) + this.redactor.flush()
+  }
+}
 
 export class OutputBuffer {
   bytes = 0
@@ -23,24 +50,24 @@ export class OutputBuffer {
   // Built with `+=`: V8 keeps these as ropes sharing their pieces, so the interleaved text and the
   // per-stream texts cost no copy and no final join.
   private readonly text = { stdout: '', stderr: '', output: '' }
-  private readonly decoders = { stdout: new StringDecoder('utf8'), stderr: new StringDecoder('utf8') }
-  /** The decoder holds no part of a character: pure ASCII may skip it. */
-  private readonly clean = { stdout: true, stderr: true }
-  /** Bytes kept but still inside the decoder (part of a character), reported with the next text. */
+  /** Decodes batches for the result. */
+  private readonly store: Record<Stream, TextPipe>
+  /** Decodes each read for the live consumer, when there is one; its strings die young. */
+  private readonly live: Record<Stream, TextPipe> | null
+  /** Bytes read but not yet part of a live chunk (part of a character or held back), reported with the next. */
   private readonly pending = { stdout: 0, stderr: 0 }
-  /** Kept bytes not yet decoded (only without a live consumer), all from one stream, in arrival order. */
+  /** Kept bytes not yet decoded for the result, all from one stream, in arrival order. */
   private batch: { stream: Stream; chunks: Buffer[]; bytes: number } | null = null
 
-  private readonly redactors: Record<Stream, Redactor>
-
-  /** `live`: someone sees chunks as they arrive (onOutput, start()'s iterator), so none is held back. */
+  /** `live`: someone sees chunks as they arrive (onOutput, start()'s iterator). */
   constructor(
     private readonly cap: number,
     private readonly onChunk: (chunk: OutputChunk) => void,
     redact: readonly (string | RegExp)[] = [],
-    private readonly live = true,
+    live = true,
   ) {
-    this.redactors = { stdout: new Redactor(redact), stderr: new Redactor(redact) }
+    this.store = { stdout: new TextPipe(redact), stderr: new TextPipe(redact) }
+    this.live = live ? { stdout: new TextPipe(redact), stderr: new TextPipe(redact) } : null
   }
 
   /** Keep what fits in the budget; returns false once the budget is exceeded. */
@@ -51,10 +78,7 @@ export class OutputBuffer {
     const kept = data.length > room ? data.subarray(0, room) : data
     if (data.length > room) this.truncated = true
     this.bytes += kept.length
-    if (this.live) {
-      this.emit(stream, this.decode(stream, kept), kept.length)
-      return !this.truncated
-    }
+    if (this.live) this.deliver(stream, this.live[stream].push(kept), kept.length)
     // Arrival order across streams is kept: the other stream's batch is decoded first.
     if (this.batch && this.batch.stream !== stream) this.decodeBatch()
     this.batch ??= { stream, chunks: [], bytes: 0 }
@@ -64,40 +88,32 @@ export class OutputBuffer {
     return !this.truncated
   }
 
+  private deliver(stream: Stream, text: string, bytes: number): void {
+    this.pending[stream] += bytes
+    if (!text) return
+    this.onChunk({ stream, data: text, bytes: this.pending[stream] })
+    this.pending[stream] = 0
+  }
+
   private decodeBatch(): void {
     if (!this.batch) return
     const { stream, chunks, bytes } = this.batch
     this.batch = null
-    const data = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, bytes)
-    this.emit(stream, this.decode(stream, data), bytes)
+    this.keep(stream, this.store[stream].push(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, bytes)))
   }
 
-  /**
-   * UTF-8 decoding runs at ~1.3 GB/s; ASCII read as latin1 is the same text at ~3.5 GB/s. The fast path
-   * is taken only when the decoder holds nothing, and it holds nothing after a chunk ending in ASCII.
-   */
-  private decode(stream: Stream, data: Buffer): string {
-    if (this.clean[stream] && isAscii(data)) return data.toString('latin1')
-    if (data.length > 0) this.clean[stream] = data[data.length - 1]! < 0x80
-    return this.decoders[stream].write(data)
-  }
-
-  private emit(stream: Stream, decoded: string, bytes: number, last = false): void {
-    this.pending[stream] += bytes
-    const redactor = this.redactors[stream]
-    const text = redactor.push(decoded) + (last ? redactor.flush() : '')
-    if (!text) return
+  private keep(stream: Stream, text: string): void {
     this.text[stream] += text
     this.text.output += text
-    this.onChunk({ stream, data: text, bytes: this.pending[stream] })
-    this.pending[stream] = 0
   }
 
   /** Flush partial characters (a cut at the cap becomes U+FFFD) and return the three views. */
   finish(): { stdout: string; stderr: string; output: string } {
     this.decodeBatch()
-    for (const stream of ['stdout', 'stderr'] as const)
-      this.emit(stream, this.decoders[stream].end(), 0, true)
+    for (const stream of ['stdout', 'stderr'] as const) {
+      this.keep(stream, this.store[stream].end())
+      if (this.live) this.deliver(stream, this.live[stream].end(), 0)
+    }
     return { ...this.text }
   }
 }

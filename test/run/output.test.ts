@@ -239,3 +239,35 @@ describe('OutputBuffer without a live consumer (batched decoding)', () => {
     assert.equal(out.finish().stdout, text)
   })
 })
+
+describe('OutputBuffer live chunks and kept text agree', () => {
+  it('for random bytes with secrets in random pieces: the chunks of a stream join to its text', () => {
+    let seed = 11
+    const rand = (n: number) => {
+      seed = (seed * 1103515245 + 12345) % 2 ** 31
+      return seed % n
+    }
+    const alphabet = [b('a'), b('secret'), b('sec'), b('ret'), EURO, b('😀'), Buffer.from([0xe2]), b('\n')]
+    for (let round = 0; round < 200; round++) {
+      const bytes = Buffer.concat(Array.from({ length: rand(40) }, () => alphabet[rand(alphabet.length)]!))
+      const chunks: OutputChunk[] = []
+      const out = new OutputBuffer(1 + rand(bytes.length + 5), (c) => chunks.push(c), ['secret'])
+      for (let at = 0; at < bytes.length; ) {
+        const len = 1 + rand(6)
+        out.push(rand(2) ? 'stderr' : 'stdout', bytes.subarray(at, at + len))
+        at += len
+      }
+      const text = out.finish()
+      for (const stream of ['stdout', 'stderr'] as const) {
+        const mine = chunks.filter((c) => c.stream === stream)
+        assert.equal(mine.map((c) => c.data).join(''), text[stream], `round ${round} ${stream}`)
+        assert.ok(!text[stream].includes('secret'), `round ${round}: secret kept`)
+      }
+      assert.equal(
+        chunks.reduce((n, c) => n + c.bytes, 0),
+        out.bytes,
+        `round ${round}: chunk byte counts add up to the bytes kept`,
+      )
+    }
+  })
+})
