@@ -99,7 +99,8 @@ export class OutputBuffer {
     if (!this.batch) return
     const { stream, chunks, bytes } = this.batch
     this.batch = null
-    this.keep(stream, this.store[stream].push(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, bytes)))
+    const data = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, bytes)
+    this.keep(stream, this.store[stream].push(data))
   }
 
   private keep(stream: Stream, text: string): void {
