@@ -20,10 +20,9 @@ export interface CgroupWrite {
  */
 export function cgroupWrites(version: CgroupVersion, limits: Limits, extraProcesses: number): CgroupWrite[] {
   const pids = pidsLimit(version, limits, extraProcesses)
-  const memory = String(limits.memoryBytes)
   if (version === 2) {
     return [
-      { controller: 'unified', file: 'memory.max', value: memory },
+      ...memoryLimit(2, limits.memoryBytes),
       { controller: 'unified', file: 'memory.swap.max', value: '0' },
       // An OOM kill takes the whole sandbox, not one process chosen from it.
       { controller: 'unified', file: 'memory.oom.group', value: '1' },
@@ -31,11 +30,19 @@ export function cgroupWrites(version: CgroupVersion, limits: Limits, extraProces
     ]
   }
   return [
-    { controller: 'memory', file: 'memory.limit_in_bytes', value: memory },
-    // memsw (memory + swap) must be >= limit_in_bytes, so it is written second.
-    { controller: 'memory', file: 'memory.memsw.limit_in_bytes', value: memory },
+    ...memoryLimit(1, limits.memoryBytes),
     { controller: 'memory', file: 'memory.swappiness', value: '0' },
     pids,
+  ]
+}
+
+/** The memory limit alone (v1: limit_in_bytes, then memsw, which must never be below it). */
+export function memoryLimit(version: CgroupVersion, bytes: number): CgroupWrite[] {
+  const value = String(bytes)
+  if (version === 2) return [{ controller: 'unified', file: 'memory.max', value }]
+  return [
+    { controller: 'memory', file: 'memory.limit_in_bytes', value },
+    { controller: 'memory', file: 'memory.memsw.limit_in_bytes', value },
   ]
 }
 

@@ -11,7 +11,7 @@ import { resolveRootfs } from '../rootfs/rootfs.js'
 import type { Isolation, Violation } from '../run/result.js'
 import { bwrapArgs, NET_DIR_INSIDE } from './bwrap.js'
 import type { Capabilities } from './capabilities.js'
-import { type CgroupWrite, cgroupWrites, pidsLimit } from './cgroup-settings.js'
+import { type CgroupWrite, cgroupWrites, memoryLimit, pidsLimit } from './cgroup-settings.js'
 import type { CgroupSupport } from './cgroups.js'
 import { processTierArgv } from './process-tier.js'
 import { rlimitArgs } from './rlimits.js'
@@ -30,7 +30,8 @@ export interface LaunchPlan {
   spawnAs: { uid: number; gid: number } | null
   /**
    * The sandbox's cgroup, when the machine offers one, created before launch. v1: the launcher is born in
-   * it (`spawn`: cordon's thread steps in around the fork, then `settle` is written). v2, where one thread
+   * it (`spawn`: cordon's thread steps in around the fork, then `settle` brings the limits to their
+   * real values; if the launcher already uses more memory than the limit, the run is `memory`). v2, where one thread
    * cannot sit apart from its process: the launcher is held and moved in by pid (`hold`).
    */
   cgroup: {
@@ -204,13 +205,23 @@ function cgroupPlan(
     return { support, writes: cgroupWrites(2, limits, extra), join: 'hold', settle: [] }
   }
   const extra = (tier === 'namespace' ? 2 : 0) + bridge
+  // While cordon's thread is inside, a limit below what its fork charges would make the kernel's OOM
+  // killer pick cordon itself: the real limit comes after, and the peak restarts from there.
+  const during = Math.max(limits.memoryBytes, SPAWN_MEMORY_FLOOR)
   return {
     support,
-    writes: cgroupWrites(1, limits, extra + 1),
+    writes: cgroupWrites(1, { ...limits, memoryBytes: during }, extra + 1),
     join: 'spawn',
-    settle: [pidsLimit(1, limits, extra)],
+    settle: [
+      ...(during > limits.memoryBytes ? memoryLimit(1, limits.memoryBytes) : []),
+      pidsLimit(1, limits, extra),
+      { controller: 'memory', file: 'memory.max_usage_in_bytes', value: '0' },
+    ],
   }
 }
+
+/** The memory limit while cordon's own thread is in a v1 sandbox cgroup (its fork charges ~1-2 MiB). */
+export const SPAWN_MEMORY_FLOOR = 64 * 1024 * 1024
 
 /**
  * `visible`: paths that must be readable in the sandbox besides the cwd (a called function's module).

@@ -93,11 +93,11 @@ export class SandboxCgroup {
 
   /**
    * v1: call `launch` with the calling thread inside this cgroup, so the child it forks is born here, then
-   * move the thread back and apply `settle` (pids.max without the slot the thread held). A thread moving
+   * move the thread back (the caller then applies the plan's `settle` writes). A thread moving
    * itself (`0` into `tasks`) skips the lock whose RCU grace period makes moving a process by pid cost
    * ~10 ms on an idle host; the thread is inside only while `launch` runs, synchronously.
    */
-  spawnInside<T>(launch: () => T, settle: readonly CgroupWrite[]): T {
+  spawnInside<T>(launch: () => T): T {
     const home = parseOwnCgroups(readFileSync('/proc/thread-self/cgroup', 'utf8'))
     const moved: Controller[] = []
     try {
@@ -112,8 +112,12 @@ export class SandboxCgroup {
         const mount = this.mounts[controller as V1Controller]!
         writeFileSync(path.join(mount, home[controller] ?? '/', 'tasks'), '0')
       }
-      for (const w of settle) writeFileSync(path.join(this.dirs.get(w.controller)!, w.file), w.value)
     }
+  }
+
+  /** Apply writes after launch; the first refused one (EBUSY: usage already above a lowered limit) throws. */
+  apply(writes: readonly CgroupWrite[]): void {
+    for (const w of writes) writeFileSync(path.join(this.dirs.get(w.controller)!, w.file), w.value)
   }
 
   private file(controller: Controller, file: string): string | undefined {

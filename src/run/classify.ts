@@ -4,7 +4,7 @@ import type { Limits } from '../policy/schema.js'
 import { formatBytes, formatDuration } from '../policy/units.js'
 import type { Status, Violation } from './result.js'
 
-export type StopReason = 'timeout' | 'output-limit' | 'canceled' | 'cpu-time'
+export type StopReason = 'timeout' | 'output-limit' | 'canceled' | 'cpu-time' | 'memory'
 
 export interface Outcome {
   exitCode: number | null
@@ -64,6 +64,14 @@ export function classify(o: Outcome): { status: Status; violation: Violation | n
   if (o.stoppedFor === 'canceled') return v('canceled', 'signal', 'canceled by the caller')
   // The kernel's counters are causes: a fork bomb that then runs out the clock is a process-limit hit,
   // and they win over whatever exit the program managed afterwards.
+  if (o.stoppedFor === 'memory') {
+    const limit = formatBytes(l.memoryBytes)
+    return v(
+      'memory',
+      l.memoryBytes,
+      `memory exceeded ${limit} before the program started (the launcher needs more)`,
+    )
+  }
   if (o.kernel && o.kernel.oomKills > 0) {
     return v('memory', l.memoryBytes, `memory exceeded ${formatBytes(l.memoryBytes)} (OOM kill)`)
   }

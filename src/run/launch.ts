@@ -131,10 +131,15 @@ function supervise(
       detached: true, // own session and process group, away from the host's terminal
       ...(plan.spawnAs ?? {}),
     })
-  const child =
-    cgroup && plan.cgroup?.join === 'spawn'
-      ? cgroup.spawnInside(spawnLauncher, plan.cgroup.settle)
-      : spawnLauncher()
+  const bornInside = cgroup !== null && plan.cgroup?.join === 'spawn'
+  const child = bornInside ? cgroup.spawnInside(spawnLauncher) : spawnLauncher()
+  // Still in the same tick as the fork: the launcher is at most exec'ing, the program not started.
+  let settleError: NodeJS.ErrnoException | null = null
+  try {
+    if (bornInside) cgroup.apply(plan.cgroup!.settle)
+  } catch (error) {
+    settleError = error as NodeJS.ErrnoException
+  }
   let launchError: string | null = null
   const fail = (message: string) => {
     launchError ??= message
@@ -178,6 +183,11 @@ function supervise(
     setInterval(() => {
       if ((cgroup.cpuMs() ?? 0) >= limits.cpuTimeMs) stop('cpu-time', false)
     }, CPU_POLL_MS)
+  if (settleError?.code === 'EBUSY') stop('memory', false)
+  else if (settleError) {
+    fail(`could not apply the sandbox's cgroup limits: ${settleError.message}`)
+    stop('canceled', false)
+  }
   const onAbort = () => stop('canceled', true)
   policy.signal?.addEventListener('abort', onAbort, { once: true })
 

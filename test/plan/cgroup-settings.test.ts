@@ -3,6 +3,7 @@ import { describe, it } from 'node:test'
 import {
   cgroupWrites,
   cpuUsageMs,
+  memoryLimit,
   parseFlatKeyed,
   parseUsage,
   pidsLimit,
@@ -30,6 +31,16 @@ describe('cgroup writes', () => {
       { controller: 'memory', file: 'memory.swappiness', value: '0' },
       { controller: 'pids', file: 'pids.max', value: '10' },
     ])
+  })
+})
+
+describe('memoryLimit', () => {
+  it('v1 writes limit_in_bytes before memsw; v2 memory.max', () => {
+    assert.deepEqual(
+      memoryLimit(1, 4096).map((w) => w.file),
+      ['memory.limit_in_bytes', 'memory.memsw.limit_in_bytes'],
+    )
+    assert.deepEqual(memoryLimit(2, 4096), [{ controller: 'unified', file: 'memory.max', value: '4096' }])
   })
 })
 

@@ -3,6 +3,7 @@ import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
 import { readdirSync, readFileSync } from 'node:fs'
 import { describe, it } from 'node:test'
+import { fileURLToPath } from 'node:url'
 import { probeCapabilities, run, start } from '../../src/index.js'
 import type { CgroupSupport } from '../../src/plan/cgroups.js'
 import { marker, processesWith, skipTier, TIERS, waitFor } from '../helpers.js'
@@ -10,6 +11,7 @@ import { marker, processesWith, skipTier, TIERS, waitFor } from '../helpers.js'
 const support = probeCapabilities().cgroup
 const noCgroup = support.version === null ? `no usable cgroup: ${support.reason}` : false
 const MiB = 1024 * 1024
+const CLI = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url))
 
 /** Sandbox cgroups this test process created and did not remove. */
 function leftovers(s: CgroupSupport): string[] {
@@ -122,6 +124,22 @@ for (const tier of TIERS) {
       }
       assert.match(seen ?? '', /memory:\S*\/cordon-/)
       assert.deepEqual(ownCgroups(), before)
+    })
+
+    it('a memory limit below what the launcher needs is `memory`, and never takes the host down', () => {
+      // cordon's own thread is inside the sandbox cgroup while it forks: run it in a process of its own.
+      for (const memory of ['64K', '1M']) {
+        const r = spawnSync(
+          process.execPath,
+          [CLI, 'run', '--json', '--isolation', isolation, '--memory', memory, '--', 'true'],
+          {
+            encoding: 'utf8',
+          },
+        )
+        assert.equal(r.signal, null, `cordon itself was killed (${r.signal}) at --memory ${memory}`)
+        const result = JSON.parse(r.stdout) as { status: string }
+        assert.ok(['ok', 'memory'].includes(result.status), `--memory ${memory}: ${r.stdout}`)
+      }
     })
 
     it("cgroup mode 'off' says which limits held per process only", async () => {

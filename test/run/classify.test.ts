@@ -15,6 +15,7 @@ const limits: Limits = {
   killGraceMs: 100,
 }
 
+const kernel = (oomKills: number, pidsMaxHits: number) => ({ oomKills, pidsMaxHits })
 const outcome = (over: Partial<Outcome> = {}): Outcome => ({
   exitCode: 0,
   signal: null,
@@ -190,8 +191,6 @@ describe('classify', () => {
 })
 
 describe('classify with kernel counters', () => {
-  const kernel = (oomKills: number, pidsMaxHits: number) => ({ oomKills, pidsMaxHits })
-
   it('an OOM kill is memory, whatever the exit and even after a timeout', () => {
     assert.equal(classify(outcome({ exitCode: 0, kernel: kernel(1, 0) })).status, 'memory')
     assert.equal(
@@ -220,6 +219,16 @@ describe('classify with kernel counters', () => {
       outcome({ stoppedFor: 'cpu-time', exitCode: null, signal: 'SIGKILL', kernel: kernel(0, 0) }),
     )
     assert.deepEqual(r.violation, { kind: 'cpu-time', limit: 1500, message: 'CPU time exceeded 1500ms' })
+  })
+})
+
+describe('a limit the launcher itself exceeds', () => {
+  it('a memory stop before the program started is memory, and says so', () => {
+    const r = classify(
+      outcome({ stoppedFor: 'memory', exitCode: null, signal: 'SIGKILL', kernel: kernel(0, 0) }),
+    )
+    assert.equal(r.status, 'memory')
+    assert.match(r.violation!.message, /before the program started/)
   })
 })
 
