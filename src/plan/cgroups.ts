@@ -57,11 +57,26 @@ export function parseOwnCgroups(text: string): Record<string, string> {
 
 export type CgroupSupport =
   | { version: 2; parent: string }
-  | { version: 1; parents: Record<V1Controller, string>; mounts: Record<V1Controller, string> }
+  | {
+      version: 1
+      parents: Record<V1Controller, string>
+      mounts: Record<V1Controller, string>
+      /** cordon's thread may step into a sandbox cgroup and back: its own `tasks` files are writable. */
+      threadMoves: boolean
+    }
   | { version: null; reason: string }
 
 /** A directory inside a hierarchy mounted at `mount`, without a trailing slash. */
 const inside = (mount: string, sub: string) => path.join(mount, sub).replace(/(.)\/$/, '$1')
+
+function writableFile(file: string): boolean {
+  try {
+    accessSync(file, constants.W_OK)
+    return true
+  } catch {
+    return false
+  }
+}
 
 function writableDir(dir: string): boolean {
   try {
@@ -97,7 +112,10 @@ export function cgroupSupport(info: CgroupInfo = detectCgroups(), parent?: strin
       V1Controller,
       string
     >
-    if (unwritable.length === 0) return { version: 1, parents, mounts }
+    const threadMoves = V1_CONTROLLERS.every((c) =>
+      writableFile(path.join(inside(mounts[c], info.own[c] ?? '/'), 'tasks')),
+    )
+    if (unwritable.length === 0) return { version: 1, parents, mounts, threadMoves }
     reasons.push(`v1 ${unwritable.map((c) => parents[c]).join(', ')} not writable`)
   } else if (Object.keys(info.v1).length) {
     reasons.push(`v1 lacks ${missingV1.join(', ')}`)

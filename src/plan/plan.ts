@@ -200,9 +200,9 @@ function cgroupPlan(
   tier: Isolation,
   bridge: number,
 ): NonNullable<LaunchPlan['cgroup']> {
-  if (support.version === 2) {
+  if (support.version === 2 || !support.threadMoves) {
     const extra = (tier === 'namespace' ? 1 : 0) + bridge
-    return { support, writes: cgroupWrites(2, limits, extra), join: 'hold', settle: [] }
+    return { support, writes: cgroupWrites(support.version, limits, extra), join: 'hold', settle: [] }
   }
   const extra = (tier === 'namespace' ? 2 : 0) + bridge
   // While cordon's thread is inside, a limit below what its fork charges would make the kernel's OOM

@@ -107,10 +107,15 @@ export class SandboxCgroup {
       }
       return launch()
     } finally {
-      // The host thread must never stay in a cgroup that is about to be killed: failing here is loud.
+      // The host thread must never stay in a cgroup that is about to be killed: back home, else to the
+      // sandbox's parent (where cordon made it, so writable), else loudly.
       for (const controller of moved) {
         const mount = this.mounts[controller as V1Controller]!
-        writeFileSync(path.join(mount, home[controller] ?? '/', 'tasks'), '0')
+        try {
+          writeFileSync(path.join(mount, home[controller] ?? '/', 'tasks'), '0')
+        } catch {
+          writeFileSync(path.join(path.dirname(this.dirs.get(controller)!), 'tasks'), '0')
+        }
       }
     }
   }
