@@ -118,10 +118,10 @@ export function seccompInstructions(extraDenied: readonly string[] = []): Insn[]
   ]
 }
 
-/** The filter in the kernel's struct sock_filter layout, ready to hand to bwrap. */
 /** The last program built: every run of a process usually asks for the same one. */
 let last: { key: string; program: Buffer } | null = null
 
+/** The filter in the kernel's struct sock_filter layout, ready to hand to bwrap. */
 export function seccompProgram(extraDenied: readonly string[] = []): Buffer {
   const key = extraDenied.join(',')
   if (last?.key !== key) last = { key, program: buildProgram(extraDenied) }

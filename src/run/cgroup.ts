@@ -44,9 +44,9 @@ export class SandboxCgroup {
   ) {}
 
   /**
-   * Create the sandbox's cgroup(s) and apply `writes`. Files a kernel lacks (memsw without swap
-   * accounting) are skipped. `freezer` (v1) is only made when the kill needs it: the namespace tier kills
-   * through its PID namespace, and each v1 hierarchy costs a mkdir, a move and an rmdir per run.
+   * Create the sandbox's cgroup(s) and apply `writes`. `freezer` (v1) is only made when the kill needs
+   * it: the namespace tier kills through its PID namespace, and each v1 hierarchy costs a mkdir, two
+   * `tasks` writes and an rmdir per run.
    */
   static create(
     support: Exclude<CgroupSupport, { version: null }>,
@@ -69,14 +69,7 @@ export class SandboxCgroup {
         mkdirSync(dir)
         dirs.set(controller, dir)
       }
-      for (const w of writes) {
-        try {
-          writeFileSync(path.join(dirs.get(w.controller)!, w.file), w.value)
-        } catch (error) {
-          const code = (error as NodeJS.ErrnoException).code
-          if (!(code === 'ENOENT' && /swap|memsw|oom\.group/.test(w.file))) throw error
-        }
-      }
+      cgroup.apply(writes)
     } catch (error) {
       cgroup.removeNow()
       throw error
@@ -120,9 +113,19 @@ export class SandboxCgroup {
     }
   }
 
-  /** Apply writes after launch; the first refused one (EBUSY: usage already above a lowered limit) throws. */
+  /**
+   * Write limits; the first refused write throws (after launch, EBUSY: usage already above a lowered
+   * limit). Files a kernel lacks (memsw without swap accounting) are skipped.
+   */
   apply(writes: readonly CgroupWrite[]): void {
-    for (const w of writes) writeFileSync(path.join(this.dirs.get(w.controller)!, w.file), w.value)
+    for (const w of writes) {
+      try {
+        writeFileSync(path.join(this.dirs.get(w.controller)!, w.file), w.value)
+      } catch (error) {
+        const code = (error as NodeJS.ErrnoException).code
+        if (!(code === 'ENOENT' && /swap|memsw|oom\.group/.test(w.file))) throw error
+      }
+    }
   }
 
   private file(controller: Controller, file: string): string | undefined {

@@ -62,8 +62,6 @@ export function classify(o: Outcome): { status: Status; violation: Violation | n
   })
   if (o.launchError) return v('error', 'launch', o.launchError)
   if (o.stoppedFor === 'canceled') return v('canceled', 'signal', 'canceled by the caller')
-  // The kernel's counters are causes: a fork bomb that then runs out the clock is a process-limit hit,
-  // and they win over whatever exit the program managed afterwards.
   if (o.stoppedFor === 'memory') {
     const limit = formatBytes(l.memoryBytes)
     return v(
@@ -72,6 +70,8 @@ export function classify(o: Outcome): { status: Status; violation: Violation | n
       `memory exceeded ${limit} before the program started (the launcher needs more)`,
     )
   }
+  // The kernel's counters are causes: a fork bomb that then runs out the clock is a process-limit hit,
+  // and they win over whatever exit the program managed afterwards.
   if (o.kernel && o.kernel.oomKills > 0) {
     return v('memory', l.memoryBytes, `memory exceeded ${formatBytes(l.memoryBytes)} (OOM kill)`)
   }
