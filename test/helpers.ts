@@ -57,3 +57,15 @@ export async function waitFor(check: () => boolean, timeoutMs: number): Promise<
 
 export const TIERS = ['namespace', 'process'] as const
 export const skipTier = (tier: (typeof TIERS)[number]) => (tier === 'namespace' ? noNamespace : false)
+
+/** mulberry32: a small deterministic PRNG. */
+export function prng(seed: number): () => number {
+  let a = seed >>> 0
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0
+    let t = a
+    t = Math.imul(t ^ (t >>> 15), t | 1)
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+  }
+}

@@ -2,12 +2,26 @@ import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import type { OutputChunk } from '../../src/policy/schema.js'
 import { OutputBuffer } from '../../src/run/output.js'
+import { prng } from '../helpers.js'
 
 function buffer(cap: number): { out: OutputBuffer; chunks: OutputChunk[] } {
   const chunks: OutputChunk[] = []
   return { out: new OutputBuffer(cap, (chunk) => chunks.push(chunk)), chunks }
 }
 const b = (text: string) => Buffer.from(text)
+
+/** Up to 40 random pieces of `alphabet`, cut into 1-6 byte pushes (a third on stderr), and a cap near their size. */
+function randomPushes(rand: () => number, alphabet: readonly Buffer[]) {
+  const pick = (n: number) => Math.floor(rand() * n)
+  const bytes = Buffer.concat(Array.from({ length: pick(40) }, () => alphabet[pick(alphabet.length)]!))
+  const pushes: [OutputChunk['stream'], Buffer][] = []
+  for (let at = 0; at < bytes.length; ) {
+    const len = 1 + pick(6)
+    pushes.push([pick(3) === 0 ? 'stderr' : 'stdout', bytes.subarray(at, at + len)])
+    at += len
+  }
+  return { pushes, cap: 1 + pick(bytes.length + 5) }
+}
 const EURO = Buffer.from('€') // e2 82 ac
 
 describe('OutputBuffer', () => {
@@ -199,11 +213,6 @@ describe('OutputBuffer without a live consumer (batched decoding)', () => {
   })
 
   it('decodes exactly like the live path, for random bytes in random pieces on both streams', () => {
-    let seed = 7
-    const rand = (n: number) => {
-      seed = (seed * 1103515245 + 12345) % 2 ** 31
-      return seed % n
-    }
     const alphabet = [
       b('a'),
       b('Z '),
@@ -215,14 +224,7 @@ describe('OutputBuffer without a live consumer (batched decoding)', () => {
       Buffer.from([0xc3]),
     ]
     for (let round = 0; round < 200; round++) {
-      const bytes = Buffer.concat(Array.from({ length: rand(40) }, () => alphabet[rand(alphabet.length)]!))
-      const pushes: ['stdout' | 'stderr', Buffer][] = []
-      for (let at = 0; at < bytes.length; ) {
-        const len = 1 + rand(6)
-        pushes.push([rand(3) === 0 ? 'stderr' : 'stdout', bytes.subarray(at, at + len)])
-        at += len
-      }
-      const cap = 1 + rand(bytes.length + 5)
+      const { pushes, cap } = randomPushes(prng(round + 1), alphabet)
       const live = new OutputBuffer(cap, () => {})
       const batch = batched(cap)
       for (const [stream, data] of pushes) assert.equal(batch.push(stream, data), live.push(stream, data))
@@ -242,21 +244,12 @@ describe('OutputBuffer without a live consumer (batched decoding)', () => {
 
 describe('OutputBuffer live chunks and kept text agree', () => {
   it('for random bytes with secrets in random pieces: the chunks of a stream join to its text', () => {
-    let seed = 11
-    const rand = (n: number) => {
-      seed = (seed * 1103515245 + 12345) % 2 ** 31
-      return seed % n
-    }
     const alphabet = [b('a'), b('secret'), b('sec'), b('ret'), EURO, b('😀'), Buffer.from([0xe2]), b('\n')]
     for (let round = 0; round < 200; round++) {
-      const bytes = Buffer.concat(Array.from({ length: rand(40) }, () => alphabet[rand(alphabet.length)]!))
+      const { pushes, cap } = randomPushes(prng(1000 + round), alphabet)
       const chunks: OutputChunk[] = []
-      const out = new OutputBuffer(1 + rand(bytes.length + 5), (c) => chunks.push(c), ['secret'])
-      for (let at = 0; at < bytes.length; ) {
-        const len = 1 + rand(6)
-        out.push(rand(2) ? 'stderr' : 'stdout', bytes.subarray(at, at + len))
-        at += len
-      }
+      const out = new OutputBuffer(cap, (c) => chunks.push(c), ['secret'])
+      for (const [stream, data] of pushes) out.push(stream, data)
       const text = out.finish()
       for (const stream of ['stdout', 'stderr'] as const) {
         const mine = chunks.filter((c) => c.stream === stream)

@@ -2,6 +2,7 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import { REDACTED, Redactor, secretValues } from '../../src/run/redact.js'
+import { prng } from '../helpers.js'
 
 /** Push every chunk, then flush; returns every piece the redactor handed out (flush last). */
 function stream(redactor: Redactor, chunks: readonly string[]): string[] {
@@ -30,18 +31,6 @@ function assertNoLeak(pieces: readonly string[], secret: string): void {
       )
     }
   })
-}
-
-/** mulberry32: a small deterministic PRNG. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
 }
 
 function randomString(rand: () => number, alphabet: string, length: number): string {
