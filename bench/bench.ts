@@ -2,7 +2,7 @@
 // machine and printed as ratios against targets. Baselines launch exactly what cordon's plan launches
 // (checked against `prepare`), so the difference is cordon's own supervision. `--quick` cuts iterations ~5×.
 import { type SpawnOptions, spawn } from 'node:child_process'
-import { realpathSync, statSync } from 'node:fs'
+import { mkdirSync, realpathSync, rmSync, statSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { performance } from 'node:perf_hooks'
@@ -12,8 +12,9 @@ import { setFlagsFromString } from 'node:v8'
 import { runInNewContext } from 'node:vm'
 import { type Isolation, probeCapabilities, type RunOptions, run } from '../src/index.js'
 import { bwrapArgs } from '../src/plan/bwrap.js'
-import { HOLD_FDS, HOLD_SCRIPT, LOG_FD, prepare, SECCOMP_FD } from '../src/plan/plan.js'
-import { processTierArgv } from '../src/plan/process-tier.js'
+import { cgroupDirs, joinFiles, sandboxCgroupName } from '../src/plan/cgroups.js'
+import { launcherArgv } from '../src/plan/launcher.js'
+import { DEVICES_WRITABLE, HOLD_FDS, LOG_FD, prepare, SECCOMP_FD } from '../src/plan/plan.js'
 import { rlimitArgs } from '../src/plan/rlimits.js'
 import { findProgram } from '../src/policy/command.js'
 import { buildEnv } from '../src/policy/env.js'
@@ -44,8 +45,8 @@ const gc = () => {
 // ---- What cordon launches, rebuilt from its pure builders ------------------------------------------------
 
 const caps = probeCapabilities()
-if (!caps.bwrap || !caps.prlimit || !caps.setpriv) {
-  throw new Error('bench needs bwrap, prlimit and setpriv installed')
+if (!caps.bwrap || !caps.prlimit || !caps.launcher) {
+  throw new Error('bench needs bwrap and prlimit installed and the launcher built')
 }
 const cwd = realpathSync(process.cwd())
 const env: Record<string, string> = { ...buildEnv(process.env, [], {}), CORDON_LOG_FD: String(LOG_FD) }
@@ -77,25 +78,36 @@ interface Launch {
   file: string
   args: string[]
   cwd: string
-  /** The process tier drops to the sandbox uid with setpriv (after unshare), so it is spawned as root. */
+  env: Record<string, string>
+  /** The process tier's launcher drops to the sandbox uid itself, so it is spawned as root. */
   dropsItself: boolean
   /** Data written to extra fds of the child, by fd number (bwrap's seccomp program). */
   feeds: Map<number, Buffer>
 }
 
+/** What a cordon run adds to the argv that the raw baselines leave out: they are part of what cordon costs. */
+interface CordonParts {
+  /** bwrap's info/block fds, holding the sandbox while cordon moves it into its cgroup. */
+  held: boolean
+  /** The cgroup files the process tier's launcher joins. */
+  join: string[]
+  /** The process tier's launcher makes the private TMPDIR (the raw runs share one made up front). */
+  mkdir: boolean
+}
+const RAW: CordonParts = { held: false, join: [], mkdir: false }
+
 /**
- * The argv cordon's plan launches, from the same builders. `held` adds the hold cordon uses while it moves
- * the sandbox into its cgroup (bwrap's info/block fds, or a shell waiting on fd 3); the raw baselines run
- * unheld, since nothing would release them: the hold and the cgroup are part of what cordon costs. The
- * seccomp program, when there is one, goes to bwrap on the same fd as cordon sends it.
+ * The argv cordon's plan launches, from the same builders, with or without `parts`. The seccomp program,
+ * when there is one, goes to bwrap or the launcher on the same fd as cordon sends it.
  */
 function rawLaunch(
   tier: Isolation,
   program: readonly string[],
   cgroup: boolean,
-  held: boolean,
+  parts: CordonParts,
   seccomp: Buffer | null,
   uid: { uid: number; gid: number } | null = null,
+  scratch: string | null = null,
 ): Launch {
   const overheadProcesses = tier === 'namespace' ? 2 : 0
   const rlimits = rlimitArgs(limits, { ownUid: caps.isRoot, overheadProcesses, cgroup })
@@ -108,30 +120,35 @@ function rawLaunch(
       tmpfsBytes: limits.tmpfsBytes,
       hide,
       ...(seccomp ? { seccompFd: SECCOMP_FD } : {}),
-      holdFds: held ? HOLD_FDS : { info: HOLD_FDS.info },
+      holdFds: parts.held ? HOLD_FDS : { info: HOLD_FDS.info },
     })
     argv = [caps.prlimit!, ...rlimits, '--', caps.bwrap!, ...bwrap, '--', ...program]
   } else {
-    argv = processTierArgv({
-      tools: { unshare: caps.unshare ?? 'unshare', setpriv: caps.setpriv!, prlimit: caps.prlimit! },
-      drop: uid,
-      isolateNetwork: caps.isRoot,
+    argv = launcherArgv({
+      launcher: caps.launcher!,
       rlimits,
+      join: parts.join,
+      scratch: parts.mkdir ? scratch : null,
+      unshareNet: caps.isRoot,
+      drop: uid,
+      writable: caps.landlock >= 1 ? [scratch!, ...DEVICES_WRITABLE] : null,
+      scope: { signals: caps.landlock >= 6, abstractUnix: caps.landlock >= 6 },
+      seccomp,
       program,
     })
-    if (held) argv = ['/bin/sh', '-c', HOLD_SCRIPT, 'cordon-hold', ...argv]
   }
   // Like cordon: a pipe for bwrap's info fd and one for the log channel, besides the seccomp program.
   const empty = Buffer.alloc(0)
   const feeds = new Map<number, Buffer>([
     ...(tier === 'namespace' ? ([[HOLD_FDS.info, empty]] as const) : []),
-    ...(seccomp ? ([[SECCOMP_FD, seccomp]] as const) : []),
+    ...(seccomp && tier === 'namespace' ? ([[SECCOMP_FD, seccomp]] as const) : []),
     [LOG_FD, empty],
   ])
   return {
     file: argv[0]!,
     args: argv.slice(1),
     cwd: tier === 'namespace' ? '/' : cwd,
+    env: scratch ? { ...env, TMPDIR: scratch, HOME: scratch } : env,
     feeds,
     dropsItself: tier === 'process' && uid !== null,
   }
@@ -147,23 +164,35 @@ function baselineFor(tier: Isolation, options: RunOptions): Launch {
   if (prepared.kind !== 'launch')
     throw new Error(`cordon refused the ${tier} tier: ${prepared.violation.message}`)
   const { plan } = prepared
+  // The uid goes back at once; the process tier's private TMPDIR serves the raw runs and goes at exit.
   plan.lease?.release()
+  if (plan.scratch) {
+    mkdirSync(plan.scratch)
+    scratchDirs.push(plan.scratch)
+  }
   const uid = plan.lease && tier === 'process' ? { uid: plan.lease.uid, gid: plan.lease.gid } : null
-  const expected = rawLaunch(tier, program, plan.cgroup !== null, plan.hold !== null, plan.seccomp, uid)
+  const launch = (parts: CordonParts) =>
+    rawLaunch(tier, program, plan.cgroup !== null, parts, plan.seccomp, uid, plan.scratch)
+  const join =
+    plan.cgroup?.join === 'launcher'
+      ? joinFiles(plan.cgroup.support.version, cgroupDirs(plan.cgroup.support, plan.cgroup.name, true))
+      : []
+  const expected = launch({ held: plan.hold, join, mkdir: plan.scratch !== null })
   const same =
     plan.tier === tier &&
     plan.file === expected.file &&
     plan.cwd === expected.cwd &&
     JSON.stringify(plan.args) === JSON.stringify(expected.args) &&
-    JSON.stringify(plan.env) === JSON.stringify(env)
+    JSON.stringify(plan.env) === JSON.stringify(expected.env)
   if (!same) {
     throw new Error(
       `raw ${tier} baseline differs from cordon's plan:\n` +
         `  raw:    ${expected.file} ${expected.args.join(' ')}\n  cordon: ${plan.file} ${plan.args.join(' ')}`,
     )
   }
-  return rawLaunch(tier, program, plan.cgroup !== null, false, plan.seccomp, uid)
+  return launch(RAW)
 }
+const scratchDirs: string[] = []
 
 // ---- Launchers ------------------------------------------------------------------------------------------
 
@@ -221,16 +250,22 @@ function rawRun(launch: Launch): Promise<number> {
     return spawnPiped(
       launch.file,
       launch.args,
-      { cwd: launch.cwd, env, detached: true, ...drop },
+      { cwd: launch.cwd, env: launch.env, detached: true, ...drop },
       'collect',
       launch.feeds,
     )
   }
-  // Same argv with this run's rotating uid in setpriv's flags, spawned as root like cordon does.
+  // Same argv with this run's rotating uid in the launcher's flags, spawned as root like cordon does.
   const args = launch.args.map((a) =>
-    a.startsWith('--reuid=') ? `--reuid=${drop.uid}` : a.startsWith('--regid=') ? `--regid=${drop.gid}` : a,
+    a.startsWith('--uid=') ? `--uid=${drop.uid}` : a.startsWith('--gid=') ? `--gid=${drop.gid}` : a,
   )
-  return spawnPiped(launch.file, args, { cwd: launch.cwd, env, detached: true }, 'collect', launch.feeds)
+  return spawnPiped(
+    launch.file,
+    args,
+    { cwd: launch.cwd, env: launch.env, detached: true },
+    'collect',
+    launch.feeds,
+  )
 }
 
 async function cordonRun(command: readonly string[], options: RunOptions, expectBytes = 0): Promise<number> {
@@ -432,7 +467,7 @@ async function main(): Promise<void> {
   )
   rows.push(...latencyRows(`  runs ${IDLE_MS} ms apart:`, nsIdle!, nsRawIdle!))
 
-  // 2. One `true` in the process tier against a bare spawn; the raw setpriv+prlimit chain shows the floor.
+  // 2. One `true` in the process tier against a bare spawn; the raw launcher (same argv) shows the floor.
   const procTasks = [
     () => cordonRun(trueCmd, procOptions),
     () => spawnPiped('true', [], {}, 'collect'),
@@ -441,9 +476,10 @@ async function main(): Promise<void> {
   if (cgroups) procTasks.push(() => cordonRun(trueCmd, noCgroup(procOptions)))
   const [proc, bare, procRaw, procOff] = await interleavedLatency(procTasks, LATENCY_RUNS, LATENCY_WARMUP)
   rows.push(...latencyRows('process `true`', proc!, bare!, 1.5))
-  rows.push(...latencyRows('  raw setpriv chain vs bare:', procRaw!, bare!).slice(0, 1))
-  rows.push(...latencyRows('  cordon vs raw setpriv chain:', proc!, procRaw!).slice(0, 1))
-  if (procOff) rows.push(...latencyRows('  cordon cgroup off vs raw chain:', procOff, procRaw!).slice(0, 1))
+  rows.push(...latencyRows('  raw launcher vs bare:', procRaw!, bare!).slice(0, 1))
+  rows.push(...latencyRows('  cordon vs raw launcher:', proc!, procRaw!).slice(0, 1))
+  if (procOff)
+    rows.push(...latencyRows('  cordon cgroup off vs raw launcher:', procOff, procRaw!).slice(0, 1))
 
   // 3. Throughput at concurrency 16, namespace tier.
   const [tput, tputRaw] = await interleavedThroughput(
@@ -512,12 +548,14 @@ async function main(): Promise<void> {
     const cgroup = prepared.plan.cgroup
     if (cgroup) {
       const started = performance.now()
-      for (let i = 0; i < calls / 5; i++) await SandboxCgroup.create(cgroup.support, cgroup.writes).remove()
+      for (let i = 0; i < calls / 5; i++)
+        await SandboxCgroup.create(cgroup.support, cgroup.writes, sandboxCgroupName()).remove()
       steps.push(['empty cgroup create + remove', ((performance.now() - started) / (calls / 5)) * 1000])
     }
   }
   console.log('\nsteps cordon takes per run, in-process (mean µs per call):')
   for (const [name, us] of steps) console.log(`  ${name.padEnd(40)} ${us.toFixed(0).padStart(6)} µs`)
+  for (const dir of scratchDirs) rmSync(dir, { recursive: true, force: true })
   console.log(`\ntotal ${((performance.now() - benchStarted) / 1000).toFixed(1)} s`)
 }
 

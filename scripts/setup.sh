@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Installs what cordon needs on a Debian machine: bubblewrap and util-linux from Debian (when root and
-# missing), then the npm packages from the lockfile, then builds.
+# Installs what cordon needs on a Debian machine: bubblewrap, util-linux and a C compiler from Debian (when
+# root and missing), then the npm packages from the lockfile, then builds (TypeScript and the launcher).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 missing=()
 command -v bwrap >/dev/null || missing+=(bubblewrap)
 command -v prlimit >/dev/null && command -v setpriv >/dev/null || missing+=(util-linux)
+# A C compiler and static libc build the process tier's launcher (native/launch.c).
+command -v cc >/dev/null || missing+=(gcc)
+dpkg-query -W -f='${Status}' libc6-dev 2>/dev/null | grep -q 'ok installed' || missing+=(libc6-dev)
 command -v python3 >/dev/null || missing+=(python3)
 command -v socat >/dev/null || missing+=(socat)     # bridges a sandbox to its network-allowlist proxies
 command -v curl >/dev/null || missing+=(curl)       # used by the network tests

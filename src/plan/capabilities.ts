@@ -3,20 +3,22 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import path from 'node:path'
 import { performance } from 'node:perf_hooks'
-import { resolveProgram } from '../policy/command.js'
+import { isExecutableFile, resolveProgram } from '../policy/command.js'
 import { SAFE_PATH } from '../policy/env.js'
 import { type CgroupSupport, cgroupSupport, detectCgroups } from './cgroups.js'
+import { LAUNCHER_PATH, landlockAbi } from './launcher.js'
 
 export interface Capabilities {
   isRoot: boolean
   /** Real paths of the helpers cordon launches through; null when missing. */
   bwrap: string | null
   prlimit: string | null
-  setpriv: string | null
+  /** cordon's own launcher (native/cordon-launch), which the process tier runs through; null when not built. */
+  launcher: string | null
+  /** The kernel's Landlock ABI version (0: none): the process tier's filesystem and scope limits. */
+  landlock: number
   /** coreutils env: sets the clock's variables for the program alone. */
   env: string | null
-  /** util-linux unshare: as root, gives a process-tier sandbox a network namespace of its own. */
-  unshare: string | null
   /** socat bridges the sandbox's loopback to cordon's proxies (network allowlist). */
   socat: string | null
   /** Unprivileged user namespaces are allowed by the kernel's sysctls. */
@@ -68,7 +70,7 @@ function usernsBlocker(): string | null {
 
 /**
  * Define `fields` as getters that compute once, on first read: every run probes, but most runs never
- * ask about the tools only some policies need (socat, unshare, env, libfaketime, setpriv).
+ * ask about the tools only some policies need (socat, env, libfaketime, the launcher and Landlock).
  */
 function lazily<T extends object>(target: T, fields: { [K in keyof T]?: () => T[K] }): T {
   for (const [key, compute] of Object.entries(fields) as [string, () => unknown][]) {
@@ -97,13 +99,14 @@ export function probeCapabilities(cgroupParent?: string, hostPath = process.env.
     usernsReason,
     cgroup: cgroupSupport(detectCgroups(), cgroupParent),
   }
-  return lazily(eager as Capabilities, {
-    setpriv: () => find('setpriv'),
+  const caps: Capabilities = lazily(eager as Capabilities, {
+    launcher: () => (isExecutableFile(LAUNCHER_PATH) ? LAUNCHER_PATH : null),
+    landlock: () => (caps.launcher ? landlockAbi(caps.launcher) : 0),
     socat: () => find('socat'),
-    unshare: () => find('unshare'),
     env: () => find('env'),
     faketime: findFaketime,
   })
+  return caps
 }
 
 /** How long a probe is reused by runs: tools installed or a cgroup delegated show up within this. */

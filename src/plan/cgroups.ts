@@ -1,4 +1,5 @@
 // Which cgroup hierarchies this machine offers and where this process sits in them.
+import { randomUUID } from 'node:crypto'
 import { accessSync, constants, readFileSync, statSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 import { V1_CONTROLLERS, type V1Controller } from './cgroup-settings.js'
@@ -135,4 +136,36 @@ function enableV2Controllers(dir: string, available: string[]): boolean {
   } catch {
     return false
   }
+}
+
+/** Sandbox cgroups are named after the cordon process that made them, so a dead owner's are found. */
+export const CGROUP_PREFIX = 'cordon-'
+
+export function sandboxCgroupName(): string {
+  return `${CGROUP_PREFIX}${process.pid}-${randomUUID().slice(0, 8)}`
+}
+
+export type CgroupController = V1Controller | 'unified'
+
+/**
+ * The sandbox's cgroup directories, by controller. `freezer` (v1) only when the kill needs it: the
+ * namespace tier kills through its PID namespace, and each v1 hierarchy costs a mkdir, a join and an rmdir.
+ */
+export function cgroupDirs(
+  support: Exclude<CgroupSupport, { version: null }>,
+  name: string,
+  freezer: boolean,
+): Map<CgroupController, string> {
+  if (support.version === 2) return new Map([['unified', path.join(support.parent, name)]])
+  return new Map(
+    V1_CONTROLLERS.filter((c) => freezer || c !== 'freezer').map((c) => [
+      c,
+      path.join(support.parents[c], name),
+    ]),
+  )
+}
+
+/** The files a process writes 0 into to join the cgroup itself (v1: its thread, which is all a launcher has). */
+export function joinFiles(version: 1 | 2, dirs: ReadonlyMap<CgroupController, string>): string[] {
+  return [...dirs.values()].map((dir) => path.join(dir, version === 2 ? 'cgroup.procs' : 'tasks'))
 }

@@ -6,6 +6,7 @@ import { uidPoolSchema } from '../policy/schema.js'
 import { listRootfs, rootfsCacheDir } from '../rootfs/rootfs.js'
 import { type Capabilities, probeCapabilities } from './capabilities.js'
 import { detectCgroups } from './cgroups.js'
+import { LANDLOCK_SCOPES, LAUNCHER_PATH } from './launcher.js'
 import { DEFAULT_DENIED, seccompSupported } from './seccomp.js'
 
 export interface Check {
@@ -45,6 +46,34 @@ function bwrapProbe(caps: Capabilities): { ok: boolean; detail: string } {
   return { ok: false, detail: `${version} failed: ${(probe.stderr || probe.error?.message || '').trim()}` }
 }
 
+function processTierCheck(caps: Capabilities): Check {
+  if (!caps.launcher) {
+    return {
+      name: 'process tier',
+      ok: false,
+      detail: `unavailable: its launcher (${LAUNCHER_PATH}) is not built`,
+      fix: 'apt-get install -y gcc libc6-dev, then npm run build (native/build.sh)',
+    }
+  }
+  const network = !seccompSupported()
+    ? caps.isRoot
+      ? 'own network namespace'
+      : 'the network is NOT isolated'
+    : caps.landlock >= LANDLOCK_SCOPES
+      ? 'no sockets but unix ones (seccomp), none of the host abstract unix sockets (Landlock)'
+      : caps.isRoot
+        ? 'no sockets but unix ones (seccomp), own network namespace'
+        : "no sockets but unix ones (seccomp); the host's abstract unix sockets stay reachable"
+  return {
+    name: 'process tier',
+    ok: true,
+    detail:
+      `launcher ${caps.launcher}: rlimits, ${caps.isRoot ? 'own uid' : "this user's uid"}, new session, dies with cordon, ` +
+      `${network}, ${caps.landlock >= 1 ? 'writes only to writable paths (Landlock)' : 'writes wherever its uid may'}`,
+    fix: null,
+  }
+}
+
 export function diagnose(): Diagnosis {
   const caps = probeCapabilities()
   const bwrap = bwrapProbe(caps)
@@ -74,7 +103,7 @@ export function diagnose(): Diagnosis {
       ok: namespaceOk,
       detail: namespaceOk
         ? 'read-only root, private /tmp, own PID and network namespaces, dies with parent'
-        : `unavailable: isolation "auto" falls back to the process tier (rlimits, uid, new session${caps.isRoot ? ', own network namespace' : '; the network is not isolated'})`,
+        : 'unavailable: isolation "auto" falls back to the process tier (below)',
       fix: namespaceOk ? null : 'fix bubblewrap and user namespaces above',
     },
     {
@@ -85,11 +114,27 @@ export function diagnose(): Diagnosis {
         : 'not root: sandboxes run as this user; the process limit is not enforced and process-tier escapees (setsid) can outlive a run',
       fix: caps.isRoot ? null : 'run cordon as root to give each sandbox an unprivileged uid of its own',
     },
+    processTierCheck(caps),
+    {
+      name: 'landlock',
+      ok: caps.landlock >= LANDLOCK_SCOPES,
+      detail:
+        caps.landlock === 0
+          ? `${caps.launcher ? 'not offered by this kernel' : 'unknown (the launcher is not built)'}: process-tier sandboxes may write wherever their uid may`
+          : `ABI ${caps.landlock}: process-tier sandboxes write only to their writable paths and own TMPDIR` +
+            (caps.landlock >= LANDLOCK_SCOPES
+              ? '; they cannot signal processes outside the sandbox or reach their abstract unix sockets'
+              : '; signals and abstract unix sockets are not scoped (needs ABI 6)'),
+      fix:
+        caps.landlock >= LANDLOCK_SCOPES
+          ? null
+          : 'a kernel with Landlock enabled (Linux 6.12+ for ABI 6; lsm= must include landlock); the namespace tier does not need it',
+    },
     {
       name: 'rlimits',
-      ok: caps.prlimit !== null && caps.setpriv !== null,
-      detail: `prlimit ${caps.prlimit ?? 'missing'}, setpriv ${caps.setpriv ?? 'missing'}: CPU time, data size, file size, processes per sandbox`,
-      fix: caps.prlimit && caps.setpriv ? null : 'apt-get install -y util-linux',
+      ok: caps.prlimit !== null,
+      detail: `prlimit ${caps.prlimit ?? 'missing'} (namespace tier; the process tier sets them in its launcher): CPU time, data size, file size, processes per sandbox`,
+      fix: caps.prlimit ? null : 'apt-get install -y util-linux',
     },
     {
       name: 'cgroups',
@@ -110,14 +155,11 @@ export function diagnose(): Diagnosis {
     },
     {
       name: 'seccomp',
-      ok: seccompSupported() && namespaceOk,
-      detail:
-        seccompSupported() && namespaceOk
-          ? `default filter on every namespace-tier sandbox (${DEFAULT_DENIED.length} calls refused, namespace flags, TIOCSTI/TIOCLINUX, personality; non-native ABIs killed); none in the process tier`
-          : !seccompSupported()
-            ? `no filter: cordon builds one for x86_64 only, this is ${process.arch}`
-            : 'no filter: it is installed by bubblewrap, which is unavailable',
-      fix: seccompSupported() && namespaceOk ? null : 'use the namespace tier on x86_64',
+      ok: seccompSupported(),
+      detail: seccompSupported()
+        ? `default filter on every sandbox, both tiers (${DEFAULT_DENIED.length} calls refused, namespace flags, TIOCSTI/TIOCLINUX, personality; non-native ABIs killed); the process tier with network "none" may open unix sockets only`
+        : `no filter: cordon builds one for x86_64 only, this is ${process.arch}; denySyscalls is refused`,
+      fix: seccompSupported() ? null : 'run on x86_64',
     },
     {
       name: 'network allowlist',

@@ -1,6 +1,9 @@
 // Resolve a parsed policy against this machine into exactly what will be launched. Everything that can
 // be refused (bad paths, denied command, missing tools) is decided here, before any process exists.
-import { realpathSync, statSync } from 'node:fs'
+import { randomUUID } from 'node:crypto'
+import { realpathSync, rmdirSync, statSync } from 'node:fs'
+import { rm } from 'node:fs/promises'
+import os from 'node:os'
 import path from 'node:path'
 import { PolicyError } from '../errors.js'
 import { HTTP_PROXY_PORT, SOCKS_PROXY_PORT } from '../net/proxy.js'
@@ -12,10 +15,10 @@ import type { Isolation, Violation } from '../run/result.js'
 import { bwrapArgs, NET_DIR_INSIDE } from './bwrap.js'
 import type { Capabilities } from './capabilities.js'
 import { type CgroupWrite, cgroupWrites, memoryLimit, pidsLimit } from './cgroup-settings.js'
-import type { CgroupSupport } from './cgroups.js'
-import { processTierArgv } from './process-tier.js'
+import { type CgroupSupport, cgroupDirs, joinFiles, sandboxCgroupName } from './cgroups.js'
+import { LANDLOCK_SCOPES, launcherArgv } from './launcher.js'
 import { rlimitArgs } from './rlimits.js'
-import { seccompProgram } from './seccomp.js'
+import { seccompProgram, seccompSupported } from './seccomp.js'
 import { claimUid, type UidLease } from './uid-pool.js'
 
 export interface LaunchPlan {
@@ -26,35 +29,35 @@ export interface LaunchPlan {
   /** Host-side working directory of the launched helper. */
   cwd: string
   lease: UidLease | null
-  /** Credentials to spawn the launcher with; null when it starts as cordon and drops them itself (setpriv). */
+  /** Credentials to spawn the launcher with; null when it starts as cordon and drops them itself. */
   spawnAs: { uid: number; gid: number } | null
   /**
-   * The sandbox's cgroup, when the machine offers one, created before launch. v1: the launcher is born in
-   * it (`spawn`: cordon's thread steps in around the fork, then `settle` brings the limits to their
-   * real values; if the launcher already uses more memory than the limit, the run is `memory`). v2, where one thread
-   * cannot sit apart from its process: the launcher is held and moved in by pid (`hold`).
+   * The sandbox's cgroup, when the machine offers one, created before launch. Process tier: cordon's
+   * launcher joins it itself before anything else (`launcher`, v1 and v2). Namespace tier on v1: bwrap is
+   * born in it (`spawn`: cordon's thread steps in around the fork, then `settle` brings the limits to
+   * their real values; if the launcher already uses more memory than the limit, the run is `memory`).
+   * Namespace tier on v2, where one thread cannot sit apart from its process: bwrap's init is held and
+   * moved in by pid (`hold`).
    */
   cgroup: {
     support: Exclude<CgroupSupport, { version: null }>
+    name: string
     writes: CgroupWrite[]
-    join: 'spawn' | 'hold'
+    join: 'launcher' | 'spawn' | 'hold'
     settle: CgroupWrite[]
   } | null
-  /**
-   * How the program is held until it is in the cgroup (v2 only): bwrap's info/block fds (3 and 4), or a
-   * shell that waits for a line on fd 3 before it execs the rest of the argv.
-   */
-  hold: 'bwrap' | 'shell' | null
+  /** Whether bwrap holds the program on its info/block fds (3 and 4) until its init is in the cgroup. */
+  hold: boolean
+  /** The process tier's private TMPDIR (and HOME) on the host, made by the launcher; removed after the run. */
+  scratch: string | null
   /** Limits that only hold per process (rlimits) because no cgroup covers the whole tree. */
   perProcessLimits: PerProcessLimit[]
-  /** The seccomp program bwrap loads from SECCOMP_FD; null in the process tier. */
+  /** The seccomp program: bwrap reads it from SECCOMP_FD, the process tier's launcher from its argv. */
   seccomp: Buffer | null
 }
 
 export type PerProcessLimit = 'cpuTimeMs' | 'memoryBytes' | 'maxProcesses'
 
-/** Waits for cordon's go-ahead on fd 3, then closes it and execs its arguments. A fixed program: no input is ever interpolated. */
-export const HOLD_SCRIPT = 'read -r _ <&3 && exec 3<&- "$@"'
 export const HOLD_FDS = { info: 3, block: 4 } as const
 
 /**
@@ -101,7 +104,9 @@ function chooseTier(policy: Policy, caps: Capabilities): { tier: Isolation; miss
       : null
   if (policy.isolation === 'namespace') return { tier: 'namespace', missing: nsMissing }
   if (policy.isolation === 'process' || nsMissing) {
-    return { tier: 'process', missing: caps.setpriv ? null : 'setpriv (util-linux) is not installed' }
+    const why =
+      'its launcher is not built (needs a C compiler: apt-get install -y gcc libc6-dev; npm run build)'
+    return { tier: 'process', missing: caps.launcher ? null : why }
   }
   return { tier: 'namespace', missing: null }
 }
@@ -191,8 +196,9 @@ function writableBy(file: string, uid: number, gid: number): boolean {
 }
 
 /**
- * Born inside (v1), the namespace tier's cgroup also holds bwrap's monitor and init, and cordon's own
- * thread during the fork takes one more slot until `settle`. Held and moved (v2), only bwrap's init joins.
+ * The process tier's launcher joins by itself: only the sandbox is ever inside. Born inside (v1), the
+ * namespace tier's cgroup also holds bwrap's monitor and init, and cordon's own thread during the fork
+ * takes one more slot until `settle`. Held and moved (v2), only bwrap's init joins.
  */
 function cgroupPlan(
   support: Exclude<CgroupSupport, { version: null }>,
@@ -200,16 +206,32 @@ function cgroupPlan(
   tier: Isolation,
   bridge: number,
 ): NonNullable<LaunchPlan['cgroup']> {
-  if (support.version === 2 || !support.threadMoves) {
-    const extra = (tier === 'namespace' ? 1 : 0) + bridge
-    return { support, writes: cgroupWrites(support.version, limits, extra), join: 'hold', settle: [] }
+  const name = sandboxCgroupName()
+  if (tier === 'process') {
+    return {
+      support,
+      name,
+      writes: cgroupWrites(support.version, limits, bridge),
+      join: 'launcher',
+      settle: [],
+    }
   }
-  const extra = (tier === 'namespace' ? 2 : 0) + bridge
+  if (support.version === 2 || !support.threadMoves) {
+    return {
+      support,
+      name,
+      writes: cgroupWrites(support.version, limits, 1 + bridge),
+      join: 'hold',
+      settle: [],
+    }
+  }
+  const extra = 2 + bridge
   // While cordon's thread is inside, a limit below what its fork charges would make the kernel's OOM
   // killer pick cordon itself: the real limit comes after, and the peak restarts from there.
   const during = Math.max(limits.memoryBytes, SPAWN_MEMORY_FLOOR)
   return {
     support,
+    name,
     writes: cgroupWrites(1, { ...limits, memoryBytes: during }, extra + 1),
     join: 'spawn',
     settle: [
@@ -217,6 +239,23 @@ function cgroupPlan(
       pidsLimit(1, limits, extra),
       { controller: 'memory', file: 'memory.max_usage_in_bytes', value: '0' },
     ],
+  }
+}
+
+/** Device files the process tier may write under Landlock (the namespace tier has a private /dev). */
+export const DEVICES_WRITABLE = ['/dev/null', '/dev/zero', '/dev/full']
+
+/** Give back what a run took (its uid, its private TMPDIR) once it is over or called off. */
+export async function releasePlan(plan: LaunchPlan): Promise<void> {
+  plan.lease?.release()
+  if (!plan.scratch) return
+  try {
+    rmdirSync(plan.scratch) // usually empty or never made: one syscall
+  } catch (error) {
+    // What the sandbox left there can be a large tree: off the event loop.
+    if ((error as NodeJS.ErrnoException).code === 'ENOTEMPTY') {
+      await rm(plan.scratch, { recursive: true, force: true, maxRetries: 2 })
+    }
   }
 }
 
@@ -255,11 +294,14 @@ export function prepare(
     return refuse({ kind: 'error', limit: 'isolation', message: `${tier} tier unavailable: ${missing}` })
   }
   const proxied = typeof policy.network === 'object'
-  // The process tier has no bwrap, but as root `unshare --net` still gives it an empty network namespace.
-  const isolateNet = tier === 'process' && caps.isRoot && policy.network === 'none'
   // What the policy asks for that this tier or machine cannot give: refused, never silently dropped.
   const unmet: [boolean, string, string][] = [
-    [!caps.prlimit, 'isolation', 'prlimit (util-linux) is not installed'],
+    [tier === 'namespace' && !caps.prlimit, 'isolation', 'prlimit (util-linux) is not installed'],
+    [
+      policy.denySyscalls.length > 0 && !seccompSupported(),
+      'denySyscalls',
+      `cordon builds seccomp filters for x86_64 only, this is ${process.arch}`,
+    ],
     [
       policy.clock !== undefined && !caps.faketime,
       'clock',
@@ -285,6 +327,7 @@ export function prepare(
 
   const lease = caps.isRoot ? claimUid(policy.uidPool) : null
   try {
+    let scratch: string | null = null
     const shown = visible.map((p) => realpathSync(p))
     if (lease) {
       for (const dir of shown) {
@@ -325,38 +368,61 @@ export function prepare(
       ? ['/bin/sh', '-c', BRIDGE_SCRIPT, 'cordon-net', caps.socat!, ...withClock, ...command.slice(1)]
       : [...withClock, ...command.slice(1)]
     if (proxied) Object.assign(env, PROXY_ENV)
-    let argv =
-      tier === 'namespace'
-        ? [
-            caps.prlimit!,
-            ...rlimits,
-            '--',
-            caps.bwrap!,
-            ...bwrapArgs({
-              writable,
-              cwd,
-              visible: shown,
-              network: policy.network === 'host' ? 'host' : 'none',
-              ...(netDir ? { netDir } : {}),
-              tmpfsBytes: policy.limits.tmpfsBytes,
-              hide,
-              ...(rootfs ? { rootfs } : {}),
-              ...(readable ? { readable } : {}),
-              seccompFd: SECCOMP_FD,
-              holdFds: cgroup?.join === 'hold' ? HOLD_FDS : { info: HOLD_FDS.info },
-            }),
-            '--',
-            ...program,
-          ]
-        : processTierArgv({
-            tools: { unshare: caps.unshare ?? 'unshare', setpriv: caps.setpriv!, prlimit: caps.prlimit! },
-            drop: lease && { uid: lease.uid, gid: lease.gid },
-            isolateNetwork: isolateNet,
-            rlimits,
-            program,
-          })
-    const hold = cgroup?.join === 'hold' ? (tier === 'namespace' ? 'bwrap' : 'shell') : null
-    if (hold === 'shell') argv = ['/bin/sh', '-c', HOLD_SCRIPT, 'cordon-hold', ...argv]
+    const noNetwork = policy.network === 'none'
+    const seccomp = seccompSupported()
+      ? seccompProgram({
+          extraDenied: policy.denySyscalls,
+          // Without a network namespace of its own, the process tier is kept off the network by the filter.
+          unixSocketsOnly: tier === 'process' && noNetwork,
+        })
+      : null
+    const hold = cgroup?.join === 'hold'
+    let argv: string[]
+    if (tier === 'namespace') {
+      argv = [
+        caps.prlimit!,
+        ...rlimits,
+        '--',
+        caps.bwrap!,
+        ...bwrapArgs({
+          writable,
+          cwd,
+          visible: shown,
+          network: policy.network === 'host' ? 'host' : 'none',
+          ...(netDir ? { netDir } : {}),
+          tmpfsBytes: policy.limits.tmpfsBytes,
+          hide,
+          ...(rootfs ? { rootfs } : {}),
+          ...(readable ? { readable } : {}),
+          seccompFd: SECCOMP_FD,
+          holdFds: hold ? HOLD_FDS : { info: HOLD_FDS.info },
+        }),
+        '--',
+        ...program,
+      ]
+    } else {
+      scratch = path.join(os.tmpdir(), `cordon-tmp-${randomUUID()}`)
+      for (const name of ['TMPDIR', 'HOME']) {
+        if (!Object.hasOwn(policy.env, name) && !policy.passEnv.includes(name)) env[name] = scratch
+      }
+      argv = launcherArgv({
+        launcher: caps.launcher!,
+        rlimits,
+        join: cgroup ? joinFiles(cgroup.support.version, cgroupDirs(cgroup.support, cgroup.name, true)) : [],
+        scratch,
+        // The filter refuses all but unix sockets; the host's abstract unix sockets are kept out by a
+        // Landlock scope, or else (root only) by an empty network namespace, which costs ~0.4 ms.
+        unshareNet: caps.isRoot && noNetwork && !(seccomp && caps.landlock >= LANDLOCK_SCOPES),
+        drop: lease && { uid: lease.uid, gid: lease.gid },
+        writable: caps.landlock >= 1 ? [...writable, scratch, ...DEVICES_WRITABLE] : null,
+        scope: {
+          signals: caps.landlock >= LANDLOCK_SCOPES,
+          abstractUnix: caps.landlock >= LANDLOCK_SCOPES && noNetwork,
+        },
+        seccomp,
+        program,
+      })
+    }
     return {
       kind: 'launch',
       plan: {
@@ -369,8 +435,9 @@ export function prepare(
         spawnAs: lease && tier === 'namespace' ? { uid: lease.uid, gid: lease.gid } : null,
         cgroup,
         hold,
+        scratch,
         perProcessLimits: cgroup ? [] : ['cpuTimeMs', 'memoryBytes', 'maxProcesses'],
-        seccomp: tier === 'namespace' ? seccompProgram(policy.denySyscalls) : null,
+        seccomp,
       },
     }
   } catch (error) {

@@ -1,5 +1,5 @@
-// The default seccomp filter, built at run time as classic BPF for bubblewrap's --seccomp fd. Each rule
-// is a short block that ends in a return, so every jump is local and easy to check.
+// The default seccomp filter, built at run time as classic BPF for bubblewrap's --seccomp fd and for the
+// process tier's launcher. Each rule is a short block that ends in a return, so every jump is local.
 import { X86_64_SYSCALLS } from './syscalls-x86_64.js'
 
 const AUDIT_ARCH_X86_64 = 0xc000003e
@@ -11,6 +11,8 @@ const RET_ALLOW = 0x7fff0000
 const retErrno = (errno: number) => 0x00050000 | errno
 const EPERM = 1
 const ENOSYS = 38
+const EAFNOSUPPORT = 97
+const AF_UNIX = 1
 
 // struct seccomp_data: nr @0, arch @4, instruction pointer @8, args[i] @16 + 8i (little-endian: low half first).
 const OFF_NR = 0
@@ -85,8 +87,20 @@ function argIn(arg: number, values: readonly number[], onMatch: number, otherwis
   return out
 }
 
-/** The filter as instructions; `extraDenied` are more syscall names to refuse with EPERM. */
-export function seccompInstructions(extraDenied: readonly string[] = []): Insn[] {
+export interface SeccompOptions {
+  /** More syscall names to refuse with EPERM. */
+  extraDenied?: readonly string[]
+  /**
+   * Sockets of any family but AF_UNIX refused (EAFNOSUPPORT, as systemd's RestrictAddressFamilies): no
+   * network without a network namespace, for the process tier. io_uring, which could open sockets
+   * behind the filter's back, is refused by default.
+   */
+  unixSocketsOnly?: boolean
+}
+
+/** The filter as instructions. */
+export function seccompInstructions(opts: SeccompOptions = {}): Insn[] {
+  const extraDenied = opts.extraDenied ?? []
   const denied = [...new Set([...DEFAULT_DENIED, ...extraDenied])].map((name) => {
     const nr = syscallNumber(name)
     if (nr === undefined) throw new Error(`unknown system call "${name}"`) // the schema refuses these first
@@ -114,6 +128,9 @@ export function seccompInstructions(extraDenied: readonly string[] = []): Insn[]
     // bits set is the same TIOCSTI to the kernel and is refused too.
     ...when(nr('ioctl'), argIn(1, [TIOCSTI, TIOCLINUX], retErrno(EPERM), RET_ALLOW)),
     ...when(nr('personality'), argIn(0, SAFE_PERSONALITIES, RET_ALLOW, retErrno(EPERM))),
+    ...(opts.unixSocketsOnly
+      ? when(nr('socket'), argIn(0, [AF_UNIX], RET_ALLOW, retErrno(EAFNOSUPPORT)))
+      : []),
     ret(RET_ALLOW),
   ]
 }
@@ -121,15 +138,15 @@ export function seccompInstructions(extraDenied: readonly string[] = []): Insn[]
 /** The last program built: every run of a process usually asks for the same one. */
 let last: { key: string; program: Buffer } | null = null
 
-/** The filter in the kernel's struct sock_filter layout, ready to hand to bwrap. */
-export function seccompProgram(extraDenied: readonly string[] = []): Buffer {
-  const key = extraDenied.join(',')
-  if (last?.key !== key) last = { key, program: buildProgram(extraDenied) }
+/** The filter in the kernel's struct sock_filter layout, ready to hand to bwrap or cordon's launcher. */
+export function seccompProgram(opts: SeccompOptions = {}): Buffer {
+  const key = `${opts.unixSocketsOnly === true}:${(opts.extraDenied ?? []).join(',')}`
+  if (last?.key !== key) last = { key, program: buildProgram(opts) }
   return last.program
 }
 
-function buildProgram(extraDenied: readonly string[]): Buffer {
-  const insns = seccompInstructions(extraDenied)
+function buildProgram(opts: SeccompOptions): Buffer {
+  const insns = seccompInstructions(opts)
   const buf = Buffer.alloc(insns.length * 8)
   insns.forEach(([code, jt, jf, k], i) => {
     buf.writeUInt16LE(code, i * 8)

@@ -4,7 +4,7 @@ import { accessSync, constants, lstatSync, readlinkSync, realpathSync, statSync 
 import path from 'node:path'
 import { PolicyError } from '../errors.js'
 
-function isExecutableFile(file: string): boolean {
+export function isExecutableFile(file: string): boolean {
   // Most PATH entries miss: asking without an exception keeps a lookup cheap (a throw costs ~20 µs).
   const st = statSync(file, { throwIfNoEntry: false })
   if (!st?.isFile()) return false

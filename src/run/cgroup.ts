@@ -1,6 +1,5 @@
 // One cgroup per sandbox: created before launch, joined by the sandbox's first processes, read for
 // exact figures, killed atomically, and always removed.
-import { randomUUID } from 'node:crypto'
 import { mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs'
 import { rmdir, writeFile } from 'node:fs/promises'
 import path from 'node:path'
@@ -14,13 +13,18 @@ import {
   usageFiles,
   type V1Controller,
 } from '../plan/cgroup-settings.js'
-import { type CgroupSupport, parseOwnCgroups } from '../plan/cgroups.js'
+import {
+  CGROUP_PREFIX,
+  type CgroupController,
+  type CgroupSupport,
+  cgroupDirs,
+  parseOwnCgroups,
+} from '../plan/cgroups.js'
 import { isAlive, signal } from './procs.js'
 
 const sleepSync = (ms: number) => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms)
 
-type Controller = V1Controller | 'unified'
-const PREFIX = 'cordon-'
+type Controller = CgroupController
 
 function tryRead(file: string): string | undefined {
   try {
@@ -43,29 +47,18 @@ export class SandboxCgroup {
     private readonly mounts: Partial<Record<V1Controller, string>>,
   ) {}
 
-  /**
-   * Create the sandbox's cgroup(s) and apply `writes`. `freezer` (v1) is only made when the kill needs
-   * it: the namespace tier kills through its PID namespace, and each v1 hierarchy costs a mkdir, two
-   * `tasks` writes and an rmdir per run.
-   */
+  /** Create the sandbox's cgroup directories (see `cgroupDirs`) and apply `writes`. */
   static create(
     support: Exclude<CgroupSupport, { version: null }>,
     writes: CgroupWrite[],
+    name: string,
     freezer = true,
   ): SandboxCgroup {
-    const name = `${PREFIX}${process.pid}-${randomUUID().slice(0, 8)}`
-    const parents: [Controller, string][] =
-      support.version === 2
-        ? [['unified', support.parent]]
-        : (Object.entries(support.parents) as [Controller, string][]).filter(
-            ([c]) => freezer || c !== 'freezer',
-          )
     const dirs = new Map<Controller, string>()
     const cgroup = new SandboxCgroup(support.version, dirs, support.version === 1 ? support.mounts : {})
     try {
-      for (const [controller, parent] of parents) {
-        sweepStale(parent)
-        const dir = path.join(parent, name)
+      for (const [controller, dir] of cgroupDirs(support, name, freezer)) {
+        sweepStale(path.dirname(dir))
         mkdirSync(dir)
         dirs.set(controller, dir)
       }
@@ -215,12 +208,12 @@ function sweepStale(parent: string): void {
   lastSweep.set(parent, now)
   let names: string[]
   try {
-    names = readdirSync(parent).filter((n) => n.startsWith(PREFIX))
+    names = readdirSync(parent).filter((n) => n.startsWith(CGROUP_PREFIX))
   } catch {
     return
   }
   for (const name of names) {
-    const owner = Number(name.slice(PREFIX.length).split('-')[0])
+    const owner = Number(name.slice(CGROUP_PREFIX.length).split('-')[0])
     if (!Number.isInteger(owner) || isAlive(owner)) continue
     const dir = path.join(parent, name)
     signal(readPids(dir), 'SIGKILL')

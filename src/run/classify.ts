@@ -40,7 +40,7 @@ const signalName = (n: number) =>
   (Object.entries(constants.signals).find(([, v]) => v === n)?.[0] as string | undefined) ?? null
 
 /** The tools cordon launches through; each names itself first when it refuses to start (exit 1). */
-const LAUNCHER_REFUSAL = /^(?:bwrap|unshare|setpriv|prlimit): .*/
+const LAUNCHER_REFUSAL = /^(?:bwrap|prlimit|cordon-launch): .*/
 
 /** A launcher's own refusal to start (bad bind, no privilege), or null when the program ran. */
 export function launcherRefusal(exitCode: number | null, stderrTail: string): string | null {

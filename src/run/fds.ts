@@ -1,4 +1,4 @@
-// The sandbox's file descriptors beyond stdio, by number: bwrap's info/block/seccomp fds, the log channel,
+// The sandbox's file descriptors beyond stdio, by number: bwrap's info/block fds, the seccomp program, the log channel,
 // a called function's request and reply. One layout, so spawn's stdio array and the pipes agree.
 import type { ChildProcess } from 'node:child_process'
 import type { Readable, Writable } from 'node:stream'
@@ -13,9 +13,9 @@ export function stdioFor(plan: LaunchPlan, calling: boolean): Stdio[] {
   const set = (fd: number, wanted: boolean) => {
     stdio[fd] = wanted ? 'pipe' : 'ignore'
   }
-  set(HOLD_FDS.info, plan.hold !== null || plan.tier === 'namespace') // or the hold shell's gate
-  set(HOLD_FDS.block, plan.hold === 'bwrap')
-  set(SECCOMP_FD, plan.seccomp !== null)
+  set(HOLD_FDS.info, plan.tier === 'namespace')
+  set(HOLD_FDS.block, plan.hold)
+  set(SECCOMP_FD, plan.seccomp !== null && plan.tier === 'namespace')
   set(LOG_FD, true)
   set(CALL_FDS.request, calling)
   set(CALL_FDS.reply, calling)
@@ -23,7 +23,7 @@ export function stdioFor(plan: LaunchPlan, calling: boolean): Stdio[] {
 }
 
 export interface ExtraFds {
-  /** bwrap's info fd, or (process tier) the holding shell's gate. */
+  /** bwrap's info fd. */
   info: (Readable & Writable) | undefined
   block: Writable | undefined
   seccomp: Writable | undefined

@@ -1,5 +1,5 @@
-// Holding a sandbox until it is inside its cgroup (v2; on v1 the launcher is born inside, see
-// SandboxCgroup.spawnInside): no program code runs before the move.
+// Holding a namespace-tier sandbox until it is inside its cgroup (v2; on v1 bwrap is born inside, see
+// SandboxCgroup.spawnInside; the process tier's launcher joins by itself): no program code runs before.
 import type { Readable, Writable } from 'node:stream'
 import type { SandboxCgroup } from './cgroup.js'
 
@@ -20,8 +20,7 @@ export function watchInit(info: Readable | undefined, onInit: (pid: number) => v
 /**
  * Move the held sandbox into its cgroup, then let it go by writing to `gate`. Only the one process that
  * will fork the program is moved (each move may wait out an RCU grace period): bwrap's init, held on the
- * block fd, or the holding shell, held on fd 3. Until then no program code has run. bwrap's own monitor
- * stays outside; it never runs sandbox code.
+ * block fd. Until then no program code has run. bwrap's own monitor stays outside; it never runs sandbox code.
  */
 export async function releaseIntoCgroup(
   cgroup: SandboxCgroup,

@@ -3,7 +3,7 @@ import { spawn } from 'node:child_process'
 import { performance } from 'node:perf_hooks'
 import { NetworkProxy } from '../net/proxy.js'
 import { recentCapabilities } from '../plan/capabilities.js'
-import { type LaunchPlan, prepare } from '../plan/plan.js'
+import { type LaunchPlan, prepare, releasePlan } from '../plan/plan.js'
 import {
   type OutputChunk,
   type Policy,
@@ -80,15 +80,16 @@ export function launch(
   if (prepared.kind === 'refused') return finish(prepared.tier, prepared.violation)
   const { plan } = prepared
   if (policy.signal?.aborted) {
-    plan.lease?.release()
+    void releasePlan(plan)
     return finish(plan.tier, { kind: 'canceled', limit: 'signal', message: 'canceled before start' })
   }
   let cgroup: SandboxCgroup | null = null
   try {
     cgroup =
-      plan.cgroup && SandboxCgroup.create(plan.cgroup.support, plan.cgroup.writes, plan.tier === 'process')
+      plan.cgroup &&
+      SandboxCgroup.create(plan.cgroup.support, plan.cgroup.writes, plan.cgroup.name, plan.tier === 'process')
   } catch (error) {
-    plan.lease?.release()
+    void releasePlan(plan)
     const message = `could not create the sandbox cgroup: ${(error as Error).message}`
     return finish(plan.tier, { kind: 'error', limit: 'cgroup', message })
   }
@@ -163,7 +164,6 @@ function supervise(
       procs = ns
     } else {
       procs = processTierProcesses(child.pid, uid)
-      if (cgroup && plan.hold) void releaseIntoCgroup(cgroup, child.pid, fds.info, fail, abort)
     }
     if (cgroup) procs = cgroupProcesses(cgroup, procs, plan.tier === 'namespace')
   }
@@ -213,8 +213,7 @@ function supervise(
       // Even a clean exit can leave bwrap's init tearing down its namespace for a moment: wait it out.
       if (procs) await reap(procs, 5000)
       const usage = cgroup?.usage() ?? null
-      await Promise.all([cgroup?.remove(), proxy?.close()])
-      plan.lease?.release()
+      await Promise.all([cgroup?.remove(), proxy?.close(), releasePlan(plan)])
       exited ??= { code, signal: sig }
       let exitCode = exited.code
       let signal: string | null = exited.signal
@@ -223,7 +222,7 @@ function supervise(
         signal = effectiveSignal(exitCode, null)
         if (signal) exitCode = null
       }
-      // A launcher that refused to start (bwrap: bad bind, setpriv: ...) exits 1 with its name first.
+      // A launcher that refused to start (bwrap: bad bind, cordon-launch: ...) exits 1 with its name first.
       const refusal = launcherRefusal(exitCode, out.stderrTail)
       if (refusal) fail(refusal)
       const { status, violation } = classify({

@@ -28,7 +28,7 @@ describe('seccomp builder', () => {
   })
 
   it('every jump lands inside the program and every path ends in a return', () => {
-    const insns = seccompInstructions(['socket'])
+    const insns = seccompInstructions({ extraDenied: ['socket'] })
     insns.forEach(([code, jt, jf], i) => {
       if ((code & 0x07) === JMP_CLASS) {
         assert.ok(i + 1 + jt < insns.length && i + 1 + jf < insns.length, `jump at ${i}`)
@@ -48,7 +48,31 @@ describe('seccomp builder', () => {
 
   it('adds policy names and ignores duplicates', () => {
     const base = seccompInstructions().length
-    assert.equal(seccompInstructions(['socket', 'socket', 'ptrace']).length, base + 2)
+    assert.equal(seccompInstructions({ extraDenied: ['socket', 'socket', 'ptrace'] }).length, base + 2)
+  })
+
+  it('unixSocketsOnly: socket() of any family but AF_UNIX gets EAFNOSUPPORT, other calls untouched', () => {
+    const base = seccompInstructions()
+    const insns = seccompInstructions({ unixSocketsOnly: true })
+    const socket = syscallNumber('socket')!
+    const at = insns.findIndex(([code, , , k]) => code === 0x15 && k === socket)
+    assert.ok(at > 0, 'a socket() block')
+    assert.deepEqual(insns.slice(at + 1, at + 5), [
+      [0x20, 0, 0, 16], // low half of arg 0: the family
+      [0x15, 1, 0, 1], // AF_UNIX
+      [RET, 0, 0, 0x00050000 | 97],
+      [RET, 0, 0, 0x7fff0000],
+    ])
+    assert.equal(
+      base.findIndex(([code, , , k]) => code === 0x15 && k === socket),
+      -1,
+      'not in the default filter',
+    )
+    assert.notDeepEqual(
+      seccompProgram({ unixSocketsOnly: true }),
+      seccompProgram(),
+      'the memo keys on the option',
+    )
   })
 
   it('encodes struct sock_filter little-endian, 8 bytes each', () => {

@@ -233,16 +233,16 @@ describe('a limit the launcher itself exceeds', () => {
 })
 
 describe('launcherRefusal', () => {
-  it("names a launcher's own refusal, the process tier's unshare included", () => {
+  it("names a launcher's own refusal, the process tier's launcher included", () => {
     assert.equal(
       launcherRefusal(1, "bwrap: Can't chdir to /x: No such file\n"),
       "bwrap: Can't chdir to /x: No such file",
     )
-    assert.equal(launcherRefusal(1, 'setpriv: setresuid failed\n'), 'setpriv: setresuid failed')
     assert.equal(
-      launcherRefusal(1, 'unshare: unshare failed: Operation not permitted\n'),
-      'unshare: unshare failed: Operation not permitted',
+      launcherRefusal(1, 'cordon-launch: unshare network namespace: Operation not permitted\n'),
+      'cordon-launch: unshare network namespace: Operation not permitted',
     )
+    assert.equal(launcherRefusal(1, 'setpriv: setresuid failed\n'), null, 'no longer a launcher of cordon')
   })
 
   it('leaves the program alone: other exit codes, other text', () => {

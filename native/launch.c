@@ -1,0 +1,247 @@
+/*
+ * cordon-launch: the process tier's launcher. One exec that sets up the sandbox and then becomes the
+ * program, instead of a chain of util-linux tools (unshare → setpriv → prlimit), each an exec of its own.
+ *
+ *   cordon-launch [--cpu=S:H] [--fsize=N] [--core=N] [--data=N] [--nproc=N] [--join=FILE]...
+ *                 [--unshare-net] [--mkdir=DIR] [--uid=N --gid=N] [--landlock-fs [--landlock-write=PATH]...]
+ *                 [--scope-signals] [--scope-abstract-unix] [--seccomp=HEX] -- PROGRAM [ARGS...]
+ *   cordon-launch --landlock-abi        prints the kernel's Landlock ABI version (0: none)
+ *
+ * In this order: rlimits (prlimit's syntax, N or SOFT:HARD, applied as parsed); join the sandbox's cgroup
+ * (write 0 to each FILE: v1 `tasks`, v2 `cgroup.procs`), so that nothing of the program ever runs outside
+ * it; an empty network namespace (needs root); the sandbox's private TMPDIR, made for uid/gid; drop to
+ * uid/gid with no supplementary groups; no_new_privs; parent-death SIGKILL; Landlock (writes only beneath
+ * the --landlock-write paths; no signals to, and no abstract unix sockets of, processes outside the
+ * sandbox); the seccomp program (struct sock_filter[] in hex: a few hundred bytes, and an argument
+ * costs no pipe); exec.
+ *
+ * The argv comes from cordon's own builder (src/plan/launcher.ts), never from a shell. Any failure before the
+ * exec prints "cordon-launch: ..." and exits 1, so cordon reports it as a launch error, not as the program's.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/* Landlock's ABI, defined here because distribution headers lag the kernels cordon runs on. */
+#ifndef SYS_landlock_create_ruleset
+#define SYS_landlock_create_ruleset 444
+#define SYS_landlock_add_rule 445
+#define SYS_landlock_restrict_self 446
+#endif
+#define LL_CREATE_RULESET_VERSION (1U << 0)
+#define LL_RULE_PATH_BENEATH 1
+#define LL_WRITE_FILE (1ULL << 1)
+#define LL_REMOVE_DIR (1ULL << 4)
+#define LL_REMOVE_FILE (1ULL << 5)
+#define LL_MAKE_CHAR (1ULL << 6)
+#define LL_MAKE_DIR (1ULL << 7)
+#define LL_MAKE_REG (1ULL << 8)
+#define LL_MAKE_SOCK (1ULL << 9)
+#define LL_MAKE_FIFO (1ULL << 10)
+#define LL_MAKE_BLOCK (1ULL << 11)
+#define LL_MAKE_SYM (1ULL << 12)
+#define LL_REFER (1ULL << 13)    /* ABI 2 */
+#define LL_TRUNCATE (1ULL << 14) /* ABI 3 */
+#define LL_SCOPE_ABSTRACT_UNIX (1ULL << 0) /* ABI 6 */
+#define LL_SCOPE_SIGNAL (1ULL << 1)        /* ABI 6 */
+
+struct ll_ruleset_attr {
+  uint64_t handled_access_fs;
+  uint64_t handled_access_net;
+  uint64_t scoped;
+};
+
+struct ll_path_beneath_attr {
+  uint64_t allowed_access;
+  int32_t parent_fd;
+} __attribute__((packed));
+
+#define MAX_WRITABLE 256
+#define MAX_JOIN 8
+#define MAX_FILTER_BYTES (4096 * sizeof(struct sock_filter))
+
+static void die(const char *what, const char *detail) {
+  if (detail)
+    fprintf(stderr, "cordon-launch: %s %s: %s\n", what, detail, strerror(errno));
+  else
+    fprintf(stderr, "cordon-launch: %s: %s\n", what, strerror(errno));
+  exit(1);
+}
+
+static void usage(const char *arg) {
+  fprintf(stderr, "cordon-launch: bad argument: %s\n", arg);
+  exit(1);
+}
+
+/* A whole decimal number that fits rlim_t; anything else is a caller bug and refused. */
+static rlim_t number(const char *s, const char *arg) {
+  if (*s < '0' || *s > '9') usage(arg);
+  errno = 0;
+  char *end;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (errno || (*end != '\0' && *end != ':')) usage(arg);
+  return (rlim_t)v;
+}
+
+static void set_rlimit(int resource, const char *value, const char *arg) {
+  struct rlimit r;
+  r.rlim_cur = number(value, arg);
+  const char *colon = strchr(value, ':');
+  r.rlim_max = colon ? number(colon + 1, arg) : r.rlim_cur;
+  if (r.rlim_cur > r.rlim_max) usage(arg);
+  if (setrlimit(resource, &r) != 0) die("setrlimit", arg);
+}
+
+static int landlock_abi(void) {
+  long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, LL_CREATE_RULESET_VERSION);
+  return abi < 0 ? 0 : (int)abi;
+}
+
+static void apply_landlock(int fs, const char **writable, int n_writable, uint64_t scoped) {
+  int abi = landlock_abi();
+  if (abi < 1) die("landlock", "is not available");
+  struct ll_ruleset_attr attr = {0};
+  if (fs) {
+    attr.handled_access_fs = LL_WRITE_FILE | LL_REMOVE_DIR | LL_REMOVE_FILE | LL_MAKE_CHAR | LL_MAKE_DIR |
+                             LL_MAKE_REG | LL_MAKE_SOCK | LL_MAKE_FIFO | LL_MAKE_BLOCK | LL_MAKE_SYM;
+    if (abi >= 2) attr.handled_access_fs |= LL_REFER;
+    if (abi >= 3) attr.handled_access_fs |= LL_TRUNCATE;
+  }
+  if (scoped) {
+    errno = EOPNOTSUPP;
+    if (abi < 6) die("landlock scopes", "need Landlock ABI 6 (Linux 6.12)");
+    attr.scoped = scoped;
+  }
+  int ruleset = (int)syscall(SYS_landlock_create_ruleset, &attr, sizeof attr, 0);
+  if (ruleset < 0) die("landlock", "ruleset");
+  for (int i = 0; i < n_writable; i++) {
+    int fd = open(writable[i], O_PATH | O_CLOEXEC);
+    if (fd < 0) die("landlock: cannot open", writable[i]);
+    struct stat st;
+    if (fstat(fd, &st) != 0) die("landlock: cannot stat", writable[i]);
+    struct ll_path_beneath_attr rule = {.allowed_access = attr.handled_access_fs, .parent_fd = fd};
+    /* A file (e.g. /dev/null) takes only the rights that apply to files. */
+    if (!S_ISDIR(st.st_mode)) rule.allowed_access &= LL_WRITE_FILE | LL_TRUNCATE;
+    if (syscall(SYS_landlock_add_rule, ruleset, LL_RULE_PATH_BENEATH, &rule, 0) != 0)
+      die("landlock: cannot allow writes beneath", writable[i]);
+    close(fd);
+  }
+  if (syscall(SYS_landlock_restrict_self, ruleset, 0) != 0) die("landlock", "restrict_self");
+  close(ruleset);
+}
+
+static int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
+static void apply_seccomp(const char *hex) {
+  static unsigned char program[MAX_FILTER_BYTES];
+  size_t len = 0;
+  for (; hex[0] && hex[1]; hex += 2) {
+    int hi = hex_digit(hex[0]), lo = hex_digit(hex[1]);
+    if (hi < 0 || lo < 0 || len == sizeof program) usage("--seccomp (not lowercase hex, or too long)");
+    program[len++] = (unsigned char)(hi << 4 | lo);
+  }
+  if (*hex || len == 0 || len % sizeof(struct sock_filter) != 0) usage("--seccomp (not whole instructions)");
+  struct sock_fprog prog = {.len = (unsigned short)(len / sizeof(struct sock_filter)),
+                            .filter = (struct sock_filter *)program};
+  if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0) die("seccomp", "filter");
+}
+
+/* A thread writing 0 moves itself: on v1 that skips the lock whose RCU grace period a move by pid waits for. */
+static void join_cgroup(const char *file) {
+  int fd = open(file, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) die("cannot open", file);
+  if (write(fd, "0", 1) != 1) die("cannot join the cgroup through", file);
+  close(fd);
+}
+
+static const char *prefixed(const char *arg, const char *prefix) {
+  size_t n = strlen(prefix);
+  return strncmp(arg, prefix, n) == 0 ? arg + n : NULL;
+}
+
+int main(int argc, char **argv) {
+  pid_t parent = getppid();
+  int unshare_net = 0, landlock_fs = 0;
+  uint64_t scoped = 0;
+  long uid = -1, gid = -1;
+  const char *writable[MAX_WRITABLE], *join[MAX_JOIN], *scratch = NULL, *seccomp = NULL;
+  int n_writable = 0, n_join = 0;
+  if (argc == 2 && strcmp(argv[1], "--landlock-abi") == 0) {
+    printf("%d\n", landlock_abi());
+    return 0;
+  }
+  int i = 1;
+  for (; i < argc; i++) {
+    const char *a = argv[i], *v;
+    if (strcmp(a, "--") == 0) {
+      i++;
+      break;
+    }
+    if ((v = prefixed(a, "--cpu="))) set_rlimit(RLIMIT_CPU, v, a);
+    else if ((v = prefixed(a, "--fsize="))) set_rlimit(RLIMIT_FSIZE, v, a);
+    else if ((v = prefixed(a, "--core="))) set_rlimit(RLIMIT_CORE, v, a);
+    else if ((v = prefixed(a, "--data="))) set_rlimit(RLIMIT_DATA, v, a);
+    else if ((v = prefixed(a, "--nproc="))) set_rlimit(RLIMIT_NPROC, v, a);
+    else if ((v = prefixed(a, "--uid="))) uid = (long)number(v, a);
+    else if ((v = prefixed(a, "--gid="))) gid = (long)number(v, a);
+    else if ((v = prefixed(a, "--seccomp="))) seccomp = v;
+    else if ((v = prefixed(a, "--join="))) {
+      if (n_join == MAX_JOIN || *v != '/') usage(a);
+      join[n_join++] = v;
+    } else if ((v = prefixed(a, "--mkdir="))) {
+      if (*v != '/') usage(a);
+      scratch = v;
+    }
+    else if ((v = prefixed(a, "--landlock-write="))) {
+      if (n_writable == MAX_WRITABLE || *v != '/') usage(a);
+      writable[n_writable++] = v;
+    } else if (strcmp(a, "--landlock-fs") == 0) landlock_fs = 1;
+    else if (strcmp(a, "--scope-signals") == 0) scoped |= LL_SCOPE_SIGNAL;
+    else if (strcmp(a, "--scope-abstract-unix") == 0) scoped |= LL_SCOPE_ABSTRACT_UNIX;
+    else if (strcmp(a, "--unshare-net") == 0) unshare_net = 1;
+    else usage(a);
+  }
+  if (i >= argc) usage("(no program after --)");
+  if ((uid < 0) != (gid < 0)) usage("--uid and --gid go together");
+  if (n_writable > 0 && !landlock_fs) usage("--landlock-write needs --landlock-fs");
+
+  for (int j = 0; j < n_join; j++) join_cgroup(join[j]);
+  if (unshare_net && unshare(CLONE_NEWNET) != 0) die("unshare", "network namespace");
+  /* A fresh name under the host's TMPDIR: mkdir refuses one that exists, so nothing is followed. */
+  if (scratch) {
+    if (mkdir(scratch, 0700) != 0) die("cannot make", scratch);
+    if (uid >= 0 && chown(scratch, (uid_t)uid, (gid_t)gid) != 0) die("cannot hand over", scratch);
+  }
+  if (gid >= 0) {
+    if (setgroups(0, NULL) != 0) die("setgroups", NULL);
+    if (setresgid((gid_t)gid, (gid_t)gid, (gid_t)gid) != 0) die("setresgid", NULL);
+    if (setresuid((uid_t)uid, (uid_t)uid, (uid_t)uid) != 0) die("setresuid", NULL);
+  }
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) die("no_new_privs", NULL);
+  /* Set after the uid change (which clears it); a parent already gone means cordon died meanwhile. */
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) die("pdeathsig", NULL);
+  if (getppid() != parent) return 1;
+  if (landlock_fs || scoped) apply_landlock(landlock_fs, writable, n_writable, scoped);
+  if (seccomp) apply_seccomp(seccomp);
+  execv(argv[i], argv + i);
+  fprintf(stderr, "cordon-launch: cannot execute %s: %s\n", argv[i], strerror(errno));
+  return errno == ENOENT ? 127 : 126;
+}

@@ -1,0 +1,61 @@
+// The process tier's argv: cordon's own launcher (native/launch.c) sets everything up in one exec and
+// becomes the program. Pure: what to enforce is decided in plan.ts, this only spells it.
+import { spawnSync } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
+
+export interface LauncherSpec {
+  launcher: string
+  /** rlimits in prlimit's syntax (`--cpu=S:H`), which the launcher shares. */
+  rlimits: readonly string[]
+  /** cgroup files the launcher writes 0 into, joining the sandbox's cgroup before anything else runs. */
+  join: readonly string[]
+  /** The private TMPDIR the launcher makes (for the sandbox uid); null for none. */
+  scratch: string | null
+  /** An empty network namespace (root only). */
+  unshareNet: boolean
+  /** The sandbox's own uid/gid, when cordon runs as root. */
+  drop: { uid: number; gid: number } | null
+  /** Landlock: writes only beneath these paths; null leaves the filesystem to its permissions. */
+  writable: readonly string[] | null
+  /** Landlock scopes (ABI 6): no signals to processes outside the sandbox, no abstract unix sockets of theirs. */
+  scope: { signals: boolean; abstractUnix: boolean }
+  /** The seccomp program (struct sock_filter[]), passed in hex; null for none. */
+  seccomp: Buffer | null
+  program: readonly string[]
+}
+
+export function launcherArgv(spec: LauncherSpec): string[] {
+  return [
+    spec.launcher,
+    ...spec.rlimits,
+    ...spec.join.map((file) => `--join=${file}`),
+    ...(spec.unshareNet ? ['--unshare-net'] : []),
+    ...(spec.scratch ? [`--mkdir=${spec.scratch}`] : []),
+    ...(spec.drop ? [`--uid=${spec.drop.uid}`, `--gid=${spec.drop.gid}`] : []),
+    ...(spec.writable ? ['--landlock-fs', ...spec.writable.map((p) => `--landlock-write=${p}`)] : []),
+    ...(spec.scope.signals ? ['--scope-signals'] : []),
+    ...(spec.scope.abstractUnix ? ['--scope-abstract-unix'] : []),
+    ...(spec.seccomp ? [`--seccomp=${spec.seccomp.toString('hex')}`] : []),
+    '--',
+    ...spec.program,
+  ]
+}
+
+/** Where `npm run build` (native/build.sh) puts the launcher: the same place from src/ and from dist/. */
+export const LAUNCHER_PATH = fileURLToPath(new URL('../../native/cordon-launch', import.meta.url))
+
+/** Landlock's ABI with scopes for signals and abstract unix sockets (Linux 6.12). */
+export const LANDLOCK_SCOPES = 6
+
+const abis = new Map<string, number>()
+
+/** The kernel's Landlock ABI version (0: none), asked once per launcher: it changes only with a reboot. */
+export function landlockAbi(launcher: string): number {
+  let abi = abis.get(launcher)
+  if (abi === undefined) {
+    const out = spawnSync(launcher, ['--landlock-abi'], { encoding: 'utf8', timeout: 5000 })
+    abi = out.status === 0 ? Number.parseInt(out.stdout, 10) || 0 : 0
+    abis.set(launcher, abi)
+  }
+  return abi
+}
