@@ -14,6 +14,11 @@ export const noNamespace: string | false = !caps.bwrap
     ? `user namespaces disabled: ${caps.usernsReason}`
     : false
 
+/** Reason the process tier cannot run here (its launcher is built by `npm run build`), or false. */
+export const noLauncher: string | false = caps.launcher
+  ? false
+  : 'the launcher (native/cordon-launch) is not built: no C compiler'
+
 export const notRoot: string | false = caps.isRoot
   ? false
   : 'needs root: only root can give a sandbox its own uid'
@@ -56,7 +61,7 @@ export async function waitFor(check: () => boolean, timeoutMs: number): Promise<
 }
 
 export const TIERS = ['namespace', 'process'] as const
-export const skipTier = (tier: (typeof TIERS)[number]) => (tier === 'namespace' ? noNamespace : false)
+export const skipTier = (tier: (typeof TIERS)[number]) => (tier === 'namespace' ? noNamespace : noLauncher)
 
 /** mulberry32: a small deterministic PRNG. */
 export function prng(seed: number): () => number {

@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import { run } from '../../src/index.js'
-import { noNamespace } from '../helpers.js'
+import { skipTier, TIERS } from '../helpers.js'
 
 const EPERM = 1
 // Raw syscalls with 64-bit arguments, so the high-bits ioctl variant reaches the kernel untruncated.
@@ -49,41 +49,41 @@ const REFUSED: [string, number, ...number[]][] = [
   ['socket(policy)', 41, 2, 1, 0],
 ]
 
-describe('seccomp (namespace tier)', { skip: noNamespace }, () => {
-  it('the filter is installed', async () => {
-    const r = await run(['grep', '-E', '^Seccomp', '/proc/self/status'])
-    assert.match(r.stdout, /Seccomp:\s+2/)
-  })
+for (const isolation of TIERS) {
+  describe(`seccomp (${isolation} tier)`, { skip: skipTier(isolation) }, () => {
+    it('the filter is installed', async () => {
+      const r = await run(['grep', '-E', '^Seccomp', '/proc/self/status'], { isolation })
+      assert.match(r.stdout, /Seccomp:\s+2/)
+    })
 
-  it('refuses each listed call with EPERM', async () => {
-    const r = await run(['python3', '-c', probe(REFUSED)], { denySyscalls: ['socket'] })
-    assert.equal(r.status, 'ok', r.stderr)
-    const errnos = JSON.parse(r.stdout) as Record<string, number>
-    for (const [name] of REFUSED) assert.equal(errnos[name], EPERM, name)
-  })
+    it('refuses each listed call with EPERM', async () => {
+      const r = await run(['python3', '-c', probe(REFUSED)], { denySyscalls: ['socket'], isolation })
+      assert.equal(r.status, 'ok', r.stderr)
+      const errnos = JSON.parse(r.stdout) as Record<string, number>
+      for (const [name] of REFUSED) assert.equal(errnos[name], EPERM, name)
+    })
 
-  it('still allows what programs need: harmless personality, plain clone, ordinary ioctl', async () => {
-    const allowed: [string, number, ...number[]][] = [
-      ['personality(query)', 135, 0xffffffff],
-      ['getpid', 39],
-    ]
-    const r = await run([
-      'python3',
-      '-c',
-      `${probe(allowed)}\nimport subprocess; subprocess.run(["true"], check=True)`,
-    ])
-    assert.equal(r.status, 'ok', r.stderr)
-    assert.deepEqual(JSON.parse(r.stdout), { 'personality(query)': 0, getpid: 0 })
-  })
+    it('still allows what programs need: harmless personality, plain clone, ordinary ioctl', async () => {
+      const allowed: [string, number, ...number[]][] = [
+        ['personality(query)', 135, 0xffffffff],
+        ['getpid', 39],
+      ]
+      const r = await run(
+        ['python3', '-c', `${probe(allowed)}\nimport subprocess; subprocess.run(["true"], check=True)`],
+        { isolation },
+      )
+      assert.equal(r.status, 'ok', r.stderr)
+      assert.deepEqual(JSON.parse(r.stdout), { 'personality(query)': 0, getpid: 0 })
+    })
 
-  it('kills an x32 system call (the non-native ABI bypass)', async () => {
-    const r = await run([
-      'python3',
-      '-c',
-      'import ctypes; ctypes.CDLL(None).syscall(0x40000000 | 39); print("alive")',
-    ])
-    assert.equal(r.status, 'signaled')
-    assert.equal(r.signal, 'SIGSYS')
-    assert.equal(r.stdout, '')
+    it('kills an x32 system call (the non-native ABI bypass)', async () => {
+      const r = await run(
+        ['python3', '-c', 'import ctypes; ctypes.CDLL(None).syscall(0x40000000 | 39); print("alive")'],
+        { isolation },
+      )
+      assert.equal(r.status, 'signaled')
+      assert.equal(r.signal, 'SIGSYS')
+      assert.equal(r.stdout, '')
+    })
   })
-})
+}

@@ -1,0 +1,64 @@
+import assert from 'node:assert/strict'
+import { describe, it } from 'node:test'
+import { type LauncherSpec, launcherArgv } from '../../src/plan/launcher.js'
+
+const base: LauncherSpec = {
+  launcher: '/opt/cordon/native/cordon-launch',
+  rlimits: [],
+  join: [],
+  scratch: null,
+  unshareNet: false,
+  drop: null,
+  writable: null,
+  scope: { signals: false, abstractUnix: false },
+  seccomp: null,
+  program: ['/usr/bin/true'],
+}
+
+describe('launcherArgv', () => {
+  it('nothing asked: the launcher, --, the program', () => {
+    assert.deepEqual(launcherArgv(base), ['/opt/cordon/native/cordon-launch', '--', '/usr/bin/true'])
+  })
+
+  it('everything, in the order the launcher applies it', () => {
+    const argv = launcherArgv({
+      ...base,
+      rlimits: ['--cpu=1:2', '--fsize=1024'],
+      join: ['/sys/fs/cgroup/memory/cordon-1-a/tasks', '/sys/fs/cgroup/pids/cordon-1-a/tasks'],
+      scratch: '/tmp/cordon-tmp-x',
+      unshareNet: true,
+      drop: { uid: 60007, gid: 60000 },
+      writable: ['/work', '/tmp/cordon-tmp-x', '/dev/null'],
+      scope: { signals: true, abstractUnix: true },
+      seccomp: Buffer.from([0x06, 0, 0, 0, 0, 0, 0xff, 0x7f]),
+      program: ['/usr/bin/id', '-u', '--', '--uid=0'],
+    })
+    assert.deepEqual(argv, [
+      '/opt/cordon/native/cordon-launch',
+      '--cpu=1:2',
+      '--fsize=1024',
+      '--join=/sys/fs/cgroup/memory/cordon-1-a/tasks',
+      '--join=/sys/fs/cgroup/pids/cordon-1-a/tasks',
+      '--unshare-net',
+      '--mkdir=/tmp/cordon-tmp-x',
+      '--uid=60007',
+      '--gid=60000',
+      '--landlock-fs',
+      '--landlock-write=/work',
+      '--landlock-write=/tmp/cordon-tmp-x',
+      '--landlock-write=/dev/null',
+      '--scope-signals',
+      '--scope-abstract-unix',
+      '--seccomp=060000000000ff7f',
+      '--',
+      '/usr/bin/id',
+      '-u',
+      '--',
+      '--uid=0',
+    ])
+  })
+
+  it('an empty writable list still turns Landlock on: nothing may be written', () => {
+    assert.deepEqual(launcherArgv({ ...base, writable: [] }).slice(1, -2), ['--landlock-fs'])
+  })
+})

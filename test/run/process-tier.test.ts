@@ -1,0 +1,250 @@
+// The process tier's launcher (native/launch.c), for real: what it sets up before the program runs, and
+// how it refuses when it cannot.
+import assert from 'node:assert/strict'
+import { spawn, spawnSync } from 'node:child_process'
+import { existsSync, mkdtempSync, readFileSync } from 'node:fs'
+import net from 'node:net'
+import os from 'node:os'
+import path from 'node:path'
+import { describe, it } from 'node:test'
+import { run } from '../../src/index.js'
+import { probeCapabilities } from '../../src/plan/capabilities.js'
+import { LANDLOCK_SCOPES } from '../../src/plan/launcher.js'
+import { prepare } from '../../src/plan/plan.js'
+import { parsePolicy } from '../../src/policy/schema.js'
+import { noLauncher, notRoot, waitFor, worldWritableDir } from '../helpers.js'
+
+const caps = probeCapabilities()
+const isolation = 'process'
+const noLandlock = caps.landlock >= 1 ? false : 'the kernel offers no Landlock'
+const noScopes =
+  caps.landlock >= LANDLOCK_SCOPES
+    ? false
+    : `Landlock ABI ${caps.landlock} has no scopes (needs 6, Linux 6.12)`
+const noCgroup = caps.cgroup.version === null ? `no usable cgroup: ${caps.cgroup.reason}` : false
+
+/** Run python in the process tier; `code` prints what the test asserts on. */
+const python = (code: string, options: Parameters<typeof run>[1] = {}) =>
+  run(['python3', '-c', code], { isolation, ...options })
+
+describe('process tier launcher', { skip: noLauncher }, () => {
+  it('the program starts with no_new_privs and the seccomp filter, as the sandbox uid', {
+    skip: notRoot,
+  }, async () => {
+    const r = await run(['sh', '-c', 'id -u; grep -E "^(NoNewPrivs|Seccomp):" /proc/self/status'], {
+      isolation,
+    })
+    const [uid, nnp, seccomp] = r.stdout.trim().split('\n')
+    assert.ok(Number(uid) >= 60000 && Number(uid) < 61000, `uid ${uid}`)
+    assert.match(nnp ?? '', /NoNewPrivs:\s+1/)
+    assert.match(seccomp ?? '', /Seccomp:\s+2/)
+  })
+
+  it('joins its own cgroup before the program runs', { skip: noCgroup }, async () => {
+    const r = await run(['cat', '/proc/self/cgroup'], { isolation })
+    const line = r.stdout.split('\n').find((l) => /(^0::|:memory:)/.test(l)) ?? ''
+    assert.match(line, /\/cordon-\d+-[0-9a-f]{8}$/, `memory cgroup line: ${line}`)
+  })
+
+  it('writes only to writable paths, its own TMPDIR and /dev/null', { skip: noLandlock }, async () => {
+    const mine = worldWritableDir()
+    const other = worldWritableDir() // world-writable, but not the sandbox's: Landlock, not modes, refuses
+    const script = [
+      `echo a > ${mine}/f && echo mine-ok`,
+      `echo b > ${other}/f 2>/dev/null || echo other-refused`,
+      `mkdir ${other}/d 2>/dev/null || echo mkdir-refused`,
+      'echo c > "$TMPDIR/f" && echo tmp-ok',
+      'echo d > /dev/null && echo null-ok',
+      '[ "$HOME" = "$TMPDIR" ] && echo home-is-tmp',
+      'echo "$TMPDIR"',
+    ].join('; ')
+    const r = await run(['sh', '-c', script], { isolation, writable: [mine] })
+    const lines = r.stdout.trim().split('\n')
+    assert.deepEqual(lines.slice(0, -1), [
+      'mine-ok',
+      'other-refused',
+      'mkdir-refused',
+      'tmp-ok',
+      'null-ok',
+      'home-is-tmp',
+    ])
+    assert.equal(existsSync(path.join(other, 'f')), false, 'nothing written outside')
+    const tmp = lines.at(-1)!
+    assert.ok(tmp.startsWith(os.tmpdir()) && tmp.includes('cordon-tmp-'), `TMPDIR ${tmp}`)
+    assert.equal(existsSync(tmp), false, 'the private TMPDIR is gone after the run')
+  })
+
+  it("the private TMPDIR is the sandbox uid's alone and is removed with what it holds", async () => {
+    const r = await run(
+      [
+        'sh',
+        '-c',
+        'mkdir -p "$TMPDIR/a/b" && echo x > "$TMPDIR/a/b/c" && stat -c "%a %u" "$TMPDIR" && echo "$TMPDIR"',
+      ],
+      { isolation },
+    )
+    const [modeOwner, tmp] = r.stdout.trim().split('\n')
+    const [mode, owner] = (modeOwner ?? '').split(' ')
+    assert.equal(mode, '700')
+    if (caps.isRoot) assert.ok(Number(owner) >= 60000, `owned by the sandbox uid, not ${owner}`)
+    assert.equal(existsSync(tmp!), false, `${tmp} removed`)
+  })
+
+  it('TMPDIR and HOME given in env are kept', async () => {
+    const home = worldWritableDir()
+    const r = await run(['sh', '-c', 'echo "$HOME $TMPDIR"'], {
+      isolation,
+      env: { HOME: home, TMPDIR: home },
+    })
+    assert.equal(r.stdout, `${home} ${home}\n`)
+  })
+
+  it("network 'none': sockets of every family but unix are refused; 'host' allows them", async () => {
+    const probe = [
+      'import socket',
+      'for fam in ("AF_INET", "AF_INET6", "AF_NETLINK", "AF_PACKET"):',
+      '  try:',
+      '    socket.socket(getattr(socket, fam), socket.SOCK_RAW if fam in ("AF_NETLINK", "AF_PACKET") else socket.SOCK_STREAM).close(); print(fam, "ok")',
+      '  except OSError as e: print(fam, e.errno)',
+      'socket.socket(socket.AF_UNIX).close(); print("AF_UNIX ok")',
+      'a, b = socket.socketpair(); print("socketpair ok")',
+    ].join('\n')
+    const none = await python(probe)
+    assert.deepEqual(none.stdout.trim().split('\n'), [
+      'AF_INET 97',
+      'AF_INET6 97',
+      'AF_NETLINK 97',
+      'AF_PACKET 97',
+      'AF_UNIX ok',
+      'socketpair ok',
+    ])
+    const host = await python('import socket\nsocket.socket(socket.AF_INET).close()\nprint("inet ok")', {
+      network: 'host',
+    })
+    assert.equal(host.stdout, 'inet ok\n')
+  })
+
+  it("cannot reach the host's abstract unix sockets unless the network is 'host'", {
+    skip: noScopes,
+  }, async () => {
+    const name = `cordon-test-${process.pid}-${Date.now()}`
+    const server = net.createServer((s) => s.end('reached\n'))
+    await new Promise<void>((r) => server.listen(`\0${name}`, r))
+    // Node binds an abstract name padded with NULs to the whole sun_path (108 bytes): connect to the same.
+    const probe = `import socket\ns = socket.socket(socket.AF_UNIX)\ntry:\n  s.connect("\\0${name}".ljust(108, "\\0")); print(s.recv(9).decode().strip())\nexcept OSError as e:\n  print("refused", e.errno)`
+    try {
+      const none = await python(probe)
+      assert.equal(none.stdout, 'refused 1\n', none.stderr)
+      const host = await python(probe, { network: 'host' })
+      assert.equal(host.stdout, 'reached\n', host.stderr)
+    } finally {
+      server.close()
+    }
+  })
+
+  it('cannot signal a process outside the sandbox, even one of its own uid', {
+    skip: noScopes || notRoot || noCgroup,
+  }, async () => {
+    // A pool of one uid: the outside process has exactly the sandbox's uid, so only Landlock stands between.
+    const pool = { first: 60_990, count: 1, lockDir: mkdtempSync(path.join(os.tmpdir(), 'cordon-uids-')) }
+    const outside = spawn('sleep', ['30'], { uid: pool.first, gid: pool.first, stdio: 'ignore' })
+    try {
+      const r = await run(['sh', '-c', `kill -TERM ${outside.pid} 2>&1; echo rc=$?; id -u`], {
+        isolation,
+        uidPool: pool,
+      })
+      assert.match(r.stdout, /Operation not permitted[\s\S]*rc=1\n60990\n$/, r.stdout)
+      assert.equal(outside.exitCode, null, 'the outside process lives')
+      assert.equal(outside.signalCode, null, 'the outside process lives')
+    } finally {
+      outside.kill('SIGKILL')
+    }
+  })
+
+  it('the filter refuses denySyscalls in this tier too', async () => {
+    const r = await run(['sh', '-c', 'mkdir "$TMPDIR/d" 2>&1 || echo refused'], {
+      isolation,
+      denySyscalls: ['mkdir', 'mkdirat'],
+    })
+    assert.match(r.stdout, /Operation not permitted[\s\S]*refused/)
+  })
+
+  it('without the launcher the tier is refused, saying how to build it', () => {
+    const prepared = prepare(['true'], parsePolicy({ isolation }), { ...caps, launcher: null })
+    assert.equal(prepared.kind, 'refused')
+    assert.ok(prepared.kind === 'refused', 'refused')
+    assert.equal(prepared.violation.kind, 'error')
+    assert.match(prepared.violation.message, /process tier unavailable: its launcher is not built .*gcc/)
+  })
+})
+
+describe('the launcher binary', { skip: noLauncher }, () => {
+  const launch = (...args: string[]) => spawnSync(caps.launcher!, args, { encoding: 'utf8' })
+
+  it('refuses what it does not know, naming it, exit 1', () => {
+    for (const [args, message] of [
+      [['--bogus', '--', 'true'], 'bad argument: --bogus'],
+      [['--cpu=abc', '--', 'true'], 'bad argument: --cpu=abc'],
+      [['--cpu=5:1', '--', 'true'], 'bad argument: --cpu=5:1'],
+      [['--uid=60000', '--', 'true'], '--uid and --gid go together'],
+      [['--seccomp=zz', '--', 'true'], 'bad argument: --seccomp'],
+      [['--seccomp=0600', '--', 'true'], 'not whole instructions'],
+      [['--landlock-write=/tmp', '--', 'true'], '--landlock-write needs --landlock-fs'],
+      [['--join=relative/tasks', '--', 'true'], 'bad argument: --join=relative/tasks'],
+      [['--'], 'no program'],
+    ] as const) {
+      const r = launch(...args)
+      assert.equal(r.status, 1, `${args.join(' ')}: ${r.stderr}`)
+      assert.match(
+        r.stderr,
+        new RegExp(`^cordon-launch: .*${message.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}`),
+      )
+    }
+  })
+
+  it('a set-up step that fails stops before the program, exit 1', () => {
+    const dir = worldWritableDir()
+    for (const args of [
+      ['--join=/nonexistent/tasks', '--', 'sh', '-c', 'echo ran'],
+      [`--mkdir=${dir}`, '--', 'sh', '-c', 'echo ran'], // exists: never reused
+    ]) {
+      const r = launch(...args)
+      assert.equal(r.status, 1, r.stderr)
+      assert.equal(r.stdout, '', 'the program never ran')
+      assert.match(r.stderr, /^cordon-launch: cannot (open|make)/)
+    }
+  })
+
+  it('a program it cannot execute: 127 when missing, 126 otherwise, like a shell (no PATH lookup)', () => {
+    assert.equal(launch('--', 'true').status, 127, 'cordon passes resolved paths only')
+    assert.equal(launch('--', '/nonexistent/program').status, 127)
+    assert.equal(launch('--', os.tmpdir()).status, 126)
+  })
+
+  it("applies rlimits in prlimit's syntax", () => {
+    const r = launch('--cpu=3:4', '--fsize=1048576', '--', '/bin/cat', '/proc/self/limits')
+    assert.match(r.stdout, /Max cpu time\s+3\s+4\s+seconds/)
+    assert.match(r.stdout, /Max file size\s+1048576\s+1048576\s+bytes/)
+  })
+
+  it('dies with its parent (parent-death SIGKILL survives the exec)', async () => {
+    const marker = `${90 + Math.random()}`
+    const running = () =>
+      spawnSync('pgrep', ['-f', `sleep ${marker}`], { encoding: 'utf8' }).stdout.trim() !== ''
+    // The launcher's parent is a shell that waits a moment, then exits without waiting for it.
+    const parent = spawn('sh', ['-c', `${caps.launcher} -- /bin/sleep ${marker} & sleep 1`], {
+      stdio: 'ignore',
+    })
+    const exited = new Promise((r) => parent.on('exit', r))
+    assert.ok(await waitFor(running, 5000), 'the program started')
+    await exited
+    assert.ok(await waitFor(() => !running(), 5000), 'the program died with its parent')
+  })
+
+  it('prints the Landlock ABI it finds', () => {
+    const r = launch('--landlock-abi')
+    assert.equal(r.status, 0)
+    assert.equal(Number(r.stdout), caps.landlock)
+    assert.ok(readFileSync('/proc/version', 'utf8').length > 0, 'sanity')
+  })
+})
