@@ -14,7 +14,14 @@ import { type Isolation, probeCapabilities, type RunOptions, run } from '../src/
 import { bwrapArgs } from '../src/plan/bwrap.js'
 import { cgroupDirs, joinFiles, sandboxCgroupName } from '../src/plan/cgroups.js'
 import { launcherArgv } from '../src/plan/launcher.js'
-import { DEVICES_WRITABLE, HOLD_FDS, LOG_FD, prepare, SECCOMP_FD } from '../src/plan/plan.js'
+import {
+  DEVICES_WRITABLE,
+  HOLD_FDS,
+  LOG_FD,
+  prepare,
+  processTierNetns,
+  SECCOMP_FD,
+} from '../src/plan/plan.js'
 import { rlimitArgs } from '../src/plan/rlimits.js'
 import { findProgram } from '../src/policy/command.js'
 import { buildEnv } from '../src/policy/env.js'
@@ -129,7 +136,7 @@ function rawLaunch(
       rlimits,
       join: parts.join,
       scratch: parts.mkdir ? scratch : null,
-      unshareNet: caps.isRoot,
+      unshareNet: processTierNetns(caps, seccomp !== null),
       drop: uid,
       writable: caps.landlock >= 1 ? [scratch!, ...DEVICES_WRITABLE] : null,
       scope: { signals: caps.landlock >= 6, abstractUnix: caps.landlock >= 6 },
