@@ -181,9 +181,7 @@ function baselineFor(tier: Isolation, options: RunOptions): Launch {
   const launch = (parts: CordonParts) =>
     rawLaunch(tier, program, plan.cgroup !== null, parts, plan.seccomp, uid, plan.scratch)
   const join =
-    plan.cgroup?.join === 'launcher'
-      ? joinFiles(plan.cgroup.support.version, cgroupDirs(plan.cgroup.support, plan.cgroup.name, true))
-      : []
+    plan.cgroup?.join === 'launcher' ? joinFiles(plan.cgroup.support.version, plan.cgroup.dirs) : []
   const expected = launch({ held: plan.hold, join, mkdir: plan.scratch !== null })
   const same =
     plan.tier === tier &&
@@ -556,7 +554,11 @@ async function main(): Promise<void> {
     if (cgroup) {
       const started = performance.now()
       for (let i = 0; i < calls / 5; i++)
-        await SandboxCgroup.create(cgroup.support, cgroup.writes, sandboxCgroupName()).remove()
+        await SandboxCgroup.create(
+          cgroup.support,
+          cgroup.writes,
+          cgroupDirs(cgroup.support, sandboxCgroupName(), false),
+        ).remove()
       steps.push(['empty cgroup create + remove', ((performance.now() - started) / (calls / 5)) * 1000])
     }
   }

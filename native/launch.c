@@ -87,19 +87,21 @@ static void usage(const char *arg) {
   exit(1);
 }
 
-/* A whole decimal number that fits rlim_t; anything else is a caller bug and refused. */
-static rlim_t number(const char *s, const char *arg) {
+/* A whole decimal number that ends at `stop` (or the string's end); anything else is a caller bug. */
+static rlim_t number_until(const char *s, char stop, const char *arg) {
   if (*s < '0' || *s > '9') usage(arg);
   errno = 0;
   char *end;
   unsigned long long v = strtoull(s, &end, 10);
-  if (errno || (*end != '\0' && *end != ':')) usage(arg);
+  if (errno || (*end != '\0' && *end != stop)) usage(arg);
   return (rlim_t)v;
 }
 
+static rlim_t number(const char *s, const char *arg) { return number_until(s, '\0', arg); }
+
 static void set_rlimit(int resource, const char *value, const char *arg) {
   struct rlimit r;
-  r.rlim_cur = number(value, arg);
+  r.rlim_cur = number_until(value, ':', arg);
   const char *colon = strchr(value, ':');
   r.rlim_max = colon ? number(colon + 1, arg) : r.rlim_cur;
   if (r.rlim_cur > r.rlim_max) usage(arg);

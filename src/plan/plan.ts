@@ -15,7 +15,13 @@ import type { Isolation, Violation } from '../run/result.js'
 import { bwrapArgs, NET_DIR_INSIDE } from './bwrap.js'
 import type { Capabilities } from './capabilities.js'
 import { type CgroupWrite, cgroupWrites, memoryLimit, pidsLimit } from './cgroup-settings.js'
-import { type CgroupSupport, cgroupDirs, joinFiles, sandboxCgroupName } from './cgroups.js'
+import {
+  type CgroupController,
+  type CgroupSupport,
+  cgroupDirs,
+  joinFiles,
+  sandboxCgroupName,
+} from './cgroups.js'
 import { LANDLOCK_SCOPES, launcherArgv } from './launcher.js'
 import { rlimitArgs } from './rlimits.js'
 import { seccompProgram, seccompSupported } from './seccomp.js'
@@ -41,7 +47,8 @@ export interface LaunchPlan {
    */
   cgroup: {
     support: Exclude<CgroupSupport, { version: null }>
-    name: string
+    /** Its directory in each hierarchy (see `cgroupDirs`). */
+    dirs: Map<CgroupController, string>
     writes: CgroupWrite[]
     join: 'launcher' | 'spawn' | 'hold'
     settle: CgroupWrite[]
@@ -206,11 +213,12 @@ function cgroupPlan(
   tier: Isolation,
   bridge: number,
 ): NonNullable<LaunchPlan['cgroup']> {
-  const name = sandboxCgroupName()
+  // The process tier's hard stop freezes the cgroup; the namespace tier's kills bwrap's PID namespace.
+  const dirs = cgroupDirs(support, sandboxCgroupName(), tier === 'process')
   if (tier === 'process') {
     return {
       support,
-      name,
+      dirs,
       writes: cgroupWrites(support.version, limits, bridge),
       join: 'launcher',
       settle: [],
@@ -219,7 +227,7 @@ function cgroupPlan(
   if (support.version === 2 || !support.threadMoves) {
     return {
       support,
-      name,
+      dirs,
       writes: cgroupWrites(support.version, limits, 1 + bridge),
       join: 'hold',
       settle: [],
@@ -231,7 +239,7 @@ function cgroupPlan(
   const during = Math.max(limits.memoryBytes, SPAWN_MEMORY_FLOOR)
   return {
     support,
-    name,
+    dirs,
     writes: cgroupWrites(1, { ...limits, memoryBytes: during }, extra + 1),
     join: 'spawn',
     settle: [
@@ -339,7 +347,6 @@ export function prepare(
 
   const lease = caps.isRoot ? claimUid(policy.uidPool) : null
   try {
-    let scratch: string | null = null
     const shown = visible.map((p) => realpathSync(p))
     if (lease) {
       for (const dir of shown) {
@@ -390,6 +397,7 @@ export function prepare(
       : null
     const hold = cgroup?.join === 'hold'
     let argv: string[]
+    let scratch: string | null = null
     if (tier === 'namespace') {
       argv = [
         caps.prlimit!,
@@ -420,7 +428,7 @@ export function prepare(
       argv = launcherArgv({
         launcher: caps.launcher!,
         rlimits,
-        join: cgroup ? joinFiles(cgroup.support.version, cgroupDirs(cgroup.support, cgroup.name, true)) : [],
+        join: cgroup ? joinFiles(cgroup.support.version, cgroup.dirs) : [],
         scratch,
         unshareNet: noNetwork && processTierNetns(caps, seccomp !== null),
         drop: lease && { uid: lease.uid, gid: lease.gid },

@@ -13,13 +13,7 @@ import {
   usageFiles,
   type V1Controller,
 } from '../plan/cgroup-settings.js'
-import {
-  CGROUP_PREFIX,
-  type CgroupController,
-  type CgroupSupport,
-  cgroupDirs,
-  parseOwnCgroups,
-} from '../plan/cgroups.js'
+import { CGROUP_PREFIX, type CgroupController, type CgroupSupport, parseOwnCgroups } from '../plan/cgroups.js'
 import { isAlive, signal } from './procs.js'
 
 const sleepSync = (ms: number) => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms)
@@ -47,17 +41,16 @@ export class SandboxCgroup {
     private readonly mounts: Partial<Record<V1Controller, string>>,
   ) {}
 
-  /** Create the sandbox's cgroup directories (see `cgroupDirs`) and apply `writes`. */
+  /** Create the sandbox's cgroup directories (from `cgroupDirs`) and apply `writes`. */
   static create(
     support: Exclude<CgroupSupport, { version: null }>,
     writes: CgroupWrite[],
-    name: string,
-    freezer = true,
+    planned: ReadonlyMap<Controller, string>,
   ): SandboxCgroup {
     const dirs = new Map<Controller, string>()
     const cgroup = new SandboxCgroup(support.version, dirs, support.version === 1 ? support.mounts : {})
     try {
-      for (const [controller, dir] of cgroupDirs(support, name, freezer)) {
+      for (const [controller, dir] of planned) {
         sweepStale(path.dirname(dir))
         mkdirSync(dir)
         dirs.set(controller, dir)

@@ -1,5 +1,5 @@
-// The sandbox's file descriptors beyond stdio, by number: bwrap's info/block fds, the seccomp program, the log channel,
-// a called function's request and reply. One layout, so spawn's stdio array and the pipes agree.
+// The sandbox's file descriptors beyond stdio, by number: bwrap's info/block fds and seccomp program, the
+// log channel, a called function's request and reply. One layout, so spawn's stdio array and the pipes agree.
 import type { ChildProcess } from 'node:child_process'
 import type { Readable, Writable } from 'node:stream'
 import { CALL_FDS, HOLD_FDS, type LaunchPlan, LOG_FD, SECCOMP_FD } from '../plan/plan.js'

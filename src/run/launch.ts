@@ -85,9 +85,7 @@ export function launch(
   }
   let cgroup: SandboxCgroup | null = null
   try {
-    cgroup =
-      plan.cgroup &&
-      SandboxCgroup.create(plan.cgroup.support, plan.cgroup.writes, plan.cgroup.name, plan.tier === 'process')
+    cgroup = plan.cgroup && SandboxCgroup.create(plan.cgroup.support, plan.cgroup.writes, plan.cgroup.dirs)
   } catch (error) {
     void releasePlan(plan)
     const message = `could not create the sandbox cgroup: ${(error as Error).message}`

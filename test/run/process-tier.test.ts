@@ -187,6 +187,7 @@ describe('the launcher binary', { skip: noLauncher }, () => {
       [['--cpu=abc', '--', 'true'], 'bad argument: --cpu=abc'],
       [['--cpu=5:1', '--', 'true'], 'bad argument: --cpu=5:1'],
       [['--uid=60000', '--', 'true'], '--uid and --gid go together'],
+      [['--uid=60000:1', '--gid=60000', '--', 'true'], 'bad argument: --uid=60000:1'],
       [['--seccomp=zz', '--', 'true'], 'bad argument: --seccomp'],
       [['--seccomp=0600', '--', 'true'], 'not whole instructions'],
       [['--landlock-write=/tmp', '--', 'true'], '--landlock-write needs --landlock-fs'],
