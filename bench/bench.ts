@@ -13,7 +13,7 @@ import { runInNewContext } from 'node:vm'
 import { type Isolation, probeCapabilities, type RunOptions, run } from '../src/index.js'
 import { bwrapArgs } from '../src/plan/bwrap.js'
 import { cgroupDirs, joinFiles, sandboxCgroupName } from '../src/plan/cgroups.js'
-import { launcherArgv } from '../src/plan/launcher.js'
+import { LANDLOCK_SCOPES, launcherArgv } from '../src/plan/launcher.js'
 import {
   DEVICES_WRITABLE,
   HOLD_FDS,
@@ -139,7 +139,7 @@ function rawLaunch(
       unshareNet: processTierNetns(caps, seccomp !== null),
       drop: uid,
       writable: caps.landlock >= 1 ? [scratch!, ...DEVICES_WRITABLE] : null,
-      scope: { signals: caps.landlock >= 6, abstractUnix: caps.landlock >= 6 },
+      scope: { signals: caps.landlock >= LANDLOCK_SCOPES, abstractUnix: caps.landlock >= LANDLOCK_SCOPES },
       seccomp,
       program,
     })

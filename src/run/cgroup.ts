@@ -18,8 +18,6 @@ import { isAlive, signal } from './procs.js'
 
 const sleepSync = (ms: number) => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms)
 
-type Controller = CgroupController
-
 function tryRead(file: string): string | undefined {
   try {
     return readFileSync(file, 'utf8')
@@ -37,7 +35,7 @@ function readPids(dir: string | undefined): number[] {
 export class SandboxCgroup {
   private constructor(
     readonly version: CgroupVersion,
-    private readonly dirs: Map<Controller, string>,
+    private readonly dirs: Map<CgroupController, string>,
     private readonly mounts: Partial<Record<V1Controller, string>>,
   ) {}
 
@@ -45,9 +43,9 @@ export class SandboxCgroup {
   static create(
     support: Exclude<CgroupSupport, { version: null }>,
     writes: CgroupWrite[],
-    planned: ReadonlyMap<Controller, string>,
+    planned: ReadonlyMap<CgroupController, string>,
   ): SandboxCgroup {
-    const dirs = new Map<Controller, string>()
+    const dirs = new Map<CgroupController, string>()
     const cgroup = new SandboxCgroup(support.version, dirs, support.version === 1 ? support.mounts : {})
     try {
       for (const [controller, dir] of planned) {
@@ -78,7 +76,7 @@ export class SandboxCgroup {
    */
   spawnInside<T>(launch: () => T): T {
     const home = parseOwnCgroups(readFileSync('/proc/thread-self/cgroup', 'utf8'))
-    const moved: Controller[] = []
+    const moved: CgroupController[] = []
     try {
       for (const [controller, dir] of this.dirs) {
         writeFileSync(path.join(dir, 'tasks'), '0')
@@ -114,7 +112,7 @@ export class SandboxCgroup {
     }
   }
 
-  private file(controller: Controller, file: string): string | undefined {
+  private file(controller: CgroupController, file: string): string | undefined {
     const dir = this.dirs.get(this.version === 2 ? 'unified' : controller)
     return dir && tryRead(path.join(dir, file))
   }
