@@ -233,6 +233,26 @@ describe('OutputBuffer without a live consumer (batched decoding)', () => {
     }
   })
 
+  it('text crossing every batch size (16 KiB growing to 4 MiB, then reused) decodes whole', () => {
+    const bytes = b(`${'a€ß😀'.repeat(100_000)}${'plain ascii '.repeat(500_000)}${'ß'.repeat(200_000)}`)
+    const rand = prng(7)
+    for (const streams of [['stdout'], ['stdout', 'stdout', 'stdout', 'stderr']] as const) {
+      const out = batched(bytes.length)
+      const sent = { stdout: [] as Buffer[], stderr: [] as Buffer[] }
+      for (let at = 0, i = 0; at < bytes.length; i++) {
+        const piece = bytes.subarray(at, at + 1 + Math.floor(rand() * 70_000))
+        const stream = streams[i % streams.length]!
+        sent[stream].push(piece)
+        assert.equal(out.push(stream, piece), true)
+        at += piece.length
+      }
+      const text = out.finish()
+      assert.equal(text.stdout, Buffer.concat(sent.stdout).toString(), `${streams.length} streams: stdout`)
+      assert.equal(text.stderr, Buffer.concat(sent.stderr).toString(), `${streams.length} streams: stderr`)
+      assert.equal(text.output.length, text.stdout.length + text.stderr.length)
+    }
+  })
+
   it('valid UTF-8 comes out as Buffer#toString would decode it whole', () => {
     const text = `ascii ${'€ß😀'.repeat(50)} tail`
     const bytes = b(text)
