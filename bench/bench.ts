@@ -14,14 +14,7 @@ import { type Isolation, probeCapabilities, type RunOptions, run } from '../src/
 import { bwrapArgs } from '../src/plan/bwrap.js'
 import { cgroupDirs, joinFiles, sandboxCgroupName } from '../src/plan/cgroups.js'
 import { LANDLOCK_SCOPES, launcherArgv } from '../src/plan/launcher.js'
-import {
-  DEVICES_WRITABLE,
-  HOLD_FDS,
-  LOG_FD,
-  prepare,
-  processTierNetns,
-  SECCOMP_FD,
-} from '../src/plan/plan.js'
+import { DEVICES_WRITABLE, INFO_FD, LOG_FD, prepare, processTierNetns, SECCOMP_FD } from '../src/plan/plan.js'
 import { rlimitArgs } from '../src/plan/rlimits.js'
 import { findProgram } from '../src/policy/command.js'
 import { buildEnv } from '../src/policy/env.js'
@@ -52,8 +45,9 @@ const gc = () => {
 // ---- What cordon launches, rebuilt from its pure builders ------------------------------------------------
 
 const caps = probeCapabilities()
-if (!caps.bwrap || !caps.prlimit || !caps.launcher) {
-  throw new Error('bench needs bwrap and prlimit installed and the launcher built')
+const prlimit = findProgram('prlimit', `/usr/bin:/bin:${process.env.PATH ?? ''}`, '/')
+if (!caps.bwrap || !prlimit || !caps.launcher) {
+  throw new Error('bench needs bwrap and prlimit (util-linux) installed and the launcher built')
 }
 const cwd = realpathSync(process.cwd())
 const env: Record<string, string> = { ...buildEnv(process.env, [], {}), CORDON_LOG_FD: String(LOG_FD) }
@@ -86,7 +80,7 @@ interface Launch {
   args: string[]
   cwd: string
   env: Record<string, string>
-  /** The process tier's launcher drops to the sandbox uid itself, so it is spawned as root. */
+  /** cordon's launcher drops to the sandbox uid itself, so it is spawned as root; prlimit is spawned as the uid. */
   dropsItself: boolean
   /** Data written to extra fds of the child, by fd number (bwrap's seccomp program). */
   feeds: Map<number, Buffer>
@@ -94,14 +88,17 @@ interface Launch {
 
 /** What a cordon run adds to the argv that the raw baselines leave out: they are part of what cordon costs. */
 interface CordonParts {
-  /** bwrap's info/block fds, holding the sandbox while cordon moves it into its cgroup. */
-  held: boolean
-  /** The cgroup files the process tier's launcher joins. */
+  /** The cgroup files the launcher joins. */
   join: string[]
   /** The process tier's launcher makes the private TMPDIR (the raw runs share one made up front). */
   mkdir: boolean
+  /**
+   * 'launcher': cordon's own launcher in front (as cordon runs it); 'prlimit': the same rlimits and bwrap
+   * flags through util-linux prlimit, spawned as the sandbox uid — what one would write by hand.
+   */
+  via: 'launcher' | 'prlimit'
 }
-const RAW: CordonParts = { held: false, join: [], mkdir: false }
+const RAW: CordonParts = { join: [], mkdir: false, via: 'launcher' }
 
 /**
  * The argv cordon's plan launches, from the same builders, with or without `parts`. The seccomp program,
@@ -118,36 +115,46 @@ function rawLaunch(
 ): Launch {
   const overheadProcesses = tier === 'namespace' ? 2 : 0
   const rlimits = rlimitArgs(limits, { ownUid: caps.isRoot, overheadProcesses, cgroup })
-  let argv: string[]
-  if (tier === 'namespace') {
-    const bwrap = bwrapArgs({
-      writable: [],
-      cwd,
-      network: 'none',
-      tmpfsBytes: limits.tmpfsBytes,
-      hide,
-      ...(seccomp ? { seccompFd: SECCOMP_FD } : {}),
-      holdFds: parts.held ? HOLD_FDS : { info: HOLD_FDS.info },
-    })
-    argv = [caps.prlimit!, ...rlimits, '--', caps.bwrap!, ...bwrap, '--', ...program]
-  } else {
-    argv = launcherArgv({
-      launcher: caps.launcher!,
-      rlimits,
-      join: parts.join,
-      scratch: parts.mkdir ? scratch : null,
-      unshareNet: processTierNetns(caps, seccomp !== null),
-      drop: uid,
-      writable: caps.landlock >= 1 ? [scratch!, ...DEVICES_WRITABLE] : null,
-      scope: { signals: caps.landlock >= LANDLOCK_SCOPES, abstractUnix: caps.landlock >= LANDLOCK_SCOPES },
-      seccomp,
-      program,
-    })
-  }
+  const fenced = tier === 'process'
+  const inner = fenced
+    ? program
+    : [
+        caps.bwrap!,
+        ...bwrapArgs({
+          writable: [],
+          cwd,
+          network: 'none',
+          tmpfsBytes: limits.tmpfsBytes,
+          hide,
+          ...(seccomp ? { seccompFd: SECCOMP_FD } : {}),
+          infoFd: INFO_FD,
+        }),
+        '--',
+        ...program,
+      ]
+  const viaPrlimit = parts.via === 'prlimit'
+  if (viaPrlimit && fenced) throw new Error('the process tier has no prlimit form')
+  const argv = viaPrlimit
+    ? [prlimit!, ...rlimits, '--', ...inner]
+    : launcherArgv({
+        launcher: caps.launcher!,
+        rlimits,
+        join: parts.join,
+        scratch: parts.mkdir ? scratch : null,
+        unshareNet: fenced && processTierNetns(caps, seccomp !== null),
+        drop: uid,
+        writable: fenced && caps.landlock >= 1 ? [scratch!, ...DEVICES_WRITABLE] : null,
+        scope: {
+          signals: fenced && caps.landlock >= LANDLOCK_SCOPES,
+          abstractUnix: fenced && caps.landlock >= LANDLOCK_SCOPES,
+        },
+        seccomp: fenced ? seccomp : null,
+        program: inner,
+      })
   // Like cordon: a pipe for bwrap's info fd and one for the log channel, besides the seccomp program.
   const empty = Buffer.alloc(0)
   const feeds = new Map<number, Buffer>([
-    ...(tier === 'namespace' ? ([[HOLD_FDS.info, empty]] as const) : []),
+    ...(tier === 'namespace' ? ([[INFO_FD, empty]] as const) : []),
     ...(seccomp && tier === 'namespace' ? ([[SECCOMP_FD, seccomp]] as const) : []),
     [LOG_FD, empty],
   ])
@@ -157,15 +164,16 @@ function rawLaunch(
     cwd: tier === 'namespace' ? '/' : cwd,
     env: scratch ? { ...env, TMPDIR: scratch, HOME: scratch } : env,
     feeds,
-    dropsItself: tier === 'process' && uid !== null,
+    dropsItself: !viaPrlimit && uid !== null,
   }
 }
 
 /**
  * The baseline is only fair if it launches what cordon launches: rebuild cordon's plan for `options` with
- * the builders, check it against `prepare`, and return the same launch without the hold.
+ * the builders, check it against `prepare`, and return the same launch without the cgroup (`via` the
+ * launcher, or prlimit for the namespace tier).
  */
-function baselineFor(tier: Isolation, options: RunOptions): Launch {
+function baselineFor(tier: Isolation, options: RunOptions, via: CordonParts['via'] = 'launcher'): Launch {
   const program = [TRUE!]
   const prepared = prepare(['true'], parsePolicy(options), caps)
   if (prepared.kind !== 'launch')
@@ -177,12 +185,11 @@ function baselineFor(tier: Isolation, options: RunOptions): Launch {
     mkdirSync(plan.scratch)
     scratchDirs.push(plan.scratch)
   }
-  const uid = plan.lease && tier === 'process' ? { uid: plan.lease.uid, gid: plan.lease.gid } : null
+  const uid = plan.lease && { uid: plan.lease.uid, gid: plan.lease.gid }
   const launch = (parts: CordonParts) =>
     rawLaunch(tier, program, plan.cgroup !== null, parts, plan.seccomp, uid, plan.scratch)
-  const join =
-    plan.cgroup?.join === 'launcher' ? joinFiles(plan.cgroup.support.version, plan.cgroup.dirs) : []
-  const expected = launch({ held: plan.hold, join, mkdir: plan.scratch !== null })
+  const join = plan.cgroup ? joinFiles(plan.cgroup.support.version, plan.cgroup.dirs) : []
+  const expected = launch({ join, mkdir: plan.scratch !== null, via: 'launcher' })
   const same =
     plan.tier === tier &&
     plan.file === expected.file &&
@@ -195,7 +202,7 @@ function baselineFor(tier: Isolation, options: RunOptions): Launch {
         `  raw:    ${expected.file} ${expected.args.join(' ')}\n  cordon: ${plan.file} ${plan.args.join(' ')}`,
     )
   }
-  return launch(RAW)
+  return launch({ ...RAW, via })
 }
 const scratchDirs: string[] = []
 
@@ -434,7 +441,8 @@ async function main(): Promise<void> {
   const trueCmd = ['true']
   const nsOptions: RunOptions = { isolation: 'namespace' }
   const procOptions: RunOptions = { isolation: 'process' }
-  const rawNs = baselineFor('namespace', nsOptions)
+  const rawNs = baselineFor('namespace', nsOptions, 'prlimit')
+  const rawNsLauncher = baselineFor('namespace', nsOptions)
   const rawProc = baselineFor('process', procOptions)
   // With a cgroup available cordon uses one by default; the same runs without it show what it costs.
   const cgroups = caps.cgroup.version !== null
@@ -452,16 +460,19 @@ async function main(): Promise<void> {
   )
   const asUid = caps.isRoot ? `, as uids ${RAW_UID_FIRST}-${RAW_UID_FIRST + RAW_UIDS - 1} gid ${RAW_GID}` : ''
   console.log(
-    `raw baselines launch cordon's own plan (argv checked, same seccomp program), minus the cgroup hold${asUid}\n`,
+    `raw baselines launch cordon's own plan (argv checked, same seccomp program) minus the cgroup${asUid}; ` +
+      'namespace targets are against the same rlimits and bwrap flags through prlimit (util-linux)\n',
   )
   const rows: Row[] = []
 
   // 1. One `true` in the namespace tier.
-  const nsTasks = [() => cordonRun(trueCmd, nsOptions), () => rawRun(rawNs)]
+  const nsTasks = [() => cordonRun(trueCmd, nsOptions), () => rawRun(rawNs), () => rawRun(rawNsLauncher)]
   if (cgroups) nsTasks.push(() => cordonRun(trueCmd, noCgroup(nsOptions)))
-  const [ns, nsRaw, nsOff] = await interleavedLatency(nsTasks, LATENCY_RUNS, LATENCY_WARMUP)
-  rows.push(...latencyRows('namespace `true`', ns!, nsRaw!, 1.2))
-  if (nsOff) rows.push(...latencyRows('  same, cordon cgroup off:', nsOff, nsRaw!))
+  const [ns, nsRaw, nsLauncher, nsOff] = await interleavedLatency(nsTasks, LATENCY_RUNS, LATENCY_WARMUP)
+  rows.push(...latencyRows('namespace `true` vs prlimit+bwrap', ns!, nsRaw!, 1.2))
+  rows.push(...latencyRows('  raw launcher+bwrap vs prlimit+bwrap:', nsLauncher!, nsRaw!).slice(0, 1))
+  rows.push(...latencyRows('  cordon vs raw launcher+bwrap:', ns!, nsLauncher!).slice(0, 1))
+  if (nsOff) rows.push(...latencyRows('  cordon cgroup off vs prlimit+bwrap:', nsOff, nsRaw!).slice(0, 1))
   // An occasional caller: every run after 50 ms of quiet (kernel fast paths that back-to-back runs keep warm
   // have gone cold by then, e.g. the RCU sync that moving a process into a cgroup waits for).
   const [nsIdle, nsRawIdle] = await interleavedLatency(

@@ -1,6 +1,7 @@
 /*
- * cordon-launch: the process tier's launcher. One exec that sets up the sandbox and then becomes the
- * program, instead of a chain of util-linux tools (unshare → setpriv → prlimit), each an exec of its own.
+ * cordon-launch: the launcher both tiers start through. One exec that sets up the sandbox and then becomes
+ * the program (process tier) or bwrap (namespace tier, which gets only rlimits, the cgroup and the uid from
+ * here), instead of a chain of util-linux tools (unshare → setpriv → prlimit), each an exec of its own.
  *
  *   cordon-launch [--cpu=S:H] [--fsize=N] [--core=N] [--data=N] [--nproc=N] [--join=FILE]...
  *                 [--unshare-net] [--mkdir=DIR] [--uid=N --gid=N] [--landlock-fs [--landlock-write=PATH]...]

@@ -5,8 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 missing=()
 command -v bwrap >/dev/null || missing+=(bubblewrap)
-command -v prlimit >/dev/null && command -v setpriv >/dev/null || missing+=(util-linux)
-# A C compiler and static libc build the process tier's launcher (native/launch.c).
+command -v prlimit >/dev/null || missing+=(util-linux)   # prlimit: the bench's hand-built baseline
+# A C compiler and static libc build cordon's launcher (native/launch.c), which both tiers start through.
 command -v cc >/dev/null || missing+=(gcc)
 dpkg-query -W -f='${Status}' libc6-dev 2>/dev/null | grep -q 'ok installed' || missing+=(libc6-dev)
 command -v python3 >/dev/null || missing+=(python3)

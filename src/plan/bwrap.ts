@@ -24,12 +24,8 @@ export interface BwrapSpec {
   hide: readonly { path: string; dir: boolean }[]
   /** Strict mode: when set, only the system directories plus these real paths are visible at all. */
   readable?: readonly string[]
-  /**
-   * bwrap writes its init's pid to `info` (how cordon finds the sandbox's processes); with `block` it
-   * also waits for a byte there before running the program, until the supervisor has put that init
-   * into the sandbox cgroup.
-   */
-  holdFds?: { info: number; block?: number }
+  /** fd on which bwrap reports its init's host pid (JSON), so cordon can tell its processes apart. */
+  infoFd?: number
   /** fd from which bwrap reads the seccomp program it installs just before running the program. */
   seccompFd?: number
 }
@@ -146,8 +142,7 @@ export function bwrapArgs(spec: BwrapSpec): string[] {
   args.push('--unshare-all')
   if (spec.network === 'host') args.push('--share-net')
   args.push('--hostname', 'cordon', '--die-with-parent', '--new-session', '--chdir', spec.cwd)
-  if (spec.holdFds) args.push('--info-fd', String(spec.holdFds.info))
-  if (spec.holdFds?.block !== undefined) args.push('--block-fd', String(spec.holdFds.block))
+  if (spec.infoFd !== undefined) args.push('--info-fd', String(spec.infoFd))
   if (spec.seccompFd !== undefined) args.push('--seccomp', String(spec.seccompFd))
   return args
 }

@@ -12,8 +12,7 @@ export interface Capabilities {
   isRoot: boolean
   /** Real paths of the helpers cordon launches through; null when missing. */
   bwrap: string | null
-  prlimit: string | null
-  /** cordon's own launcher (native/cordon-launch), which the process tier runs through; null when not built. */
+  /** cordon's own launcher (native/cordon-launch), which both tiers start through; null when not built. */
   launcher: string | null
   /** The kernel's Landlock ABI version (0: none): the process tier's filesystem and scope limits. */
   landlock: number
@@ -94,7 +93,6 @@ export function probeCapabilities(cgroupParent?: string, hostPath = process.env.
   const eager = {
     isRoot: process.getuid?.() === 0,
     bwrap: find('bwrap'),
-    prlimit: find('prlimit'),
     userns: usernsReason === null,
     usernsReason,
     cgroup: cgroupSupport(detectCgroups(), cgroupParent),

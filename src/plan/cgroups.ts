@@ -61,23 +61,11 @@ export type CgroupSupport =
   | {
       version: 1
       parents: Record<V1Controller, string>
-      mounts: Record<V1Controller, string>
-      /** cordon's thread may step into a sandbox cgroup and back: its own `tasks` files are writable. */
-      threadMoves: boolean
     }
   | { version: null; reason: string }
 
 /** A directory inside a hierarchy mounted at `mount`, without a trailing slash. */
 const inside = (mount: string, sub: string) => path.join(mount, sub).replace(/(.)\/$/, '$1')
-
-function writableFile(file: string): boolean {
-  try {
-    accessSync(file, constants.W_OK)
-    return true
-  } catch {
-    return false
-  }
-}
 
 function writableDir(dir: string): boolean {
   try {
@@ -109,14 +97,7 @@ export function cgroupSupport(info: CgroupInfo = detectCgroups(), parent?: strin
       V1_CONTROLLERS.map((c) => [c, inside(info.v1[c]!, parent ?? info.own[c] ?? '/')]),
     ) as Record<V1Controller, string>
     const unwritable = V1_CONTROLLERS.filter((c) => !writableDir(parents[c]))
-    const mounts = Object.fromEntries(V1_CONTROLLERS.map((c) => [c, info.v1[c]!])) as Record<
-      V1Controller,
-      string
-    >
-    const threadMoves = V1_CONTROLLERS.every((c) =>
-      writableFile(path.join(inside(mounts[c], info.own[c] ?? '/'), 'tasks')),
-    )
-    if (unwritable.length === 0) return { version: 1, parents, mounts, threadMoves }
+    if (unwritable.length === 0) return { version: 1, parents }
     reasons.push(`v1 ${unwritable.map((c) => parents[c]).join(', ')} not writable`)
   } else if (Object.keys(info.v1).length) {
     reasons.push(`v1 lacks ${missingV1.join(', ')}`)

@@ -51,7 +51,7 @@ function processTierCheck(caps: Capabilities): Check {
     return {
       name: 'process tier',
       ok: false,
-      detail: `unavailable: its launcher (${LAUNCHER_PATH}) is not built`,
+      detail: `unavailable: cordon's launcher (${LAUNCHER_PATH}), which both tiers start through, is not built`,
       fix: 'apt-get install -y gcc libc6-dev, then npm run build (native/build.sh)',
     }
   }
@@ -79,7 +79,7 @@ export function diagnose(): Diagnosis {
   const bwrap = bwrapProbe(caps)
   const cg = detectCgroups()
   const v1 = Object.keys(cg.v1)
-  const namespaceOk = bwrap.ok && caps.userns
+  const namespaceOk = bwrap.ok && caps.userns && caps.launcher !== null
   const pool = uidPoolSchema.parse({})
   const debootstrap = resolveProgram('debootstrap', `${SAFE_PATH}:${process.env.PATH ?? ''}`, '/')
   const rootfsList = listRootfs()
@@ -103,8 +103,14 @@ export function diagnose(): Diagnosis {
       ok: namespaceOk,
       detail: namespaceOk
         ? 'read-only root, private /tmp, own PID and network namespaces, dies with parent'
-        : 'unavailable: isolation "auto" falls back to the process tier (below)',
-      fix: namespaceOk ? null : 'fix bubblewrap and user namespaces above',
+        : caps.launcher
+          ? 'unavailable: isolation "auto" falls back to the process tier (below)'
+          : "unavailable: cordon's launcher is not built (see process tier), so neither tier runs",
+      fix: namespaceOk
+        ? null
+        : caps.launcher
+          ? 'fix bubblewrap and user namespaces above'
+          : 'build the launcher (see process tier)',
     },
     {
       name: 'uid drop',
@@ -132,9 +138,11 @@ export function diagnose(): Diagnosis {
     },
     {
       name: 'rlimits',
-      ok: caps.prlimit !== null,
-      detail: `prlimit ${caps.prlimit ?? 'missing'} (namespace tier; the process tier sets them in its launcher): CPU time, data size, file size, processes per sandbox`,
-      fix: caps.prlimit ? null : 'apt-get install -y util-linux',
+      ok: caps.launcher !== null,
+      detail: caps.launcher
+        ? "set by cordon's launcher in both tiers: CPU time, data size, file size, processes per sandbox uid"
+        : `none: the launcher (${LAUNCHER_PATH}) is not built, so no sandbox runs`,
+      fix: caps.launcher ? null : 'apt-get install -y gcc libc6-dev, then npm run build (native/build.sh)',
     },
     {
       name: 'cgroups',

@@ -1,5 +1,6 @@
-// The process tier's argv: cordon's own launcher (native/launch.c) sets everything up in one exec and
-// becomes the program. Pure: what to enforce is decided in plan.ts, this only spells it.
+// The argv of cordon's own launcher (native/launch.c), which both tiers start through: it sets everything
+// up in one exec and becomes the program (process tier) or bwrap (namespace tier). Pure: what to enforce
+// is decided in plan.ts, this only spells it.
 import { spawnSync } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 

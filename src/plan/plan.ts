@@ -14,7 +14,7 @@ import { resolveRootfs } from '../rootfs/rootfs.js'
 import type { Isolation, Violation } from '../run/result.js'
 import { bwrapArgs, NET_DIR_INSIDE } from './bwrap.js'
 import type { Capabilities } from './capabilities.js'
-import { type CgroupWrite, cgroupWrites, memoryLimit, pidsLimit } from './cgroup-settings.js'
+import { type CgroupWrite, cgroupWrites } from './cgroup-settings.js'
 import {
   type CgroupController,
   type CgroupSupport,
@@ -35,26 +35,17 @@ export interface LaunchPlan {
   /** Host-side working directory of the launched helper. */
   cwd: string
   lease: UidLease | null
-  /** Credentials to spawn the launcher with; null when it starts as cordon and drops them itself. */
-  spawnAs: { uid: number; gid: number } | null
   /**
-   * The sandbox's cgroup, when the machine offers one, created before launch. Process tier: cordon's
-   * launcher joins it itself before anything else (`launcher`, v1 and v2). Namespace tier on v1: bwrap is
-   * born in it (`spawn`: cordon's thread steps in around the fork, then `settle` brings the limits to
-   * their real values; if the launcher already uses more memory than the limit, the run is `memory`).
-   * Namespace tier on v2, where one thread cannot sit apart from its process: bwrap's init is held and
-   * moved in by pid (`hold`).
+   * The sandbox's cgroup, when the machine offers one: cordon creates it with its limits before launch,
+   * and the launcher (started as cordon, before it drops to the sandbox uid) joins it itself, v1 and v2
+   * alike, before anything else runs. In the namespace tier bwrap's monitor and init are inside too.
    */
   cgroup: {
     support: Exclude<CgroupSupport, { version: null }>
     /** Its directory in each hierarchy (see `cgroupDirs`). */
     dirs: Map<CgroupController, string>
     writes: CgroupWrite[]
-    join: 'launcher' | 'spawn' | 'hold'
-    settle: CgroupWrite[]
   } | null
-  /** Whether bwrap holds the program on its info/block fds (3 and 4) until its init is in the cgroup. */
-  hold: boolean
   /** The process tier's private TMPDIR (and HOME) on the host, made by the launcher; removed after the run. */
   scratch: string | null
   /** Limits that only hold per process (rlimits) because no cgroup covers the whole tree. */
@@ -65,7 +56,8 @@ export interface LaunchPlan {
 
 export type PerProcessLimit = 'cpuTimeMs' | 'memoryBytes' | 'maxProcesses'
 
-export const HOLD_FDS = { info: 3, block: 4 } as const
+/** bwrap writes its init's host pid here (JSON). */
+export const INFO_FD = 3
 
 /**
  * Inside the sandbox's own network namespace: listen on 127.0.0.1:3128 (HTTP proxy) and :1080 (SOCKS5),
@@ -109,13 +101,12 @@ function chooseTier(policy: Policy, caps: Capabilities): { tier: Isolation; miss
     : !caps.userns
       ? `user namespaces are disabled (${caps.usernsReason})`
       : null
-  if (policy.isolation === 'namespace') return { tier: 'namespace', missing: nsMissing }
-  if (policy.isolation === 'process' || nsMissing) {
-    const why =
-      'its launcher is not built (needs a C compiler: apt-get install -y gcc libc6-dev; npm run build)'
-    return { tier: 'process', missing: caps.launcher ? null : why }
-  }
-  return { tier: 'namespace', missing: null }
+  const tier =
+    policy.isolation === 'namespace' || (policy.isolation === 'auto' && !nsMissing) ? 'namespace' : 'process'
+  const noLauncher = caps.launcher
+    ? null
+    : "cordon's launcher is not built (needs a C compiler: apt-get install -y gcc libc6-dev; npm run build)"
+  return { tier, missing: (tier === 'namespace' ? nsMissing : null) ?? noLauncher }
 }
 
 function existingDir(field: string, dir: string): string {
@@ -203,54 +194,6 @@ function writableBy(file: string, uid: number, gid: number): boolean {
 }
 
 /**
- * The process tier's launcher joins by itself: only the sandbox is ever inside. Born inside (v1), the
- * namespace tier's cgroup also holds bwrap's monitor and init, and cordon's own thread during the fork
- * takes one more slot until `settle`. Held and moved (v2), only bwrap's init joins.
- */
-function cgroupPlan(
-  support: Exclude<CgroupSupport, { version: null }>,
-  limits: Policy['limits'],
-  tier: Isolation,
-  bridge: number,
-): NonNullable<LaunchPlan['cgroup']> {
-  // The process tier's hard stop freezes the cgroup; the namespace tier's kills bwrap's PID namespace.
-  const dirs = cgroupDirs(support, sandboxCgroupName(), tier === 'process')
-  if (tier === 'process') {
-    return {
-      support,
-      dirs,
-      writes: cgroupWrites(support.version, limits, bridge),
-      join: 'launcher',
-      settle: [],
-    }
-  }
-  if (support.version === 2 || !support.threadMoves) {
-    return {
-      support,
-      dirs,
-      writes: cgroupWrites(support.version, limits, 1 + bridge),
-      join: 'hold',
-      settle: [],
-    }
-  }
-  const extra = 2 + bridge
-  // While cordon's thread is inside, a limit below what its fork charges would make the kernel's OOM
-  // killer pick cordon itself: the real limit comes after, and the peak restarts from there.
-  const during = Math.max(limits.memoryBytes, SPAWN_MEMORY_FLOOR)
-  return {
-    support,
-    dirs,
-    writes: cgroupWrites(1, { ...limits, memoryBytes: during }, extra + 1),
-    join: 'spawn',
-    settle: [
-      ...(during > limits.memoryBytes ? memoryLimit(1, limits.memoryBytes) : []),
-      pidsLimit(1, limits, extra),
-      { controller: 'memory', file: 'memory.max_usage_in_bytes', value: '0' },
-    ],
-  }
-}
-
-/**
  * Whether the process tier (network none) needs an empty network namespace: the seccomp filter refuses
  * all but unix sockets and a Landlock scope keeps out the host's abstract unix sockets; without both,
  * root still gets a namespace (it costs ~0.4 ms, so it is skipped when they do the job).
@@ -278,9 +221,6 @@ export async function releasePlan(plan: LaunchPlan): Promise<void> {
     }
   }
 }
-
-/** The memory limit while cordon's own thread is in a v1 sandbox cgroup (its fork charges ~1-2 MiB). */
-export const SPAWN_MEMORY_FLOOR = 64 * 1024 * 1024
 
 /**
  * `visible`: paths that must be readable in the sandbox besides the cwd (a called function's module).
@@ -316,7 +256,6 @@ export function prepare(
   const proxied = typeof policy.network === 'object'
   // What the policy asks for that this tier or machine cannot give: refused, never silently dropped.
   const unmet: [boolean, string, string][] = [
-    [tier === 'namespace' && !caps.prlimit, 'isolation', 'prlimit (util-linux) is not installed'],
     [
       policy.denySyscalls.length > 0 && !seccompSupported(),
       'denySyscalls',
@@ -368,12 +307,17 @@ export function prepare(
         }
       }
     }
-    const bridge = proxied ? BRIDGE_PROCESSES : 0
-    const overheadProcesses = (tier === 'namespace' ? 2 : 0) + bridge
-    const cgroup =
-      policy.cgroup.mode === 'auto' && caps.cgroup.version !== null
-        ? cgroupPlan(caps.cgroup, policy.limits, tier, bridge)
-        : null
+    // bwrap's monitor and init, and the network bridge, are in the sandbox's cgroup and uid too.
+    const overheadProcesses = (tier === 'namespace' ? 2 : 0) + (proxied ? BRIDGE_PROCESSES : 0)
+    const support = policy.cgroup.mode === 'auto' ? caps.cgroup : null
+    const cgroup = support?.version
+      ? {
+          support,
+          // The process tier's hard stop freezes the cgroup; the namespace tier's kills bwrap's PID namespace.
+          dirs: cgroupDirs(support, sandboxCgroupName(), tier === 'process'),
+          writes: cgroupWrites(support.version, policy.limits, overheadProcesses),
+        }
+      : null
     const rlimits = rlimitArgs(policy.limits, {
       ownUid: lease !== null,
       overheadProcesses,
@@ -395,14 +339,11 @@ export function prepare(
           unixSocketsOnly: tier === 'process' && noNetwork,
         })
       : null
-    const hold = cgroup?.join === 'hold'
-    let argv: string[]
+    // One launcher for both tiers: rlimits, the cgroup and the uid, then bwrap or the tier's own fences.
     let scratch: string | null = null
+    let inner: readonly string[] = program
     if (tier === 'namespace') {
-      argv = [
-        caps.prlimit!,
-        ...rlimits,
-        '--',
+      inner = [
         caps.bwrap!,
         ...bwrapArgs({
           writable,
@@ -415,7 +356,7 @@ export function prepare(
           ...(rootfs ? { rootfs } : {}),
           ...(readable ? { readable } : {}),
           seccompFd: SECCOMP_FD,
-          holdFds: hold ? HOLD_FDS : { info: HOLD_FDS.info },
+          infoFd: INFO_FD,
         }),
         '--',
         ...program,
@@ -425,22 +366,24 @@ export function prepare(
       for (const name of ['TMPDIR', 'HOME']) {
         if (!Object.hasOwn(policy.env, name) && !policy.passEnv.includes(name)) env[name] = scratch
       }
-      argv = launcherArgv({
-        launcher: caps.launcher!,
-        rlimits,
-        join: cgroup ? joinFiles(cgroup.support.version, cgroup.dirs) : [],
-        scratch,
-        unshareNet: noNetwork && processTierNetns(caps, seccomp !== null),
-        drop: lease && { uid: lease.uid, gid: lease.gid },
-        writable: caps.landlock >= 1 ? [...writable, scratch, ...DEVICES_WRITABLE] : null,
-        scope: {
-          signals: caps.landlock >= LANDLOCK_SCOPES,
-          abstractUnix: caps.landlock >= LANDLOCK_SCOPES && noNetwork,
-        },
-        seccomp,
-        program,
-      })
     }
+    const fenced = tier === 'process'
+    const argv = launcherArgv({
+      launcher: caps.launcher!,
+      rlimits,
+      join: cgroup ? joinFiles(cgroup.support.version, cgroup.dirs) : [],
+      scratch,
+      unshareNet: fenced && noNetwork && processTierNetns(caps, seccomp !== null),
+      drop: lease && { uid: lease.uid, gid: lease.gid },
+      writable: fenced && caps.landlock >= 1 ? [...writable, scratch!, ...DEVICES_WRITABLE] : null,
+      scope: {
+        signals: fenced && caps.landlock >= LANDLOCK_SCOPES,
+        abstractUnix: fenced && caps.landlock >= LANDLOCK_SCOPES && noNetwork,
+      },
+      // bwrap installs the namespace tier's filter itself, from SECCOMP_FD, after its own set-up.
+      seccomp: fenced ? seccomp : null,
+      program: inner,
+    })
     return {
       kind: 'launch',
       plan: {
@@ -450,9 +393,7 @@ export function prepare(
         env,
         cwd: tier === 'namespace' ? '/' : cwd,
         lease,
-        spawnAs: lease && tier === 'namespace' ? { uid: lease.uid, gid: lease.gid } : null,
         cgroup,
-        hold,
         scratch,
         perProcessLimits: cgroup ? [] : ['cpuTimeMs', 'memoryBytes', 'maxProcesses'],
         seccomp,

@@ -1,4 +1,4 @@
-// rlimits as util-linux `prlimit` arguments. Memory uses RLIMIT_DATA, not RLIMIT_AS: V8, the JVM and Go
+// rlimits in util-linux `prlimit` syntax, which cordon's launcher reads. Memory uses RLIMIT_DATA, not RLIMIT_AS: V8, the JVM and Go
 // reserve large virtual ranges up front and would not even start under an address-space limit.
 import type { Limits } from '../policy/schema.js'
 

@@ -1,7 +1,7 @@
-// One cgroup per sandbox: created before launch, joined by the sandbox's first processes, read for
+// One cgroup per sandbox: created before launch, joined by the launcher before anything else runs, read for
 // exact figures, killed atomically, and always removed.
 import { mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs'
-import { rmdir, writeFile } from 'node:fs/promises'
+import { rmdir } from 'node:fs/promises'
 import path from 'node:path'
 import { performance } from 'node:perf_hooks'
 import {
@@ -11,9 +11,8 @@ import {
   cpuUsageMs,
   parseUsage,
   usageFiles,
-  type V1Controller,
 } from '../plan/cgroup-settings.js'
-import { CGROUP_PREFIX, type CgroupController, type CgroupSupport, parseOwnCgroups } from '../plan/cgroups.js'
+import { CGROUP_PREFIX, type CgroupController, type CgroupSupport } from '../plan/cgroups.js'
 import { isAlive, signal } from './procs.js'
 
 const sleepSync = (ms: number) => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms)
@@ -36,7 +35,6 @@ export class SandboxCgroup {
   private constructor(
     readonly version: CgroupVersion,
     private readonly dirs: Map<CgroupController, string>,
-    private readonly mounts: Partial<Record<V1Controller, string>>,
   ) {}
 
   /** Create the sandbox's cgroup directories (from `cgroupDirs`) and apply `writes`. */
@@ -46,7 +44,7 @@ export class SandboxCgroup {
     planned: ReadonlyMap<CgroupController, string>,
   ): SandboxCgroup {
     const dirs = new Map<CgroupController, string>()
-    const cgroup = new SandboxCgroup(support.version, dirs, support.version === 1 ? support.mounts : {})
+    const cgroup = new SandboxCgroup(support.version, dirs)
     try {
       for (const [controller, dir] of planned) {
         sweepStale(path.dirname(dir))
@@ -61,47 +59,8 @@ export class SandboxCgroup {
     return cgroup
   }
 
-  /** Move `pid` (and its threads) into every hierarchy of this cgroup; async, as a move can take milliseconds. */
-  async join(pid: number): Promise<void> {
-    await Promise.all(
-      [...this.dirs.values()].map((dir) => writeFile(path.join(dir, 'cgroup.procs'), String(pid))),
-    )
-  }
-
-  /**
-   * v1: call `launch` with the calling thread inside this cgroup, so the child it forks is born here, then
-   * move the thread back (the caller then applies the plan's `settle` writes). A thread moving
-   * itself (`0` into `tasks`) skips the lock whose RCU grace period makes moving a process by pid cost
-   * ~10 ms on an idle host; the thread is inside only while `launch` runs, synchronously.
-   */
-  spawnInside<T>(launch: () => T): T {
-    const home = parseOwnCgroups(readFileSync('/proc/thread-self/cgroup', 'utf8'))
-    const moved: CgroupController[] = []
-    try {
-      for (const [controller, dir] of this.dirs) {
-        writeFileSync(path.join(dir, 'tasks'), '0')
-        moved.push(controller)
-      }
-      return launch()
-    } finally {
-      // The host thread must never stay in a cgroup that is about to be killed: back home, else to the
-      // sandbox's parent (where cordon made it, so writable), else loudly.
-      for (const controller of moved) {
-        const mount = this.mounts[controller as V1Controller]!
-        try {
-          writeFileSync(path.join(mount, home[controller] ?? '/', 'tasks'), '0')
-        } catch {
-          writeFileSync(path.join(path.dirname(this.dirs.get(controller)!), 'tasks'), '0')
-        }
-      }
-    }
-  }
-
-  /**
-   * Write limits; the first refused write throws (after launch, EBUSY: usage already above a lowered
-   * limit). Files a kernel lacks (memsw without swap accounting) are skipped.
-   */
-  apply(writes: readonly CgroupWrite[]): void {
+  /** Write limits; the first refused write throws. Files a kernel lacks (memsw without swap accounting) are skipped. */
+  private apply(writes: readonly CgroupWrite[]): void {
     for (const w of writes) {
       try {
         writeFileSync(path.join(this.dirs.get(w.controller)!, w.file), w.value)

@@ -4,7 +4,7 @@ import type { Limits } from '../policy/schema.js'
 import { formatBytes, formatDuration } from '../policy/units.js'
 import type { Status, Violation } from './result.js'
 
-export type StopReason = 'timeout' | 'output-limit' | 'canceled' | 'cpu-time' | 'memory'
+export type StopReason = 'timeout' | 'output-limit' | 'canceled' | 'cpu-time'
 
 export interface Outcome {
   exitCode: number | null
@@ -40,7 +40,7 @@ const signalName = (n: number) =>
   (Object.entries(constants.signals).find(([, v]) => v === n)?.[0] as string | undefined) ?? null
 
 /** The tools cordon launches through; each names itself first when it refuses to start (exit 1). */
-const LAUNCHER_REFUSAL = /^(?:bwrap|prlimit|cordon-launch): .*/
+const LAUNCHER_REFUSAL = /^(?:bwrap|cordon-launch): .*/
 
 /** A launcher's own refusal to start (bad bind, no privilege), or null when the program ran. */
 export function launcherRefusal(exitCode: number | null, stderrTail: string): string | null {
@@ -62,14 +62,6 @@ export function classify(o: Outcome): { status: Status; violation: Violation | n
   })
   if (o.launchError) return v('error', 'launch', o.launchError)
   if (o.stoppedFor === 'canceled') return v('canceled', 'signal', 'canceled by the caller')
-  if (o.stoppedFor === 'memory') {
-    const limit = formatBytes(l.memoryBytes)
-    return v(
-      'memory',
-      l.memoryBytes,
-      `memory exceeded ${limit} before the program started (the launcher needs more)`,
-    )
-  }
   // The kernel's counters are causes: a fork bomb that then runs out the clock is a process-limit hit,
   // and they win over whatever exit the program managed afterwards.
   if (o.kernel && o.kernel.oomKills > 0) {

@@ -1,20 +1,20 @@
-// The sandbox's file descriptors beyond stdio, by number: bwrap's info/block fds and seccomp program, the
+// The sandbox's file descriptors beyond stdio, by number: bwrap's info fd and seccomp program, the
 // log channel, a called function's request and reply. One layout, so spawn's stdio array and the pipes agree.
 import type { ChildProcess } from 'node:child_process'
 import type { Readable, Writable } from 'node:stream'
-import { CALL_FDS, HOLD_FDS, type LaunchPlan, LOG_FD, SECCOMP_FD } from '../plan/plan.js'
+import { CALL_FDS, INFO_FD, type LaunchPlan, LOG_FD, SECCOMP_FD } from '../plan/plan.js'
 import type { Policy } from '../policy/schema.js'
 
 type Stdio = 'pipe' | 'ignore'
 
 /** spawn's stdio: 0-2 always piped; the rest piped only when this run uses them. */
 export function stdioFor(plan: LaunchPlan, calling: boolean): Stdio[] {
-  const stdio: Stdio[] = ['pipe', 'pipe', 'pipe']
+  // Every slot filled: spawn would skip a hole in the array and shift the fds after it.
+  const stdio: Stdio[] = Array.from({ length: CALL_FDS.reply + 1 }, (_, fd) => (fd < 3 ? 'pipe' : 'ignore'))
   const set = (fd: number, wanted: boolean) => {
     stdio[fd] = wanted ? 'pipe' : 'ignore'
   }
-  set(HOLD_FDS.info, plan.tier === 'namespace')
-  set(HOLD_FDS.block, plan.hold)
+  set(INFO_FD, plan.tier === 'namespace')
   set(SECCOMP_FD, plan.seccomp !== null && plan.tier === 'namespace')
   set(LOG_FD, true)
   set(CALL_FDS.request, calling)
@@ -24,8 +24,7 @@ export function stdioFor(plan: LaunchPlan, calling: boolean): Stdio[] {
 
 export interface ExtraFds {
   /** bwrap's info fd. */
-  info: (Readable & Writable) | undefined
-  block: Writable | undefined
+  info: Readable | undefined
   seccomp: Writable | undefined
   log: Readable | undefined
   request: Writable | undefined
@@ -38,8 +37,7 @@ export function extraFds(child: ChildProcess): ExtraFds {
   for (const pipe of pipes.slice(3)) pipe?.on('error', () => {})
   const at = (fd: number) => pipes[fd] ?? undefined
   return {
-    info: at(HOLD_FDS.info),
-    block: at(HOLD_FDS.block),
+    info: at(INFO_FD),
     seccomp: at(SECCOMP_FD),
     log: at(LOG_FD),
     request: at(CALL_FDS.request),

@@ -1,6 +1,7 @@
 // Finding and stopping every process of one sandbox. The namespace tier's hard stop is atomic: killing
 // bwrap's monitor takes down its PID namespace. The process tier relies on the sandbox's own uid, so
 // processes that left the process group (setsid, double fork) are still found.
+import type { Readable } from 'node:stream'
 import { isAlive, isLiving, listProcesses, livingByUid, livingDescendants, signal } from './procs.js'
 
 export interface SandboxProcesses {
@@ -10,6 +11,20 @@ export interface SandboxProcesses {
   kill(): void
   /** Processes of the sandbox still alive. */
   survivors(): number[]
+}
+
+/** Call `onInit` with the host pid of bwrap's init, which bwrap writes to its info fd as JSON. */
+export function watchInit(info: Readable | undefined, onInit: (pid: number) => void): void {
+  let text = ''
+  info?.setEncoding('utf8')
+  info?.on('data', function onInfo(chunk: string) {
+    text += chunk
+    const match = /"child-pid"\s*:\s*(\d+)/.exec(text)
+    if (!match) return
+    info.off('data', onInfo)
+    info.resume()
+    onInit(Number(match[1]))
+  })
 }
 
 /**

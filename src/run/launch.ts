@@ -15,13 +15,13 @@ import { SandboxCgroup } from './cgroup.js'
 import { classify, effectiveSignal, launcherRefusal, type StopReason } from './classify.js'
 import { extraFds, feedStdin, stdioFor } from './fds.js'
 import { emptyResult, finishedHandle, type RunHandle } from './handle.js'
-import { releaseIntoCgroup, watchInit } from './hold.js'
 import {
   cgroupProcesses,
   namespaceProcesses,
   processTierProcesses,
   reap,
   type SandboxProcesses,
+  watchInit,
 } from './kill.js'
 import { LogCollector } from './logs.js'
 import { OutputBuffer } from './output.js'
@@ -122,23 +122,12 @@ function supervise(
   )
   const logs = new LogCollector(limits.maxLogBytes, redact, policy.onLog)
   const started = performance.now()
-  const spawnLauncher = () =>
-    spawn(plan.file, plan.args, {
-      cwd: plan.cwd,
-      env: plan.env,
-      stdio: stdioFor(plan, call !== undefined),
-      detached: true, // own session and process group, away from the host's terminal
-      ...(plan.spawnAs ?? {}),
-    })
-  const bornInside = cgroup !== null && plan.cgroup?.join === 'spawn'
-  const child = bornInside ? cgroup.spawnInside(spawnLauncher) : spawnLauncher()
-  // Still in the same tick as the fork: the launcher is at most exec'ing, the program not started.
-  let settleError: NodeJS.ErrnoException | null = null
-  try {
-    if (bornInside) cgroup.apply(plan.cgroup!.settle)
-  } catch (error) {
-    settleError = error as NodeJS.ErrnoException
-  }
+  const child = spawn(plan.file, plan.args, {
+    cwd: plan.cwd,
+    env: plan.env,
+    stdio: stdioFor(plan, call !== undefined),
+    detached: true, // own session and process group, away from the host's terminal
+  })
   let launchError: string | null = null
   const fail = (message: string) => {
     launchError ??= message
@@ -152,13 +141,9 @@ function supervise(
   }
   let procs: SandboxProcesses | null = null
   if (child.pid !== undefined) {
-    const abort = () => child.kill('SIGKILL')
     if (plan.tier === 'namespace') {
       const ns = namespaceProcesses(child.pid, uid)
-      watchInit(fds.info, (init) => {
-        ns.setInit(init)
-        if (cgroup && plan.hold) void releaseIntoCgroup(cgroup, init, fds.block, fail, abort)
-      })
+      watchInit(fds.info, (init) => ns.setInit(init))
       procs = ns
     } else {
       procs = processTierProcesses(child.pid, uid)
@@ -181,11 +166,6 @@ function supervise(
     setInterval(() => {
       if ((cgroup.cpuMs() ?? 0) >= limits.cpuTimeMs) stop('cpu-time', false)
     }, CPU_POLL_MS)
-  if (settleError?.code === 'EBUSY') stop('memory', false)
-  else if (settleError) {
-    fail(`could not apply the sandbox's cgroup limits: ${settleError.message}`)
-    stop('canceled', false)
-  }
   const onAbort = () => stop('canceled', true)
   policy.signal?.addEventListener('abort', onAbort, { once: true })
 

@@ -604,10 +604,9 @@ describe('bwrapArgs', () => {
     })
   })
 
-  describe('hold and seccomp fds', () => {
-    it('adds --info-fd and --block-fd after --chdir when holdFds is given', () => {
-      const args = bwrapArgs(spec({ holdFds: { info: 5, block: 6 } }))
-      assert.deepEqual(args, [...HEAD, ...TAIL('/work'), '--info-fd', '5', '--block-fd', '6'])
+  describe('info and seccomp fds', () => {
+    it('adds --info-fd after --chdir when infoFd is given', () => {
+      assert.deepEqual(bwrapArgs(spec({ infoFd: 5 })), [...HEAD, ...TAIL('/work'), '--info-fd', '5'])
     })
 
     it('adds --seccomp after --chdir when seccompFd is given', () => {
@@ -618,12 +617,10 @@ describe('bwrapArgs', () => {
       assert.deepEqual(bwrapArgs(spec({ seccompFd: 0 })).slice(-2), ['--seccomp', '0'])
     })
 
-    it('puts the hold fds before --seccomp when both are given', () => {
-      assert.deepEqual(bwrapArgs(spec({ holdFds: { info: 3, block: 4 }, seccompFd: 5 })).slice(-6), [
+    it('puts --info-fd before --seccomp when both are given', () => {
+      assert.deepEqual(bwrapArgs(spec({ infoFd: 3, seccompFd: 5 })).slice(-4), [
         '--info-fd',
         '3',
-        '--block-fd',
-        '4',
         '--seccomp',
         '5',
       ])
@@ -631,7 +628,7 @@ describe('bwrapArgs', () => {
 
     it('emits none of them when neither is given', () => {
       const args = bwrapArgs(spec({ readable: ['/data'], hide: [dir('/home/u')], network: 'host' }))
-      for (const flag of ['--info-fd', '--block-fd', '--seccomp']) assert.equal(args.includes(flag), false)
+      for (const flag of ['--info-fd', '--seccomp']) assert.equal(args.includes(flag), false)
     })
   })
 
@@ -655,7 +652,7 @@ describe('bwrapArgs', () => {
           readable: ['/home/u/lib', '/tmp/ref'],
           writable: ['/tmp/w/out'],
           hide: [dir('/home/u')],
-          holdFds: { info: 3, block: 4 },
+          infoFd: 3,
           seccompFd: 5,
         }),
       ],

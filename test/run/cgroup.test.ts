@@ -94,7 +94,7 @@ for (const tier of TIERS) {
       assert.equal(over.status, 'process-limit', over.stderr)
     })
 
-    it("the program is born in the sandbox's cgroup; cordon's own threads stay where they were", async () => {
+    it("the program and its launcher are born in the sandbox's cgroup; cordon's own threads stay where they were", async () => {
       const before = ownCgroups()
       const m = marker()
       const handle = start(['sleep', m], { isolation })
@@ -118,6 +118,8 @@ for (const tier of TIERS) {
           return seen !== undefined
         }, 5000)
         assert.ok(found, 'sleep started')
+        // What cordon spawned (the launcher, now bwrap's monitor or the program) joined before it exec'd.
+        assert.match(readFileSync(`/proc/${handle.pid}/cgroup`, 'utf8'), /memory:\S*\/cordon-/)
       } finally {
         handle.kill()
         await handle.result
@@ -127,7 +129,7 @@ for (const tier of TIERS) {
     })
 
     it('a memory limit below what the launcher needs is `memory`, and never takes the host down', () => {
-      // cordon's own thread is inside the sandbox cgroup while it forks: run it in a process of its own.
+      // The launcher (and bwrap) run under the limit; cordon runs in a process of its own all the same.
       for (const memory of ['64K', '1M']) {
         const r = spawnSync(
           process.execPath,

@@ -179,9 +179,9 @@ describe('classify', () => {
   })
 
   it('error when the launch failed, before anything else', () => {
-    assert.deepEqual(classify(outcome({ exitCode: null, launchError: 'spawn prlimit ENOENT' })), {
+    assert.deepEqual(classify(outcome({ exitCode: null, launchError: 'spawn cordon-launch ENOENT' })), {
       status: 'error',
-      violation: { kind: 'error', limit: 'launch', message: 'spawn prlimit ENOENT' },
+      violation: { kind: 'error', limit: 'launch', message: 'spawn cordon-launch ENOENT' },
     })
     assert.equal(
       classify(outcome({ exitCode: 153, stoppedFor: 'timeout', launchError: 'spawn EACCES' })).status,
@@ -219,16 +219,6 @@ describe('classify with kernel counters', () => {
       outcome({ stoppedFor: 'cpu-time', exitCode: null, signal: 'SIGKILL', kernel: kernel(0, 0) }),
     )
     assert.deepEqual(r.violation, { kind: 'cpu-time', limit: 1500, message: 'CPU time exceeded 1500ms' })
-  })
-})
-
-describe('a limit the launcher itself exceeds', () => {
-  it('a memory stop before the program started is memory, and says so', () => {
-    const r = classify(
-      outcome({ stoppedFor: 'memory', exitCode: null, signal: 'SIGKILL', kernel: kernel(0, 0) }),
-    )
-    assert.equal(r.status, 'memory')
-    assert.match(r.violation!.message, /before the program started/)
   })
 })
 

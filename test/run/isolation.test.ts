@@ -5,8 +5,11 @@ import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import { after, before, describe, it } from 'node:test'
-import { run } from '../../src/index.js'
-import { noNamespace, notRoot, skipTier, TIERS, worldWritableDir } from '../helpers.js'
+import { run, start } from '../../src/index.js'
+import { probeCapabilities } from '../../src/plan/capabilities.js'
+import { prepare } from '../../src/plan/plan.js'
+import { parsePolicy } from '../../src/policy/schema.js'
+import { noNamespace, notRoot, skipTier, TIERS, waitFor, worldWritableDir } from '../helpers.js'
 
 describe('namespace tier', { skip: noNamespace }, () => {
   const isolation = 'namespace'
@@ -22,6 +25,45 @@ describe('namespace tier', { skip: noNamespace }, () => {
   it('is the default tier when bubblewrap works', async () => {
     const r = await run(['true'])
     assert.equal(r.isolation, 'namespace')
+  })
+
+  it("starts through cordon's launcher: rlimits, cgroup and uid there, then bwrap with its own filter", () => {
+    const caps = probeCapabilities()
+    const prepared = prepare(['true'], parsePolicy({ isolation }), caps)
+    assert.ok(prepared.kind === 'launch', 'launched')
+    const { plan } = prepared
+    try {
+      assert.equal(plan.file, caps.launcher)
+      const split = plan.args.indexOf('--')
+      const own = plan.args.slice(0, split)
+      assert.equal(plan.args[split + 1], caps.bwrap, 'bwrap right after the launcher')
+      assert.ok(own.some((a) => a.startsWith('--cpu=')), `rlimits: ${own.join(' ')}`)
+      assert.equal(own.some((a) => a.startsWith('--join=')), caps.cgroup.version !== null, 'cgroup join')
+      assert.equal(own.some((a) => a.startsWith('--uid=')), caps.isRoot, 'uid drop when root')
+      // bwrap installs the seccomp filter itself (from its fd), after its own set-up; no Landlock here.
+      for (const flag of ['--seccomp=', '--landlock', '--scope-', '--mkdir=', '--unshare-net'])
+        assert.ok(!own.some((a) => a.startsWith(flag)), `no ${flag} for the launcher`)
+      assert.ok(plan.args.slice(split).includes('--seccomp'), 'bwrap gets --seccomp')
+    } finally {
+      plan.lease?.release()
+    }
+  })
+
+  it("bwrap's monitor runs as the sandbox uid with no_new_privs", { skip: notRoot }, async () => {
+    const handle = start(['sleep', '30'], { isolation })
+    let status = ''
+    try {
+      await waitFor(() => {
+        status = readFileSync(`/proc/${handle.pid}/status`, 'utf8')
+        return /^Name:\s+bwrap/m.test(status)
+      }, 5000)
+    } finally {
+      handle.kill()
+      await handle.result
+    }
+    assert.match(status, /^Name:\s+bwrap/m)
+    assert.match(status, /^Uid:\s+6\d{4}\s/m)
+    assert.match(status, /^NoNewPrivs:\s+1/m)
   })
 
   it('the host root is read-only', async () => {

@@ -169,12 +169,13 @@ describe('process tier launcher', { skip: noLauncher }, () => {
     assert.match(r.stdout, /Operation not permitted[\s\S]*refused/)
   })
 
-  it('without the launcher the tier is refused, saying how to build it', () => {
-    const prepared = prepare(['true'], parsePolicy({ isolation }), { ...caps, launcher: null })
-    assert.equal(prepared.kind, 'refused')
-    assert.ok(prepared.kind === 'refused', 'refused')
-    assert.equal(prepared.violation.kind, 'error')
-    assert.match(prepared.violation.message, /process tier unavailable: its launcher is not built .*gcc/)
+  it('without the launcher either tier is refused, saying how to build it', () => {
+    for (const tier of ['process', 'namespace', 'auto'] as const) {
+      const prepared = prepare(['true'], parsePolicy({ isolation: tier }), { ...caps, launcher: null })
+      assert.ok(prepared.kind === 'refused', `${tier}: refused`)
+      assert.equal(prepared.violation.kind, 'error')
+      assert.match(prepared.violation.message, /tier unavailable: cordon's launcher is not built .*gcc/)
+    }
   })
 })
 
