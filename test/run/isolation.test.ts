@@ -36,13 +36,14 @@ describe('namespace tier', { skip: noNamespace }, () => {
       assert.equal(plan.file, caps.launcher)
       const split = plan.args.indexOf('--')
       const own = plan.args.slice(0, split)
+      const has = (flag: string) => own.some((a) => a.startsWith(flag))
       assert.equal(plan.args[split + 1], caps.bwrap, 'bwrap right after the launcher')
-      assert.ok(own.some((a) => a.startsWith('--cpu=')), `rlimits: ${own.join(' ')}`)
-      assert.equal(own.some((a) => a.startsWith('--join=')), caps.cgroup.version !== null, 'cgroup join')
-      assert.equal(own.some((a) => a.startsWith('--uid=')), caps.isRoot, 'uid drop when root')
+      assert.ok(has('--cpu='), `rlimits: ${own.join(' ')}`)
+      assert.equal(has('--join='), caps.cgroup.version !== null, 'cgroup join')
+      assert.equal(has('--uid='), caps.isRoot, 'uid drop when root')
       // bwrap installs the seccomp filter itself (from its fd), after its own set-up; no Landlock here.
       for (const flag of ['--seccomp=', '--landlock', '--scope-', '--mkdir=', '--unshare-net'])
-        assert.ok(!own.some((a) => a.startsWith(flag)), `no ${flag} for the launcher`)
+        assert.ok(!has(flag), `no ${flag} for the launcher`)
       assert.ok(plan.args.slice(split).includes('--seccomp'), 'bwrap gets --seccomp')
     } finally {
       plan.lease?.release()
