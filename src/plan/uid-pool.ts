@@ -1,6 +1,6 @@
-// One unprivileged uid per sandbox when cordon runs as root. A lock file per uid (holding the owner's pid)
-// keeps concurrent cordon processes on one host apart; a lock whose owner is dead is taken over.
-import { linkSync, mkdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs'
+// One unprivileged uid per sandbox when cordon runs as root. A lock per uid (a symlink naming the owner's
+// pid) keeps concurrent cordon processes on one host apart; a lock whose owner is dead is taken over.
+import { mkdirSync, readFileSync, readlinkSync, symlinkSync, unlinkSync } from 'node:fs'
 import path from 'node:path'
 import { isAlive } from '../run/procs.js'
 
@@ -18,42 +18,73 @@ export interface UidLease {
   release(): void
 }
 
+const errorCode = (error: unknown) => (error as NodeJS.ErrnoException).code
+
 /**
- * Create the lock file holding our pid; false when it already exists. The pid is written to a private
- * file first and hard-linked into place, so a lock is never seen empty.
+ * Create the lock naming our pid; false when it exists. A symlink whose target is the pid is made in one
+ * atomic step, so a lock is never seen empty, and costs one syscall (the lock directory is made only when
+ * missing).
  */
 function create(file: string): boolean {
-  const draft = `${file}.${process.pid}.draft`
-  writeFileSync(draft, String(process.pid), { mode: 0o600 })
+  for (let attempt = 0; ; attempt++) {
+    try {
+      symlinkSync(String(process.pid), file)
+      return true
+    } catch (error) {
+      if (errorCode(error) === 'EEXIST') return false
+      if (errorCode(error) !== 'ENOENT' || attempt > 0) throw error
+      mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 })
+    }
+  }
+}
+
+/** The pid a lock names (a regular file's content, as earlier versions wrote); null when it is gone. */
+function lockOwner(file: string): number | null {
   try {
-    linkSync(draft, file)
-    return true
+    return Number(readlinkSync(file))
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'EEXIST') return false
-    throw error
-  } finally {
-    unlinkSync(draft)
+    if (errorCode(error) !== 'EINVAL') return null
+  }
+  try {
+    const text = readFileSync(file, 'utf8').trim()
+    return text ? Number(text) : Number.NaN
+  } catch {
+    return null
+  }
+}
+
+/** A lock is stale only when its owner is known and dead. */
+function stale(owner: number | null): owner is number {
+  return owner !== null && Number.isInteger(owner) && owner > 0 && !isAlive(owner)
+}
+
+function remove(file: string): void {
+  try {
+    unlinkSync(file)
+  } catch {
+    // Already gone.
   }
 }
 
 /** 'fresh' or 'inherited' (taken over from a dead owner) when we hold the lock, false when we do not. */
 function tryLock(file: string): 'fresh' | 'inherited' | false {
   if (create(file)) return 'fresh'
-  let owner = Number.NaN
-  try {
-    owner = Number(readFileSync(file, 'utf8'))
-  } catch {
-    // Released between our open and read: fall through and try again.
+  const owner = lockOwner(file)
+  if (!stale(owner)) return false
+  // One claimer at a time takes a stale lock over, under a second lock; whoever comes after finds the
+  // lock no longer names the dead owner. A takeover that itself died is cleared for the next claim.
+  const gate = `${file}.takeover`
+  if (!create(gate)) {
+    if (stale(lockOwner(gate))) remove(gate)
+    return false
   }
-  // Only a lock whose owner is known and dead is stale. (Two hosts taking over the same stale lock at
-  // the same instant could both win; stale locks only exist after a crash, so that race is left open.)
-  if (!(Number.isInteger(owner) && owner > 0) || isAlive(owner)) return false
   try {
-    unlinkSync(file)
-  } catch {
-    // Someone else took it over first.
+    if (lockOwner(file) !== owner) return false
+    remove(file)
+    return create(file) && 'inherited'
+  } finally {
+    remove(gate)
   }
-  return create(file) && 'inherited'
 }
 
 /**
@@ -61,7 +92,6 @@ function tryLock(file: string): 'fresh' | 'inherited' | false {
  * directory to every sandbox with one `chgrp`; the uid alone keeps them apart.
  */
 export function claimUid(pool: UidPool): UidLease {
-  mkdirSync(pool.lockDir, { recursive: true, mode: 0o700 })
   const start = Math.floor(Math.random() * pool.count)
   for (let i = 0; i < pool.count; i++) {
     const uid = pool.first + ((start + i) % pool.count)
@@ -76,11 +106,7 @@ export function claimUid(pool: UidPool): UidLease {
         release() {
           if (released) return
           released = true
-          try {
-            unlinkSync(file)
-          } catch {
-            // Already gone; nothing to release.
-          }
+          remove(file)
         },
       }
     }

@@ -1,5 +1,14 @@
 import assert from 'node:assert/strict'
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import {
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readlinkSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
 import { afterEach, beforeEach, describe, it } from 'node:test'
@@ -28,21 +37,35 @@ const claim = (p: UidPool): UidLease => {
   return lease
 }
 const lockFile = (p: UidPool, uid: number) => path.join(p.lockDir, String(uid))
-/** Leave a lock file for `uid` as another cordon process (or its remains) would. */
+/** Whether a lock exists (existsSync would follow the symlink to a file named by the pid). */
+const isLocked = (p: UidPool, uid: number) =>
+  lstatSync(lockFile(p, uid), { throwIfNoEntry: false }) !== undefined
+/** The pid a lock names: the target of its symlink. */
+const ownerOf = (p: UidPool, uid: number) => readlinkSync(lockFile(p, uid))
+/** Leave a lock file for `uid` as an earlier cordon version (or its remains) would: a regular file. */
 const plantLock = (p: UidPool, uid: number, content: string) => {
   mkdirSync(p.lockDir, { recursive: true })
   writeFileSync(lockFile(p, uid), content)
 }
 
 describe('claimUid', () => {
-  it('creates the lock dir and a lock file holding our pid', () => {
+  it('creates the lock dir and a lock: a symlink naming our pid, made in one step', () => {
     const p = pool(10)
     const lease = claim(p)
     assert.ok(
       lease.uid >= p.first && lease.uid < p.first + p.count,
       'lease.uid >= p.first && lease.uid < p.first + p.count',
     )
-    assert.equal(readFileSync(lockFile(p, lease.uid), 'utf8'), String(process.pid))
+    assert.ok(lstatSync(lockFile(p, lease.uid)).isSymbolicLink(), 'a symlink')
+    assert.equal(ownerOf(p, lease.uid), String(process.pid))
+  })
+
+  it('makes the lock dir again when it was removed between claims', () => {
+    const p = pool(3)
+    claim(p)
+    rmSync(p.lockDir, { recursive: true, force: true })
+    const lease = claim(p)
+    assert.equal(ownerOf(p, lease.uid), String(process.pid))
   })
 
   it('gives every sandbox the pool’s first id as gid', () => {
@@ -72,9 +95,9 @@ describe('claimUid', () => {
   it('frees the uid on release so it can be claimed again', () => {
     const p = pool(1)
     const a = claimUid(p)
-    assert.ok(existsSync(lockFile(p, a.uid)), 'existsSync(lockFile(p, a.uid))')
+    assert.ok(isLocked(p, a.uid), 'isLocked(p, a.uid)')
     a.release()
-    assert.ok(!existsSync(lockFile(p, a.uid)), '!existsSync(lockFile(p, a.uid))')
+    assert.ok(!isLocked(p, a.uid), '!isLocked(p, a.uid)')
     const b = claim(p)
     assert.equal(b.uid, a.uid)
   })
@@ -85,7 +108,7 @@ describe('claimUid', () => {
     a.release()
     const b = claim(p)
     a.release()
-    assert.ok(existsSync(lockFile(p, b.uid)), 'existsSync(lockFile(p, b.uid))')
+    assert.ok(isLocked(p, b.uid), 'isLocked(p, b.uid)')
   })
 
   it('takes over a stale lock whose owner is dead', () => {
@@ -93,7 +116,33 @@ describe('claimUid', () => {
     plantLock(p, p.first, DEAD_PID)
     const lease = claim(p)
     assert.equal(lease.uid, p.first)
-    assert.equal(readFileSync(lockFile(p, p.first), 'utf8'), String(process.pid))
+    assert.equal(lease.inherited, true)
+    assert.equal(ownerOf(p, p.first), String(process.pid))
+    assert.deepEqual(readdirSync(p.lockDir), [String(p.first)], 'no takeover lock left')
+  })
+
+  it('takes over a stale symlink lock too', () => {
+    const p = pool(1)
+    mkdirSync(p.lockDir, { recursive: true })
+    symlinkSync(DEAD_PID, lockFile(p, p.first))
+    assert.equal(claim(p).inherited, true)
+    assert.equal(ownerOf(p, p.first), String(process.pid))
+  })
+
+  it('leaves a stale lock alone while a live claimer is taking it over', () => {
+    const p = pool(1)
+    plantLock(p, p.first, DEAD_PID)
+    symlinkSync(String(process.pid), `${lockFile(p, p.first)}.takeover`)
+    assert.throws(() => claim(p), /uidPool/)
+  })
+
+  it('clears a takeover whose claimer died, and the next claim takes the lock over', () => {
+    const p = pool(1)
+    plantLock(p, p.first, DEAD_PID)
+    symlinkSync(DEAD_PID, `${lockFile(p, p.first)}.takeover`)
+    assert.throws(() => claim(p), /uidPool/)
+    assert.equal(claim(p).inherited, true)
+    assert.equal(ownerOf(p, p.first), String(process.pid))
   })
 
   it('leaves a lock file holding garbage alone (its owner is unknown, so it is not known to be dead)', () => {
@@ -110,7 +159,7 @@ describe('claimUid', () => {
       assert.equal(lease.uid, p.first + 1)
       lease.release()
     }
-    assert.equal(readFileSync(lockFile(p, p.first), 'utf8'), String(process.pid))
+    assert.ok(isLocked(p, p.first), 'the live lock stays')
   })
 
   it('throws mentioning uidPool when a pool of one is held by a live lock', () => {
