@@ -2,7 +2,7 @@
 // bwrap's monitor takes down its PID namespace. The process tier relies on the sandbox's own uid, so
 // processes that left the process group (setsid, double fork) are still found.
 import type { Readable } from 'node:stream'
-import { isAlive, isLiving, listProcesses, livingByUid, livingDescendants, signal } from './procs.js'
+import { isLiving, listProcesses, livingByUid, livingDescendants, signal } from './procs.js'
 
 export interface SandboxProcesses {
   /** SIGTERM to every program in the sandbox (not to bwrap itself, which would kill without grace). */
@@ -59,7 +59,15 @@ export function namespaceProcesses(
   }
 }
 
-export function processTierProcesses(leaderPid: number, uid: number | null): SandboxProcesses {
+/**
+ * `leaderGone`: whether the launched process has exited (the supervisor saw it; asking the kernel about a
+ * dead pid costs a thrown ESRCH, ~100 µs).
+ */
+export function processTierProcesses(
+  leaderPid: number,
+  uid: number | null,
+  leaderGone: () => boolean,
+): SandboxProcesses {
   // With a uid of its own every sandbox process carries it; otherwise the process group is all we have.
   // Once none is left and the launcher is gone (before it drops to the uid, it would not be counted),
   // nothing can bring one back, so an empty scan (a /proc walk: ~0.3 ms) is not repeated.
@@ -72,7 +80,7 @@ export function processTierProcesses(leaderPid: number, uid: number | null): San
         : listProcesses()
             .filter((p) => !p.zombie && p.pgid === leaderPid)
             .map((p) => p.pid)
-    over = pids.length === 0 && !isAlive(leaderPid)
+    over = pids.length === 0 && leaderGone()
     return pids
   }
   return {
@@ -100,18 +108,28 @@ export async function reap(procs: SandboxProcesses, timeoutMs: number): Promise<
 /**
  * With a cgroup, its member list is the truth for what is left, and the process tier's hard stop is the
  * cgroup's atomic kill. The namespace tier keeps killing bwrap's monitor, which tears down the PID namespace.
+ * Once the launched process is gone (`leaderGone`) and the cgroup is empty, nothing can enter it again
+ * (only the launcher joins; sandbox processes cannot write cgroup files), so the empty list is not read again.
  */
 export function cgroupProcesses(
   cgroup: { pids(): number[]; kill(): void },
   base: SandboxProcesses,
   namespace: boolean,
+  leaderGone: () => boolean,
 ): SandboxProcesses {
+  let over = false
+  const members = () => {
+    if (over) return []
+    const pids = cgroup.pids()
+    over = pids.length === 0 && leaderGone()
+    return pids
+  }
   return {
     term: () => base.term(),
     kill() {
       if (namespace) base.kill()
-      if (cgroup.pids().length > 0) cgroup.kill()
+      if (members().length > 0) cgroup.kill()
     },
-    survivors: () => cgroup.pids(),
+    survivors: members,
   }
 }

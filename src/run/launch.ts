@@ -140,15 +140,17 @@ function supervise(
     fds.reply?.on('data', (b: Buffer) => call.onReply(b))
   }
   let procs: SandboxProcesses | null = null
+  let leaderExited = false
+  const leaderGone = () => leaderExited
   if (child.pid !== undefined) {
     if (plan.tier === 'namespace') {
       const ns = namespaceProcesses(child.pid, uid)
       watchInit(fds.info, (init) => ns.setInit(init))
       procs = ns
     } else {
-      procs = processTierProcesses(child.pid, uid)
+      procs = processTierProcesses(child.pid, uid, leaderGone)
     }
-    if (cgroup) procs = cgroupProcesses(cgroup, procs, plan.tier === 'namespace')
+    if (cgroup) procs = cgroupProcesses(cgroup, procs, plan.tier === 'namespace', leaderGone)
   }
 
   let stoppedFor: StopReason | null = null
@@ -179,6 +181,7 @@ function supervise(
     child.on('error', (error) => fail(`could not launch ${plan.file}: ${error.message}`))
     child.on('exit', (code, sig) => {
       exited = { code, signal: sig }
+      leaderExited = true
       wallMs = performance.now() - started
       // Background children may still hold the pipes open; they are part of the sandbox and go now.
       if (plan.tier === 'process') procs?.kill()

@@ -1,0 +1,46 @@
+// Which processes belong to a sandbox, and when that list can stop being read.
+import assert from 'node:assert/strict'
+import { spawn } from 'node:child_process'
+import { once } from 'node:events'
+import { describe, it } from 'node:test'
+import { probeCapabilities } from '../../src/plan/capabilities.js'
+import { cgroupDirs, sandboxCgroupName } from '../../src/plan/cgroups.js'
+import { SandboxCgroup } from '../../src/run/cgroup.js'
+import { cgroupProcesses } from '../../src/run/kill.js'
+
+const support = probeCapabilities().cgroup
+const noCgroup = support.version === null ? `no usable cgroup: ${support.reason}` : false
+
+describe('cgroupProcesses', { skip: noCgroup }, () => {
+  it('reads the member list until the leader is gone and the cgroup empty, then no more', async () => {
+    if (support.version === null) return
+    const cgroup = SandboxCgroup.create(support, [], cgroupDirs(support, sandboxCgroupName(), false))
+    let reads = 0
+    const counted = {
+      pids: () => {
+        reads++
+        return cgroup.pids()
+      },
+      kill: () => cgroup.kill(),
+    }
+    const leader = spawn('sleep', ['0.3'])
+    let gone = false
+    leader.on('exit', () => {
+      gone = true
+    })
+    try {
+      const procs = cgroupProcesses(counted, { term() {}, kill() {}, survivors: () => [] }, false, () => gone)
+      assert.deepEqual(procs.survivors(), [])
+      assert.deepEqual(procs.survivors(), [])
+      assert.equal(reads, 2, 'read while the leader lives: something may still join')
+      await once(leader, 'exit')
+      procs.kill()
+      assert.deepEqual(procs.survivors(), [])
+      procs.kill()
+      assert.equal(reads, 3, 'one read after the leader is gone, then the empty list is final')
+    } finally {
+      leader.kill('SIGKILL')
+      await cgroup.remove()
+    }
+  })
+})
