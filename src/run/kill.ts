@@ -5,12 +5,26 @@ import type { Readable } from 'node:stream'
 import { isLiving, listProcesses, livingByUid, livingDescendants, signal } from './procs.js'
 
 export interface SandboxProcesses {
-  /** SIGTERM to every program in the sandbox (not to bwrap itself, which would kill without grace). */
-  term(): void
+  /**
+   * SIGTERM to every program in the sandbox (not to bwrap itself, which would kill without grace); false
+   * when no program runs yet, so the caller asks again (killing bwrap mid-set-up could orphan its init).
+   */
+  term(): boolean
   /** SIGKILL the whole sandbox. */
   kill(): void
   /** Processes of the sandbox still alive. */
   survivors(): number[]
+}
+
+/**
+ * The process cordon spawned: the launcher, which becomes bwrap's monitor or the program. Signalled through
+ * its ChildProcess, which never signals a pid it has already reaped (and so might belong to someone else).
+ */
+export interface Leader {
+  pid: number
+  /** It has exited (the supervisor saw it; asking the kernel about a dead pid costs a thrown ESRCH, ~100 µs). */
+  gone(): boolean
+  signal(sig: NodeJS.Signals): void
 }
 
 /** Call `onInit` with the host pid of bwrap's init, which bwrap writes to its info fd as JSON. */
@@ -32,12 +46,12 @@ export function watchInit(info: Readable | undefined, onInit: (pid: number) => v
  * kernel has already killed everything else in its PID namespace.
  */
 export function namespaceProcesses(
-  monitorPid: number,
+  leader: Leader,
   uid: number | null,
 ): SandboxProcesses & { setInit(pid: number): void } {
   let init: number | undefined
   const findInit = () => {
-    init ??= livingDescendants(monitorPid)[0]
+    init ??= livingDescendants(leader.pid)[0]
     return init
   }
   return {
@@ -46,11 +60,13 @@ export function namespaceProcesses(
     },
     term() {
       const pidInit = findInit()
-      if (pidInit !== undefined) signal(livingDescendants(pidInit), 'SIGTERM')
+      const programs = pidInit === undefined ? [] : livingDescendants(pidInit)
+      signal(programs, 'SIGTERM')
+      return programs.length > 0
     },
     kill() {
       findInit()
-      signal([monitorPid], 'SIGKILL')
+      leader.signal('SIGKILL')
     },
     survivors() {
       if (init !== undefined) return isLiving(init) ? [init] : []
@@ -59,15 +75,7 @@ export function namespaceProcesses(
   }
 }
 
-/**
- * `leaderGone`: whether the launched process has exited (the supervisor saw it; asking the kernel about a
- * dead pid costs a thrown ESRCH, ~100 µs).
- */
-export function processTierProcesses(
-  leaderPid: number,
-  uid: number | null,
-  leaderGone: () => boolean,
-): SandboxProcesses {
+export function processTierProcesses(leader: Leader, uid: number | null): SandboxProcesses {
   // With a uid of its own every sandbox process carries it; otherwise the process group is all we have.
   // Once none is left and the launcher is gone (before it drops to the uid, it would not be counted),
   // nothing can bring one back, so an empty scan (a /proc walk: ~0.3 ms) is not repeated.
@@ -78,17 +86,24 @@ export function processTierProcesses(
       uid !== null
         ? livingByUid(uid)
         : listProcesses()
-            .filter((p) => !p.zombie && p.pgid === leaderPid)
+            .filter((p) => !p.zombie && p.pgid === leader.pid)
             .map((p) => p.pid)
-    over = pids.length === 0 && leaderGone()
+    over = pids.length === 0 && leader.gone()
     return pids
   }
+  // The leader itself too: until the launcher has dropped to the sandbox uid (or joined the cgroup), no
+  // scan finds it, and it must not go on to start the program. It never forks, so signalling it early
+  // leaves nothing behind.
+  const send = (sig: NodeJS.Signals) => {
+    const others = all().filter((pid) => pid !== leader.pid)
+    if (!leader.gone()) leader.signal(sig)
+    signal(others, sig)
+    return !leader.gone() || others.length > 0
+  }
   return {
-    term() {
-      signal(all(), 'SIGTERM')
-    },
-    kill() {
-      signal(all(), 'SIGKILL')
+    term: () => send('SIGTERM'),
+    kill: () => {
+      send('SIGKILL')
     },
     survivors: all,
   }
@@ -108,26 +123,28 @@ export async function reap(procs: SandboxProcesses, timeoutMs: number): Promise<
 /**
  * With a cgroup, its member list is the truth for what is left, and the process tier's hard stop is the
  * cgroup's atomic kill. The namespace tier keeps killing bwrap's monitor, which tears down the PID namespace.
- * Once the launched process is gone (`leaderGone`) and the cgroup is empty, nothing can enter it again
- * (only the launcher joins; sandbox processes cannot write cgroup files), so the empty list is not read again.
+ * Once the leader is gone and the cgroup is empty, nothing can enter it again (only the launcher joins;
+ * sandbox processes cannot write cgroup files), so the empty list is not read again.
  */
 export function cgroupProcesses(
   cgroup: { pids(): number[]; kill(): void },
   base: SandboxProcesses,
   namespace: boolean,
-  leaderGone: () => boolean,
+  leader: Leader,
 ): SandboxProcesses {
   let over = false
   const members = () => {
     if (over) return []
     const pids = cgroup.pids()
-    over = pids.length === 0 && leaderGone()
+    over = pids.length === 0 && leader.gone()
     return pids
   }
   return {
     term: () => base.term(),
     kill() {
       if (namespace) base.kill()
+      // The launcher is not inside until it has joined; it must not go on to start anything.
+      else if (!leader.gone()) leader.signal('SIGKILL')
       if (members().length > 0) cgroup.kill()
     },
     survivors: members,

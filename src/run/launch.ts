@@ -17,6 +17,7 @@ import { extraFds, feedStdin, stdioFor } from './fds.js'
 import { emptyResult, finishedHandle, type RunHandle } from './handle.js'
 import {
   cgroupProcesses,
+  type Leader,
   namespaceProcesses,
   processTierProcesses,
   reap,
@@ -32,6 +33,8 @@ import type { Isolation, RunResult, Violation } from './result.js'
 
 export type { RunHandle } from './handle.js'
 
+/** How often a graceful stop asks again when no program ran yet to receive SIGTERM. */
+const TERM_RETRY_MS = 10
 /** How often the whole tree's CPU time is read to enforce cpuTimeMs. */
 const CPU_POLL_MS = 50
 
@@ -140,26 +143,31 @@ function supervise(
     fds.reply?.on('data', (b: Buffer) => call.onReply(b))
   }
   let procs: SandboxProcesses | null = null
-  let leaderExited = false
-  const leaderGone = () => leaderExited
   if (child.pid !== undefined) {
+    const leader: Leader = {
+      pid: child.pid,
+      gone: () => child.exitCode !== null || child.signalCode !== null,
+      signal: (sig) => child.kill(sig),
+    }
     if (plan.tier === 'namespace') {
-      const ns = namespaceProcesses(child.pid, uid)
+      const ns = namespaceProcesses(leader, uid)
       watchInit(fds.info, (init) => ns.setInit(init))
       procs = ns
     } else {
-      procs = processTierProcesses(child.pid, uid, leaderGone)
+      procs = processTierProcesses(leader, uid)
     }
-    if (cgroup) procs = cgroupProcesses(cgroup, procs, plan.tier === 'namespace', leaderGone)
+    if (cgroup) procs = cgroupProcesses(cgroup, procs, plan.tier === 'namespace', leader)
   }
 
   let stoppedFor: StopReason | null = null
   let graceTimer: NodeJS.Timeout | undefined
+  let termRetry: NodeJS.Timeout | undefined
   const stop = (reason: StopReason, graceful: boolean) => {
     if (stoppedFor || !procs) return
     stoppedFor = reason
     if (!graceful) return procs.kill()
-    procs.term()
+    // Nothing runs yet (bwrap still setting up): ask again until the program is there; the grace ends it.
+    if (!procs.term()) termRetry = setInterval(() => procs.term() && clearInterval(termRetry), TERM_RETRY_MS)
     graceTimer = setTimeout(() => procs.kill(), limits.killGraceMs)
   }
   const wallTimer = setTimeout(() => stop('timeout', true), limits.wallTimeMs)
@@ -181,7 +189,6 @@ function supervise(
     child.on('error', (error) => fail(`could not launch ${plan.file}: ${error.message}`))
     child.on('exit', (code, sig) => {
       exited = { code, signal: sig }
-      leaderExited = true
       wallMs = performance.now() - started
       // Background children may still hold the pipes open; they are part of the sandbox and go now.
       if (plan.tier === 'process') procs?.kill()
@@ -189,6 +196,7 @@ function supervise(
     child.on('close', async (code, sig) => {
       clearTimeout(wallTimer)
       clearTimeout(graceTimer)
+      clearInterval(termRetry)
       if (cpuTimer) clearInterval(cpuTimer)
       policy.signal?.removeEventListener('abort', onAbort)
       // Even a clean exit can leave bwrap's init tearing down its namespace for a moment: wait it out.

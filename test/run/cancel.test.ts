@@ -30,5 +30,19 @@ for (const tier of TIERS) {
       assert.equal(r.status, 'canceled')
       assert.ok(r.wallMs < 5000, 'r.wallMs < 5000')
     })
+
+    it('handle.kill() at once, before the launcher has set anything up, stops it without waiting out the grace', async () => {
+      for (let i = 0; i < 5; i++) {
+        const m = marker()
+        const started = performance.now()
+        const handle = start(['sleep', m], { isolation: tier, limits: { killGraceMs: 10_000 } })
+        handle.kill()
+        const r = await handle.result
+        const took = performance.now() - started
+        assert.equal(r.status, 'canceled')
+        assert.ok(took < 5000, `attempt ${i}: took ${took.toFixed(0)} ms (the grace is 10 s)`)
+        assert.deepEqual(processesWith(m), [], `attempt ${i}: nothing left`)
+      }
+    })
   })
 }

@@ -29,7 +29,11 @@ describe('cgroupProcesses', { skip: noCgroup }, () => {
       gone = true
     })
     try {
-      const procs = cgroupProcesses(counted, { term() {}, kill() {}, survivors: () => [] }, false, () => gone)
+      const procs = cgroupProcesses(counted, { term: () => false, kill() {}, survivors: () => [] }, false, {
+        pid: leader.pid!,
+        gone: () => gone,
+        signal: (sig) => leader.kill(sig),
+      })
       assert.deepEqual(procs.survivors(), [])
       assert.deepEqual(procs.survivors(), [])
       assert.equal(reads, 2, 'read while the leader lives: something may still join')
