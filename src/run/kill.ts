@@ -27,6 +27,20 @@ export interface Leader {
   signal(sig: NodeJS.Signals): void
 }
 
+/**
+ * `list`, read until it comes back empty after the leader is gone: from then on nothing can bring a
+ * sandbox process back, so the empty answer is not asked for again.
+ */
+function finalWhenEmpty(leader: Leader, list: () => number[]): () => number[] {
+  let over = false
+  return () => {
+    if (over) return []
+    const pids = list()
+    over = pids.length === 0 && leader.gone()
+    return pids
+  }
+}
+
 /** Call `onInit` with the host pid of bwrap's init, which bwrap writes to its info fd as JSON. */
 export function watchInit(info: Readable | undefined, onInit: (pid: number) => void): void {
   let text = ''
@@ -79,18 +93,13 @@ export function processTierProcesses(leader: Leader, uid: number | null): Sandbo
   // With a uid of its own every sandbox process carries it; otherwise the process group is all we have.
   // Once none is left and the launcher is gone (before it drops to the uid, it would not be counted),
   // nothing can bring one back, so an empty scan (a /proc walk: ~0.3 ms) is not repeated.
-  let over = false
-  const all = () => {
-    if (over) return []
-    const pids =
-      uid !== null
-        ? livingByUid(uid)
-        : listProcesses()
-            .filter((p) => !p.zombie && p.pgid === leader.pid)
-            .map((p) => p.pid)
-    over = pids.length === 0 && leader.gone()
-    return pids
-  }
+  const all = finalWhenEmpty(leader, () =>
+    uid !== null
+      ? livingByUid(uid)
+      : listProcesses()
+          .filter((p) => !p.zombie && p.pgid === leader.pid)
+          .map((p) => p.pid),
+  )
   // The leader itself too: until the launcher has dropped to the sandbox uid (or joined the cgroup), no
   // scan finds it, and it must not go on to start the program. It never forks, so signalling it early
   // leaves nothing behind.
@@ -132,13 +141,7 @@ export function cgroupProcesses(
   namespace: boolean,
   leader: Leader,
 ): SandboxProcesses {
-  let over = false
-  const members = () => {
-    if (over) return []
-    const pids = cgroup.pids()
-    over = pids.length === 0 && leader.gone()
-    return pids
-  }
+  const members = finalWhenEmpty(leader, () => cgroup.pids())
   return {
     term: () => base.term(),
     kill() {
