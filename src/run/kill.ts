@@ -2,7 +2,7 @@
 // bwrap's monitor takes down its PID namespace. The process tier relies on the sandbox's own uid, so
 // processes that left the process group (setsid, double fork) are still found.
 import type { Readable } from 'node:stream'
-import { isLiving, listProcesses, livingByUid, livingDescendants, signal } from './procs.js'
+import { isLiving, livingByUid, livingDescendants, livingInSession, signal } from './procs.js'
 
 export interface SandboxProcesses {
   /**
@@ -57,16 +57,20 @@ export function watchInit(info: Readable | undefined, onInit: (pid: number) => v
 
 /**
  * The namespace tier's processes are bwrap's init and what runs under it. Once the init is gone, the
- * kernel has already killed everything else in its PID namespace.
+ * kernel has already killed everything else in its PID namespace. The init arms --die-with-parent only
+ * after its clone: if the monitor dies before that, the init lives on, re-parented, still in the
+ * launcher's session (it never calls setsid) and holding the output pipes, so `kill` after the monitor
+ * is gone goes after it.
  */
-export function namespaceProcesses(
-  leader: Leader,
-  uid: number | null,
-): SandboxProcesses & { setInit(pid: number): void } {
+export function namespaceProcesses(leader: Leader): SandboxProcesses & { setInit(pid: number): void } {
   let init: number | undefined
   const findInit = () => {
-    init ??= livingDescendants(leader.pid)[0]
+    if (init === undefined && !leader.gone()) init = livingDescendants(leader.pid)[0]
     return init
+  }
+  const survivors = () => {
+    if (init !== undefined) return isLiving(init) ? [init] : []
+    return leader.gone() ? livingInSession(leader.pid) : []
   }
   return {
     setInit(pid) {
@@ -79,26 +83,22 @@ export function namespaceProcesses(
       return programs.length > 0
     },
     kill() {
+      if (leader.gone()) return signal(survivors(), 'SIGKILL')
       findInit()
       leader.signal('SIGKILL')
     },
-    survivors() {
-      if (init !== undefined) return isLiving(init) ? [init] : []
-      return uid === null ? [] : livingByUid(uid)
-    },
+    survivors,
   }
 }
 
 export function processTierProcesses(leader: Leader, uid: number | null): SandboxProcesses {
-  // With a uid of its own every sandbox process carries it; otherwise the process group is all we have.
+  // With a uid of its own every sandbox process carries it; otherwise the session is all we have.
   // Once none is left and the launcher is gone (before it drops to the uid, it would not be counted),
   // nothing can bring one back, so an empty scan (a /proc walk: ~0.3 ms) is not repeated.
   const all = finalWhenEmpty(leader, () =>
     uid !== null
       ? livingByUid(uid)
-      : listProcesses()
-          .filter((p) => !p.zombie && p.pgid === leader.pid)
-          .map((p) => p.pid),
+      : livingInSession(leader.pid),
   )
   // The leader itself too: until the launcher has dropped to the sandbox uid (or joined the cgroup), no
   // scan finds it, and it must not go on to start the program. It never forks, so signalling it early

@@ -150,7 +150,7 @@ function supervise(
       signal: (sig) => child.kill(sig),
     }
     if (plan.tier === 'namespace') {
-      const ns = namespaceProcesses(leader, uid)
+      const ns = namespaceProcesses(leader)
       watchInit(fds.info, (init) => ns.setInit(init))
       procs = ns
     } else {
@@ -190,8 +190,9 @@ function supervise(
     child.on('exit', (code, sig) => {
       exited = { code, signal: sig }
       wallMs = performance.now() - started
-      // Background children may still hold the pipes open; they are part of the sandbox and go now.
-      if (plan.tier === 'process') procs?.kill()
+      // Background children may still hold the pipes open; they are part of the sandbox and go now. In
+      // the namespace tier a clean exit of bwrap's monitor means its init is gone; a killed one may not be.
+      if (plan.tier === 'process' || sig !== null) procs?.kill()
     })
     child.on('close', async (code, sig) => {
       clearTimeout(wallTimer)

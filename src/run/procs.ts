@@ -6,6 +6,8 @@ export interface ProcInfo {
   ppid: number
   uid: number
   pgid: number
+  /** Session id: a process leaves it only by calling setsid. */
+  sid: number
   /** Zombies are already dead; they only wait to be reaped. */
   zombie: boolean
 }
@@ -16,7 +18,14 @@ function readProc(pid: number, uid?: number): ProcInfo | null {
     const stat = readFileSync(`/proc/${pid}/stat`, 'latin1')
     // The command name may contain spaces and parentheses; the fields after the last ')' do not.
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-    return { pid, ppid: Number(fields[1]), pgid: Number(fields[2]), uid: owner, zombie: fields[0] === 'Z' }
+    return {
+      pid,
+      ppid: Number(fields[1]),
+      pgid: Number(fields[2]),
+      sid: Number(fields[3]),
+      uid: owner,
+      zombie: fields[0] === 'Z',
+    }
   } catch {
     return null // exited while we looked
   }
@@ -44,6 +53,13 @@ export function listProcesses(uid?: number): ProcInfo[] {
 export function livingByUid(uid: number): number[] {
   return listProcesses(uid)
     .filter((p) => !p.zombie)
+    .map((p) => p.pid)
+}
+
+/** Living processes of the session `sid` (cordon starts every launcher as a session leader). */
+export function livingInSession(sid: number): number[] {
+  return listProcesses()
+    .filter((p) => !p.zombie && p.sid === sid)
     .map((p) => p.pid)
 }
 

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
 import { describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
-import { run } from '../../src/index.js'
+import { run, start } from '../../src/index.js'
 import { marker, notRoot, processesWith, skipTier, TIERS, waitFor } from '../helpers.js'
 
 const CLI = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url))
@@ -30,6 +30,35 @@ for (const tier of TIERS) {
     })
   })
 }
+
+// bwrap arms --die-with-parent in its init only after the clone: a monitor killed before that leaves the init
+// running, re-parented and holding the output pipes. Kills land across the whole set-up (0–2 ms after start).
+describe('launcher killed from outside during set-up', () => {
+  for (const tier of TIERS) {
+    for (const mode of ['auto', 'off'] as const) {
+      it(`ends the run and leaves nothing (${tier} tier, cgroup ${mode})`, { skip: skipTier(tier) }, async () => {
+        for (let i = 0; i < 20; i++) {
+          const m = marker()
+          const handle = start(['sleep', m], {
+            isolation: tier,
+            cgroup: { mode },
+            limits: { wallTimeMs: 20_000, killGraceMs: 100 },
+          })
+          const spinUntil = performance.now() + (i % 10) * 0.2
+          while (performance.now() < spinUntil);
+          process.kill(handle.pid!, 'SIGKILL')
+          const hung = new Promise<'hung'>((r) => setTimeout(() => r('hung'), 10_000).unref())
+          const r = await Promise.race([handle.result, hung])
+          assert.notEqual(r, 'hung', `run ${i} still open 10 s after its launcher was killed`)
+          if (r === 'hung') return
+          assert.equal(r.status, 'signaled', `run ${i}: ${r.violation?.message}`)
+          assert.ok(r.wallMs < 5_000, `run ${i} ended by its wall limit (${r.wallMs} ms), not by the kill`)
+          assert.deepEqual(processesWith(m), [], `run ${i} left processes`)
+        }
+      })
+    }
+  }
+})
 
 describe('host killed with SIGKILL', () => {
   for (const tier of TIERS) {
