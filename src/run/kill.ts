@@ -95,11 +95,7 @@ export function processTierProcesses(leader: Leader, uid: number | null): Sandbo
   // With a uid of its own every sandbox process carries it; otherwise the session is all we have.
   // Once none is left and the launcher is gone (before it drops to the uid, it would not be counted),
   // nothing can bring one back, so an empty scan (a /proc walk: ~0.3 ms) is not repeated.
-  const all = finalWhenEmpty(leader, () =>
-    uid !== null
-      ? livingByUid(uid)
-      : livingInSession(leader.pid),
-  )
+  const all = finalWhenEmpty(leader, () => (uid !== null ? livingByUid(uid) : livingInSession(leader.pid)))
   // The leader itself too: until the launcher has dropped to the sandbox uid (or joined the cgroup), no
   // scan finds it, and it must not go on to start the program. It never forks, so signalling it early
   // leaves nothing behind.

@@ -36,7 +36,9 @@ for (const tier of TIERS) {
 describe('launcher killed from outside during set-up', () => {
   for (const tier of TIERS) {
     for (const mode of ['auto', 'off'] as const) {
-      it(`ends the run and leaves nothing (${tier} tier, cgroup ${mode})`, { skip: skipTier(tier) }, async () => {
+      it(`ends the run and leaves nothing (${tier} tier, cgroup ${mode})`, {
+        skip: skipTier(tier),
+      }, async () => {
         for (let i = 0; i < 20; i++) {
           const m = marker()
           const handle = start(['sleep', m], {
