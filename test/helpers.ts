@@ -1,5 +1,6 @@
 // Shared test helpers: capability checks (a test that cannot run here is skipped with its reason) and
 // ways to look at real processes.
+import { spawn } from 'node:child_process'
 import { chmodSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
@@ -73,4 +74,40 @@ export function prng(seed: number): () => number {
     t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
     return ((t ^ (t >>> 14)) >>> 0) / 4294967296
   }
+}
+
+const LIBRARY = new URL('../dist/index.js', import.meta.url).href
+
+/**
+ * Run `body` (an async ESM function body with `run` and `start` from cordon's built library in scope) as an
+ * unprivileged user — nobody (65534) when the tests run as root — and resolve with the JSON it returns;
+ * rejects when it has not returned within `timeoutMs`. The sandbox then has no uid of its own and, without
+ * delegated cgroups, no cgroup: what a developer's own account gets.
+ */
+export function asUnprivileged<T>(body: string, timeoutMs = 30_000): Promise<T> {
+  const code = `import { run, start } from ${JSON.stringify(LIBRARY)}\nconst out = await (async () => { ${body} })()\nprocess.stdout.write(JSON.stringify(out))`
+  const drop = caps.isRoot ? { uid: 65534, gid: 65534 } : {}
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['--input-type=module', '-e', code], {
+      cwd: os.tmpdir(),
+      env: { PATH: process.env.PATH ?? '/usr/bin:/bin' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+      ...drop,
+    })
+    let stdout = ''
+    let stderr = ''
+    child.stdout.on('data', (b: Buffer) => (stdout += b))
+    child.stderr.on('data', (b: Buffer) => (stderr += b))
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs)
+    child.on('close', (code) => {
+      clearTimeout(timer)
+      if (code === 0) resolve(JSON.parse(stdout) as T)
+      else
+        reject(
+          new Error(
+            `unprivileged script ended with ${code ?? 'a kill'} after ${timeoutMs} ms at most: ${stderr}`,
+          ),
+        )
+    })
+  })
 }

@@ -117,7 +117,10 @@ export function diagnose(): Diagnosis {
       ok: caps.isRoot,
       detail: caps.isRoot
         ? `running as root: each sandbox gets its own uid from ${pool.first}-${pool.first + pool.count - 1}`
-        : 'not root: sandboxes run as this user; the process limit is not enforced and process-tier escapees (setsid) can outlive a run',
+        : 'not root: sandboxes run as this user and the process limit is not enforced; ' +
+          (seccompSupported()
+            ? 'without a cgroup the process tier refuses setsid, so its session holds every process it starts'
+            : 'without a cgroup, process-tier escapees (setsid) can outlive a run (no seccomp filter here)'),
       fix: caps.isRoot ? null : 'run cordon as root to give each sandbox an unprivileged uid of its own',
     },
     processTierCheck(caps),

@@ -332,9 +332,12 @@ export function prepare(
       : [...withClock, ...command.slice(1)]
     if (proxied) Object.assign(env, PROXY_ENV)
     const noNetwork = policy.network === 'none'
+    const sessionBound = tier === 'process' && lease === null && cgroup === null
     const seccomp = seccompSupported()
       ? seccompProgram({
-          extraDenied: policy.denySyscalls,
+          // With neither a uid nor a cgroup of its own, the process tier's session is the only thing that
+          // marks its processes: leaving it would let one outlive the run and hold its pipes open.
+          extraDenied: sessionBound ? [...policy.denySyscalls, 'setsid'] : policy.denySyscalls,
           // Without a network namespace of its own, the process tier is kept off the network by the filter.
           unixSocketsOnly: tier === 'process' && noNetwork,
         })

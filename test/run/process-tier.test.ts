@@ -11,8 +11,17 @@ import { run } from '../../src/index.js'
 import { probeCapabilities } from '../../src/plan/capabilities.js'
 import { LANDLOCK_SCOPES } from '../../src/plan/launcher.js'
 import { prepare } from '../../src/plan/plan.js'
+import { seccompProgram, seccompSupported } from '../../src/plan/seccomp.js'
 import { parsePolicy } from '../../src/policy/schema.js'
-import { noLauncher, notRoot, waitFor, worldWritableDir } from '../helpers.js'
+import {
+  asUnprivileged,
+  marker,
+  noLauncher,
+  notRoot,
+  processesWith,
+  waitFor,
+  worldWritableDir,
+} from '../helpers.js'
 
 const caps = probeCapabilities()
 const isolation = 'process'
@@ -26,6 +35,54 @@ const noCgroup = caps.cgroup.version === null ? `no usable cgroup: ${caps.cgroup
 /** Run python in the process tier; `code` prints what the test asserts on. */
 const python = (code: string, options: Parameters<typeof run>[1] = {}) =>
   run(['python3', '-c', code], { isolation, ...options })
+
+// Without a uid or cgroup of its own the sandbox's session is all that marks its processes, so leaving it
+// must be impossible: a setsid'd child holding the output pipes kept run() open until it exited.
+describe('process tier without a uid or cgroup of its own', { skip: noLauncher }, () => {
+  it('its filter refuses setsid only then', {
+    skip: seccompSupported() ? false : 'no seccomp filter here',
+  }, () => {
+    const filter = (cgroup: 'auto' | 'off', isRoot: boolean) => {
+      const prepared = prepare(['true'], parsePolicy({ isolation, cgroup: { mode: cgroup } }), {
+        ...caps,
+        isRoot,
+      })
+      if (prepared.kind !== 'launch') assert.fail(prepared.violation.message)
+      prepared.plan.lease?.release()
+      return prepared.plan.seccomp
+    }
+    const withSetsid = seccompProgram({ extraDenied: ['setsid'], unixSocketsOnly: true })
+    assert.deepEqual(filter('off', false), withSetsid)
+    assert.notDeepEqual(filter('off', true), withSetsid, 'a uid of its own marks the sandbox')
+    if (caps.cgroup.version !== null)
+      assert.notDeepEqual(filter('auto', false), withSetsid, 'so does a cgroup')
+  })
+
+  it('refuses setsid, so nothing leaves the session and the run ends with its program', async () => {
+    const m = marker()
+    const script = [
+      `setsid sleep ${m} & setsid sleep ${m} >/dev/null 2>&1 &`,
+      `python3 -c 'import os; os.setsid()' 2>/dev/null || echo setsid-refused`,
+      `(sleep ${m} &)`,
+      'echo done',
+    ].join('\n')
+    type Out = { status: string; stdout: string; stderr: string; ms: number }
+    const out = await asUnprivileged<Out>(
+      `
+      const t = performance.now()
+      const r = await run(['sh', '-c', ${JSON.stringify(script)}], {
+        isolation: 'process', cgroup: { mode: 'off' }, limits: { wallTimeMs: 20000 },
+      })
+      return { status: r.status, stdout: r.stdout, stderr: r.stderr, ms: performance.now() - t }
+    `,
+      15_000,
+    )
+    assert.equal(out.status, 'ok', JSON.stringify(out))
+    assert.equal(out.stdout, 'setsid-refused\ndone\n')
+    assert.ok(out.ms < 5000, `run() took ${Math.round(out.ms)} ms: it waited for an escapee`)
+    assert.deepEqual(processesWith(m), [], 'nothing of the sandbox is left')
+  })
+})
 
 describe('process tier launcher', { skip: noLauncher }, () => {
   it('the program starts with no_new_privs and the seccomp filter, as the sandbox uid', {
