@@ -35,6 +35,12 @@ export type { RunHandle } from './handle.js'
 
 /** How often a graceful stop asks again when no program ran yet to receive SIGTERM. */
 const TERM_RETRY_MS = 10
+/**
+ * How long the pipes may stay open once the launched process is gone and the sandbox killed: only
+ * something outside the sandbox (handed an fd over a unix socket) can hold them then, so cordon stops
+ * reading instead of waiting for it.
+ */
+const PIPES_AFTER_EXIT_MS = 1000
 /** How often the whole tree's CPU time is read to enforce cpuTimeMs. */
 const CPU_POLL_MS = 50
 
@@ -186,6 +192,7 @@ function supervise(
   const result = new Promise<RunResult>((resolve) => {
     let exited: { code: number | null; signal: NodeJS.Signals | null } | null = null
     let wallMs = 0
+    let abandon: NodeJS.Timeout | undefined
     child.on('error', (error) => fail(`could not launch ${plan.file}: ${error.message}`))
     child.on('exit', (code, sig) => {
       exited = { code, signal: sig }
@@ -193,10 +200,14 @@ function supervise(
       // Background children may still hold the pipes open; they are part of the sandbox and go now. In
       // the namespace tier a clean exit of bwrap's monitor means its init is gone; a killed one may not be.
       if (plan.tier === 'process' || sig !== null) procs?.kill()
+      abandon = setTimeout(() => {
+        for (const pipe of child.stdio) pipe?.destroy()
+      }, PIPES_AFTER_EXIT_MS)
     })
     child.on('close', async (code, sig) => {
       clearTimeout(wallTimer)
       clearTimeout(graceTimer)
+      clearTimeout(abandon)
       clearInterval(termRetry)
       if (cpuTimer) clearInterval(cpuTimer)
       policy.signal?.removeEventListener('abort', onAbort)

@@ -1,10 +1,11 @@
 // When run() resolves nothing of the sandbox is left, whatever the program did to escape.
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
+import path from 'node:path'
 import { describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { run, start } from '../../src/index.js'
-import { marker, notRoot, processesWith, skipTier, TIERS, waitFor } from '../helpers.js'
+import { marker, notRoot, processesWith, skipTier, TIERS, waitFor, worldWritableDir } from '../helpers.js'
 
 const CLI = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url))
 
@@ -59,6 +60,50 @@ describe('launcher killed from outside during set-up', () => {
         }
       })
     }
+  }
+})
+
+// A process outside the sandbox (another uid, cordon cannot count it as the sandbox's) is handed the
+// sandbox's stdout over a unix socket and keeps it open: run() must still end soon after its program.
+const HOLDER = `
+import os, socket, sys, time
+srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+srv.bind(sys.argv[1]); os.chmod(sys.argv[1], 0o777); srv.listen(1)
+print('ready', flush=True)
+conn, _ = srv.accept()
+msg, fds, _, _ = socket.recv_fds(conn, 1, 4)
+time.sleep(float(sys.argv[2]))
+`
+const SENDER = `
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); s.connect(sys.argv[1])
+socket.send_fds(s, [b'x'], [1, 2])
+print('sent', flush=True)
+`
+
+describe('output pipes held open outside the sandbox', () => {
+  for (const tier of TIERS) {
+    it(`do not keep run() open (${tier} tier)`, { skip: skipTier(tier) }, async () => {
+      const dir = worldWritableDir()
+      const socketPath = path.join(dir, 'holder.sock')
+      const holder = spawn('python3', ['-c', HOLDER, socketPath, '60'], {
+        stdio: ['ignore', 'pipe', 'inherit'],
+      })
+      try {
+        await new Promise((resolve) => holder.stdout.once('data', resolve))
+        const started = performance.now()
+        const r = await Promise.race([
+          run(['python3', '-c', SENDER, socketPath], { isolation: tier, writable: [dir] }),
+          new Promise<'hung'>((resolve) => setTimeout(() => resolve('hung'), 20_000).unref()),
+        ])
+        if (r === 'hung') return assert.fail('run() still open 20 s after its program ended')
+        assert.equal(r.status, 'ok', r.stderr)
+        assert.equal(r.stdout, 'sent\n')
+        assert.ok(performance.now() - started < 10_000, 'run() ended soon after its program')
+      } finally {
+        holder.kill('SIGKILL')
+      }
+    })
   }
 })
 
