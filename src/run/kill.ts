@@ -1,6 +1,7 @@
 // Finding and stopping every process of one sandbox. The namespace tier's hard stop is atomic: killing
-// bwrap's monitor takes down its PID namespace. The process tier relies on the sandbox's own uid, so
-// processes that left the process group (setsid, double fork) are still found.
+// bwrap's monitor takes down its PID namespace. The process tier relies on the sandbox's own uid (or
+// cgroup), so processes that left the session (setsid) are still found; without either, setsid is refused
+// and the session is what marks them.
 import type { Readable } from 'node:stream'
 import { isLiving, livingByUid, livingDescendants, livingInSession, signal } from './procs.js'
 

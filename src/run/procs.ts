@@ -5,7 +5,6 @@ export interface ProcInfo {
   pid: number
   ppid: number
   uid: number
-  pgid: number
   /** Session id: a process leaves it only by calling setsid. */
   sid: number
   /** Zombies are already dead; they only wait to be reaped. */
@@ -21,7 +20,6 @@ function readProc(pid: number, uid?: number): ProcInfo | null {
     return {
       pid,
       ppid: Number(fields[1]),
-      pgid: Number(fields[2]),
       sid: Number(fields[3]),
       uid: owner,
       zombie: fields[0] === 'Z',
