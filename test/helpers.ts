@@ -1,6 +1,6 @@
 // Shared test helpers: capability checks (a test that cannot run here is skipped with its reason) and
 // ways to look at real processes.
-import { spawn } from 'node:child_process'
+import { spawn, spawnSync } from 'node:child_process'
 import { chmodSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
@@ -77,6 +77,23 @@ export function prng(seed: number): () => number {
 }
 
 const LIBRARY = new URL('../dist/index.js', import.meta.url).href
+const NOBODY = { uid: 65534, gid: 65534 }
+
+/** Reason `asUnprivileged` cannot run here (a checkout nobody may read, e.g. under /root), or false. */
+export function noUnprivileged(): string | false {
+  if (!caps.isRoot) return false
+  const probe = spawnSync(
+    process.execPath,
+    ['--input-type=module', '-e', `await import(${JSON.stringify(LIBRARY)})`],
+    {
+      ...NOBODY,
+      cwd: '/',
+      stdio: 'ignore',
+      timeout: 10_000,
+    },
+  )
+  return probe.status === 0 ? false : `the built library (${LIBRARY}) cannot be loaded by uid 65534 (nobody)`
+}
 
 /**
  * Run `body` (an async ESM function body with `run` and `start` from cordon's built library in scope) as an
@@ -86,7 +103,7 @@ const LIBRARY = new URL('../dist/index.js', import.meta.url).href
  */
 export function asUnprivileged<T>(body: string, timeoutMs = 30_000): Promise<T> {
   const code = `import { run, start } from ${JSON.stringify(LIBRARY)}\nconst out = await (async () => { ${body} })()\nprocess.stdout.write(JSON.stringify(out))`
-  const drop = caps.isRoot ? { uid: 65534, gid: 65534 } : {}
+  const drop = caps.isRoot ? NOBODY : {}
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, ['--input-type=module', '-e', code], {
       cwd: os.tmpdir(),

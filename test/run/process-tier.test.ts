@@ -18,6 +18,7 @@ import {
   marker,
   noLauncher,
   notRoot,
+  noUnprivileged,
   processesWith,
   waitFor,
   worldWritableDir,
@@ -58,7 +59,9 @@ describe('process tier without a uid or cgroup of its own', { skip: noLauncher }
       assert.notDeepEqual(filter('auto', false), withSetsid, 'so does a cgroup')
   })
 
-  it('refuses setsid, so nothing leaves the session and the run ends with its program', async () => {
+  it('refuses setsid, so nothing leaves the session and the run ends with its program', {
+    skip: noUnprivileged(),
+  }, async () => {
     const m = marker()
     const script = [
       `setsid sleep ${m} & setsid sleep ${m} >/dev/null 2>&1 &`,
