@@ -143,7 +143,10 @@ export function diagnose(): Diagnosis {
       name: 'rlimits',
       ok: caps.launcher !== null,
       detail: caps.launcher
-        ? "set by cordon's launcher in both tiers: CPU time, data size, file size, processes per sandbox uid"
+        ? "set by cordon's launcher in both tiers: CPU time, data size, file size" +
+          (caps.isRoot
+            ? ', processes per sandbox uid'
+            : ' (processes only as root: RLIMIT_NPROC counts all of a uid)')
         : `none: the launcher (${LAUNCHER_PATH}) is not built, so no sandbox runs`,
       fix: caps.launcher ? null : 'apt-get install -y gcc libc6-dev, then npm run build (native/build.sh)',
     },
