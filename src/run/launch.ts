@@ -164,6 +164,7 @@ function supervise(
     }
     if (cgroup) procs = cgroupProcesses(cgroup, procs, plan.tier === 'namespace', leader)
   }
+  cgroup?.keepOpen()
 
   let stoppedFor: StopReason | null = null
   let graceTimer: NodeJS.Timeout | undefined

@@ -1,12 +1,14 @@
 // Whole-sandbox limits and figures from a real cgroup: memory bomb, fork bomb, CPU burn in 4 processes.
 import assert from 'node:assert/strict'
-import { spawnSync } from 'node:child_process'
-import { readdirSync, readFileSync } from 'node:fs'
+import { spawn, spawnSync } from 'node:child_process'
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
+import path from 'node:path'
 import { describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { probeCapabilities, run, start } from '../../src/index.js'
-import type { CgroupSupport } from '../../src/plan/cgroups.js'
-import { marker, processesWith, skipTier, TIERS, waitFor } from '../helpers.js'
+import { type CgroupSupport, cgroupDirs, sandboxCgroupName } from '../../src/plan/cgroups.js'
+import { SandboxCgroup } from '../../src/run/cgroup.js'
+import { marker, processesWith, skipTier, TIERS, waitFor, worldWritableDir } from '../helpers.js'
 
 const support = probeCapabilities().cgroup
 const noCgroup = support.version === null ? `no usable cgroup: ${support.reason}` : false
@@ -144,6 +146,22 @@ for (const tier of TIERS) {
       }
     })
 
+    it('a cgroup the kernel refuses to make is an `error` naming it, and the program never runs', async () => {
+      const dir = worldWritableDir()
+      const ran = path.join(dir, 'ran')
+      // pids.max takes at most 4194304: the kernel refuses the write with EINVAL.
+      const r = await run(['sh', '-c', `touch ${ran}`], {
+        isolation,
+        writable: [dir],
+        limits: { maxProcesses: 2 ** 31 },
+      })
+      assert.equal(r.status, 'error')
+      assert.equal(r.violation?.limit, 'cgroup')
+      assert.match(r.violation?.message ?? '', /could not create the sandbox cgroup: .*EINVAL/)
+      assert.equal(existsSync(ran), false, 'the program ran')
+      assert.deepEqual(leftovers(support), [])
+    })
+
     it("cgroup mode 'off' says which limits held per process only", async () => {
       const r = await run(['true'], { isolation, cgroup: { mode: 'off' } })
       assert.deepEqual(r.perProcessLimits, ['cpuTimeMs', 'memoryBytes', 'maxProcesses'])
@@ -151,6 +169,50 @@ for (const tier of TIERS) {
     })
   })
 }
+
+describe('a sandbox cgroup on its own', { skip: noCgroup }, () => {
+  it('lists its members (none when empty), kills them all and is removed', async () => {
+    if (support.version === null) return
+    const dirs = cgroupDirs(support, sandboxCgroupName(), true)
+    const cgroup = SandboxCgroup.create(support, [], dirs)
+    const child = spawn('sleep', ['30'], { stdio: 'ignore' })
+    const exited = new Promise((resolve) => child.once('exit', resolve))
+    try {
+      assert.deepEqual(cgroup.pids(), [], 'a new cgroup is empty')
+      for (const dir of dirs.values()) writeFileSync(path.join(dir, 'cgroup.procs'), String(child.pid))
+      assert.deepEqual(cgroup.pids(), [child.pid])
+      cgroup.kill()
+      await exited
+      assert.ok(await waitFor(() => cgroup.pids().length === 0, 5000), `still inside: ${cgroup.pids()}`)
+    } finally {
+      child.kill('SIGKILL')
+      await cgroup.remove()
+    }
+    for (const dir of dirs.values()) assert.equal(existsSync(dir), false, `${dir} removed`)
+  })
+
+  it('reads through kept-open files are fresh each time, and removal closes them', async () => {
+    if (support.version === null) return
+    const dirs = cgroupDirs(support, sandboxCgroupName(), true)
+    const cgroup = SandboxCgroup.create(support, [], dirs)
+    const burner = spawn('sh', ['-c', 'while :; do :; done'], { stdio: 'ignore' })
+    const exited = new Promise((resolve) => burner.once('exit', resolve))
+    try {
+      for (const dir of dirs.values()) writeFileSync(path.join(dir, 'cgroup.procs'), String(burner.pid))
+      cgroup.keepOpen()
+      const first = cgroup.cpuMs() ?? 0
+      const later = await waitFor(() => (cgroup.cpuMs() ?? 0) >= first + 50, 10_000)
+      assert.ok(later, `cpuMs stayed at ${cgroup.cpuMs()} after ${first}`)
+      assert.deepEqual(cgroup.pids(), [burner.pid])
+      cgroup.kill()
+      await exited
+    } finally {
+      burner.kill('SIGKILL')
+      await cgroup.remove()
+    }
+    for (const dir of dirs.values()) assert.equal(existsSync(dir), false, `${dir} removed`)
+  })
+})
 
 describe('cgroup version in use', () => {
   // The suite above runs on whichever version this machine offers; say plainly which one was not exercised.
