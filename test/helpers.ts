@@ -1,7 +1,7 @@
 // Shared test helpers: capability checks (a test that cannot run here is skipped with its reason) and
 // ways to look at real processes.
 import { spawn, spawnSync } from 'node:child_process'
-import { chmodSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs'
+import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { probeCapabilities } from '../src/plan/capabilities.js'
@@ -24,11 +24,22 @@ export const notRoot: string | false = caps.isRoot
   ? false
   : 'needs root: only root can give a sandbox its own uid'
 
+const madeDirs: string[] = []
+process.once('exit', () => {
+  for (const dir of madeDirs) rmSync(dir, { recursive: true, force: true })
+})
+
+/** A fresh directory, removed with everything in it when the test process exits. */
+export function tempDir(prefix: string, { mode = 0o700, parent = os.tmpdir() } = {}): string {
+  const dir = mkdtempSync(path.join(parent, prefix))
+  madeDirs.push(dir)
+  chmodSync(dir, mode)
+  return dir
+}
+
 /** A fresh directory any sandbox uid may write (as root the sandbox runs as an unprivileged uid). */
 export function worldWritableDir(prefix = 'cordon-test-'): string {
-  const dir = mkdtempSync(path.join(os.tmpdir(), prefix))
-  chmodSync(dir, 0o777)
-  return dir
+  return tempDir(prefix, { mode: 0o777 })
 }
 
 /** Pids of living processes whose command line contains `marker`. */

@@ -2,10 +2,10 @@
 import assert from 'node:assert/strict'
 import { spawn, spawnSync } from 'node:child_process'
 import { writeFileSync } from 'node:fs'
-import os from 'node:os'
 import path from 'node:path'
 import { describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
+import { tempDir } from '../helpers.js'
 
 const CLI = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url))
 const cordon = (args: string[], input?: string) =>
@@ -73,7 +73,7 @@ describe('cordon run', () => {
   it('stdin is EOF without --stdin, forwarded with -, read from a file', () => {
     assert.equal(cordon(['run', '--', 'cat'], 'ignored').stdout, '')
     assert.equal(cordon(['run', '--stdin', '-', '--', 'cat'], 'piped').stdout, 'piped')
-    const file = path.join(os.tmpdir(), `cordon-stdin-${process.pid}`)
+    const file = path.join(tempDir('cordon-stdin-', { mode: 0o755 }), 'input')
     writeFileSync(file, 'from file')
     assert.equal(cordon(['run', '--stdin', file, '--', 'cat']).stdout, 'from file')
   })

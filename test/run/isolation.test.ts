@@ -2,14 +2,13 @@
 import assert from 'node:assert/strict'
 import { existsSync, readFileSync, writeFileSync } from 'node:fs'
 import net from 'node:net'
-import os from 'node:os'
 import path from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { run, start } from '../../src/index.js'
 import { probeCapabilities } from '../../src/plan/capabilities.js'
 import { prepare } from '../../src/plan/plan.js'
 import { parsePolicy } from '../../src/policy/schema.js'
-import { noNamespace, notRoot, skipTier, TIERS, waitFor, worldWritableDir } from '../helpers.js'
+import { noNamespace, notRoot, skipTier, TIERS, tempDir, waitFor, worldWritableDir } from '../helpers.js'
 
 describe('namespace tier', { skip: noNamespace }, () => {
   const isolation = 'namespace'
@@ -74,7 +73,7 @@ describe('namespace tier', { skip: noNamespace }, () => {
   })
 
   it('/tmp is private: host files are invisible and sandbox files stay inside', async () => {
-    const hostFile = path.join(os.tmpdir(), `cordon-host-${process.pid}`)
+    const hostFile = path.join(tempDir('cordon-host-', { mode: 0o755 }), 'secret')
     writeFileSync(hostFile, 'secret')
     const inner = `/tmp/cordon-inner-${process.pid}`
     const r = await run(

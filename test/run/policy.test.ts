@@ -1,11 +1,11 @@
 // Secure defaults and command policy, end to end through run().
 import assert from 'node:assert/strict'
-import { mkdtempSync, symlinkSync } from 'node:fs'
-import os from 'node:os'
+import { symlinkSync } from 'node:fs'
 import path from 'node:path'
 import { describe, it } from 'node:test'
 import { PolicyError, run } from '../../src/index.js'
 import { parsePolicy } from '../../src/policy/schema.js'
+import { tempDir } from '../helpers.js'
 
 describe('policy through run()', () => {
   it('defaults are on: limits set, network none, auto isolation', () => {
@@ -33,7 +33,7 @@ describe('policy through run()', () => {
   })
 
   it('a symlink named echo that points at rm cannot slip past deny', async () => {
-    const dir = mkdtempSync(path.join(os.tmpdir(), 'cordon-link-'))
+    const dir = tempDir('cordon-link-')
     symlinkSync('/bin/rm', path.join(dir, 'echo'))
     const r = await run([path.join(dir, 'echo'), '-rf', '/nothing'], { deny: ['rm'] })
     assert.equal(r.status, 'denied')

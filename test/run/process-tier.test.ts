@@ -2,7 +2,7 @@
 // how it refuses when it cannot.
 import assert from 'node:assert/strict'
 import { spawn, spawnSync } from 'node:child_process'
-import { existsSync, mkdtempSync, readFileSync } from 'node:fs'
+import { existsSync, readFileSync } from 'node:fs'
 import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
@@ -20,6 +20,7 @@ import {
   notRoot,
   noUnprivileged,
   processesWith,
+  tempDir,
   waitFor,
   worldWritableDir,
 } from '../helpers.js'
@@ -206,7 +207,7 @@ describe('process tier launcher', { skip: noLauncher }, () => {
     skip: noScopes || notRoot || noCgroup,
   }, async () => {
     // A pool of one uid: the outside process has exactly the sandbox's uid, so only Landlock stands between.
-    const pool = { first: 60_990, count: 1, lockDir: mkdtempSync(path.join(os.tmpdir(), 'cordon-uids-')) }
+    const pool = { first: 60_990, count: 1, lockDir: tempDir('cordon-uids-') }
     const outside = spawn('sleep', ['30'], { uid: pool.first, gid: pool.first, stdio: 'ignore' })
     try {
       const r = await run(['sh', '-c', `kill -TERM ${outside.pid} 2>&1; echo rc=$?; id -u`], {

@@ -1,8 +1,7 @@
 // /proc snapshots: the fields cordon finds a sandbox's processes by, read from real processes.
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
-import { copyFileSync, mkdtempSync, rmSync } from 'node:fs'
-import os from 'node:os'
+import { copyFileSync } from 'node:fs'
 import path from 'node:path'
 import { describe, it } from 'node:test'
 import {
@@ -12,6 +11,7 @@ import {
   livingDescendants,
   livingInSession,
 } from '../../src/run/procs.js'
+import { tempDir } from '../helpers.js'
 
 describe('/proc snapshots', () => {
   it('this process: its parent, session and uid', () => {
@@ -25,7 +25,7 @@ describe('/proc snapshots', () => {
 
   it('a program named with spaces and parentheses is read right, by session and by ancestry', async () => {
     // The command name sits in parentheses inside the stat line; only the last ')' ends it.
-    const dir = mkdtempSync(path.join(os.tmpdir(), 'cordon-procs-'))
+    const dir = tempDir('cordon-procs-')
     const odd = path.join(dir, 'a) b (c')
     copyFileSync('/bin/sleep', odd)
     const child = spawn(odd, ['30'], { detached: true, stdio: 'ignore' })
@@ -41,7 +41,6 @@ describe('/proc snapshots', () => {
     } finally {
       child.kill('SIGKILL')
       await new Promise((resolve) => child.once('exit', resolve))
-      rmSync(dir, { recursive: true })
     }
     assert.equal(isLiving(child.pid!), false, 'gone once reaped')
   })

@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict'
-import { chmodSync, mkdtempSync, writeFileSync } from 'node:fs'
+import { writeFileSync } from 'node:fs'
 import path from 'node:path'
 import { describe, it } from 'node:test'
 import { capabilities, createSandbox, QuotaError } from '../../src/index.js'
+import { tempDir } from '../helpers.js'
 
 describe('createSandbox', () => {
   it('runs under its policy, merging per-call options, and keeps stats', async () => {
@@ -34,8 +35,7 @@ describe('createSandbox', () => {
   })
 
   it('sandboxes coexist without shared state; callFunction counts too', async () => {
-    const dir = mkdtempSync('/var/tmp/cordon-box-')
-    chmodSync(dir, 0o755)
+    const dir = tempDir('cordon-box-', { parent: '/var/tmp', mode: 0o755 })
     const mod = path.join(dir, 'm.mjs')
     writeFileSync(mod, 'export const twice = (x) => x * 2\n')
     const a = createSandbox()
