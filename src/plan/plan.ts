@@ -12,6 +12,7 @@ import { buildEnv } from '../policy/env.js'
 import type { Policy } from '../policy/schema.js'
 import { resolveRootfs } from '../rootfs/rootfs.js'
 import type { Isolation, Violation } from '../run/result.js'
+import { staleEntries } from '../run/stale.js'
 import { bwrapArgs, NET_DIR_INSIDE } from './bwrap.js'
 import type { Capabilities } from './capabilities.js'
 import { type CgroupWrite, cgroupWrites } from './cgroup-settings.js'
@@ -208,6 +209,9 @@ export function processTierNetns(
 /** Device files the process tier may write under Landlock (the namespace tier has a private /dev). */
 export const DEVICES_WRITABLE = ['/dev/null', '/dev/zero', '/dev/full']
 
+/** The process tier's private TMPDIRs: `<prefix><owner pid>-<uuid>` under the host's TMPDIR. */
+export const SCRATCH_PREFIX = 'cordon-tmp-'
+
 /** Give back what a run took (its uid, its private TMPDIR) once it is over or called off. */
 export async function releasePlan(plan: LaunchPlan): Promise<void> {
   plan.lease?.release()
@@ -365,7 +369,12 @@ export function prepare(
         ...program,
       ]
     } else {
-      scratch = path.join(os.tmpdir(), `cordon-tmp-${randomUUID()}`)
+      const tmp = os.tmpdir()
+      // Named after this process, so the next cordon removes it if this one dies mid-run.
+      for (const name of staleEntries(tmp, SCRATCH_PREFIX)) {
+        rm(path.join(tmp, name), { recursive: true, force: true, maxRetries: 2 }).catch(() => {})
+      }
+      scratch = path.join(tmp, `${SCRATCH_PREFIX}${process.pid}-${randomUUID()}`)
       for (const name of ['TMPDIR', 'HOME']) {
         if (!Object.hasOwn(policy.env, name) && !policy.passEnv.includes(name)) env[name] = scratch
       }

@@ -1,18 +1,8 @@
 // One cgroup per sandbox: created before launch, joined by the launcher before anything else runs, read for
 // exact figures, killed atomically, and always removed.
-import {
-  closeSync,
-  mkdirSync,
-  openSync,
-  readdirSync,
-  readFileSync,
-  readSync,
-  rmdirSync,
-  writeFileSync,
-} from 'node:fs'
+import { closeSync, mkdirSync, openSync, readFileSync, readSync, rmdirSync, writeFileSync } from 'node:fs'
 import { rmdir } from 'node:fs/promises'
 import path from 'node:path'
-import { performance } from 'node:perf_hooks'
 import {
   type CgroupUsage,
   type CgroupVersion,
@@ -22,7 +12,8 @@ import {
   usageFiles,
 } from '../plan/cgroup-settings.js'
 import { CGROUP_PREFIX, type CgroupController, type CgroupSupport } from '../plan/cgroups.js'
-import { isAlive, signal } from './procs.js'
+import { signal } from './procs.js'
+import { staleEntries } from './stale.js'
 
 const sleepSync = (ms: number) => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms)
 
@@ -206,24 +197,9 @@ export class SandboxCgroup {
   }
 }
 
-/** Cgroups of dead cordon processes are swept at most this often per parent. */
-const SWEEP_EVERY_MS = 10_000
-const lastSweep = new Map<string, number>()
-
 /** Remove cgroups left by a cordon process that died (its pid is in the name), killing what is inside. */
 function sweepStale(parent: string): void {
-  const now = performance.now()
-  if (now - (lastSweep.get(parent) ?? -Infinity) < SWEEP_EVERY_MS) return
-  lastSweep.set(parent, now)
-  let names: string[]
-  try {
-    names = readdirSync(parent).filter((n) => n.startsWith(CGROUP_PREFIX))
-  } catch {
-    return
-  }
-  for (const name of names) {
-    const owner = Number(name.slice(CGROUP_PREFIX.length).split('-')[0])
-    if (!Number.isInteger(owner) || isAlive(owner)) continue
+  for (const name of staleEntries(parent, CGROUP_PREFIX)) {
     const dir = path.join(parent, name)
     signal(readPids(dir), 'SIGKILL')
     try {

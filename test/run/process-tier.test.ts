@@ -131,7 +131,8 @@ describe('process tier launcher', { skip: noLauncher }, () => {
     ])
     assert.equal(existsSync(path.join(other, 'f')), false, 'nothing written outside')
     const tmp = lines.at(-1)!
-    assert.ok(tmp.startsWith(os.tmpdir()) && tmp.includes('cordon-tmp-'), `TMPDIR ${tmp}`)
+    // Named after its owner, so a cordon that dies mid-run leaves it for the next one to remove.
+    assert.ok(tmp.startsWith(path.join(os.tmpdir(), `cordon-tmp-${process.pid}-`)), `TMPDIR ${tmp}`)
     assert.equal(existsSync(tmp), false, 'the private TMPDIR is gone after the run')
   })
 
