@@ -29,7 +29,9 @@ const remount = (p: string) => ['--remount-ro', p]
 const tryBind = (paths: readonly string[]) => paths.flatMap((p) => ['--ro-bind-try', p, p])
 
 const ROOT = ro('/')
-const PRIVATE = ['--dev', '/dev', '--proc', '/proc', ...tmpfs('/tmp')]
+/** Private mounts with network 'host'; without the network /run is private too. */
+const PRIVATE_HOST = ['--dev', '/dev', '--proc', '/proc', ...tmpfs('/tmp')]
+const PRIVATE = [...PRIVATE_HOST, ...tmpfs('/run')]
 const HEAD = [...ROOT, ...PRIVATE]
 /** Strict mode: the top-level system paths (/usr, /bin, ...) land before the private /dev, /proc, /tmp... */
 const SYS1 = tryBind(SYSTEM_PATHS.filter((p) => depth(p) === 1))
@@ -161,10 +163,11 @@ describe('bwrapArgs', () => {
       assert.deepEqual(bwrapArgs(spec({ cwd: '/' })), [...HEAD, ...TAIL('/')])
     })
 
-    it('sizes the private /tmp with tmpfsBytes, --size right before --tmpfs', () => {
+    it('sizes the private /tmp and /run with tmpfsBytes, --size right before --tmpfs', () => {
       const args = bwrapArgs(spec({ tmpfsBytes: 1234 }))
       assert.equal(at(args, '--size', '1234', '--tmpfs', '/tmp') >= 0, true)
-      assert.equal(count(args, '--size'), 1)
+      assert.equal(at(args, '--size', '1234', '--tmpfs', '/run') >= 0, true)
+      assert.equal(count(args, '--size'), 2)
     })
 
     it('emits a well-formed argv (known options, each with its values)', () => {
@@ -175,6 +178,8 @@ describe('bwrapArgs', () => {
           '--ro-bind',
           '--dev',
           '--proc',
+          '--size',
+          '--tmpfs',
           '--size',
           '--tmpfs',
           '--unshare-all',
@@ -190,11 +195,20 @@ describe('bwrapArgs', () => {
   describe('network', () => {
     it('adds --share-net right after --unshare-all for network host', () => {
       assert.deepEqual(bwrapArgs(spec({ network: 'host' })), [
-        ...HEAD,
+        ...ROOT,
+        ...PRIVATE_HOST,
         '--unshare-all',
         '--share-net',
         ...TAIL('/work').slice(1),
       ])
+    })
+
+    it("keeps the host's /run (its daemon sockets) only with network host", () => {
+      assert.equal(indexOf(bwrapArgs(spec({ network: 'host' })), '--tmpfs', '/run'), -1)
+      at(bwrapArgs(spec()), '--tmpfs', '/run')
+      // Asked to hide /run without the network: it is private already, not mounted twice.
+      assert.equal(count(bwrapArgs(spec({ hide: [dir('/run')] })), '/run'), 1)
+      at(bwrapArgs(spec({ network: 'host', hide: [dir('/run')] })), '--remount-ro', '/run')
     })
 
     it('never shares the network for network none', () => {
@@ -405,7 +419,7 @@ describe('bwrapArgs', () => {
       const args = bwrapArgs(spec({ hide: [file('/etc/secret.conf')] }))
       assert.equal(args.includes('--remount-ro'), false)
       assert.equal(args.includes('/etc/secret.conf'), true)
-      assert.equal(count(args, '--tmpfs'), 1)
+      assert.equal(count(args, '--tmpfs'), 2) // /tmp and /run
     })
 
     it('emits no --remount-ro without hidden directories', () => {
@@ -414,9 +428,9 @@ describe('bwrapArgs', () => {
 
     it('sizes every hidden directory tmpfs like /tmp', () => {
       const args = bwrapArgs(spec({ tmpfsBytes: 4096, hide: [dir('/a'), dir('/b'), file('/c')] }))
-      assert.equal(count(args, '--tmpfs'), 3)
-      assert.equal(count(args, '--size'), 3)
-      for (const d of ['/tmp', '/a', '/b']) at(args, '--size', '4096', '--tmpfs', d)
+      assert.equal(count(args, '--tmpfs'), 4)
+      assert.equal(count(args, '--size'), 4)
+      for (const d of ['/tmp', '/run', '/a', '/b']) at(args, '--size', '4096', '--tmpfs', d)
     })
 
     it('remounts hidden directories in the order given, after every mount', () => {

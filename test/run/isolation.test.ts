@@ -1,6 +1,6 @@
 // What the sandbox can see and do: filesystem, PIDs, network, uid, session.
 import assert from 'node:assert/strict'
-import { existsSync, readFileSync, writeFileSync } from 'node:fs'
+import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs'
 import net from 'node:net'
 import path from 'node:path'
 import { after, before, describe, it } from 'node:test'
@@ -120,6 +120,32 @@ describe('namespace tier', { skip: noNamespace }, () => {
       network: 'host',
     })
     assert.equal(r.stdout, 'hello from host\n')
+  })
+
+  it("the host's daemon sockets under /run are out of reach without the network; cwd and writable there stay", async () => {
+    // Like the system D-Bus or journald socket: world-connectable, in /run.
+    const dir = tempDir('cordon-run-', { parent: '/run', mode: 0o777 })
+    const sock = path.join(dir, 'daemon.sock')
+    const server = net.createServer((c) => c.end('hello from a host daemon\n'))
+    await new Promise<void>((resolve) => server.listen(sock, resolve))
+    try {
+      chmodSync(sock, 0o777)
+      const dial = `import socket; s = socket.socket(socket.AF_UNIX); s.connect("${sock}"); print(s.recv(100).decode().strip())`
+      const none = await run(['python3', '-c', dial], { isolation })
+      assert.equal(none.status, 'nonzero-exit')
+      assert.match(none.stderr, /FileNotFoundError/)
+      const host = await run(['python3', '-c', dial], { isolation, network: 'host' })
+      assert.equal(host.stdout, 'hello from a host daemon\n', host.stderr)
+      // Paths the policy names under /run are shown all the same.
+      const r = await run(['sh', '-c', 'pwd; echo x > out && cat out'], {
+        isolation,
+        cwd: dir,
+        writable: [dir],
+      })
+      assert.equal(r.stdout, `${dir}\nx\n`, r.stderr)
+    } finally {
+      await new Promise((resolve) => server.close(resolve))
+    }
   })
 })
 
