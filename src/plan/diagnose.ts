@@ -102,7 +102,7 @@ export function diagnose(): Diagnosis {
       name: 'namespace tier',
       ok: namespaceOk,
       detail: namespaceOk
-        ? 'read-only root, private /tmp, own PID and network namespaces, dies with parent'
+        ? 'read-only root, private /tmp, private /run (host daemon sockets) unless network is host, own PID and network namespaces, dies with parent'
         : caps.launcher
           ? 'unavailable: isolation "auto" falls back to the process tier (below)'
           : "unavailable: cordon's launcher is not built (see process tier), so neither tier runs",
