@@ -1,6 +1,6 @@
 // bubblewrap arguments for the namespace tier: read-only host root (or, in strict mode, only the system
-// directories), private size-limited /tmp (and /run without the network), private /dev and /proc, hidden paths, every namespace unshared
-// (network too unless asked), own session, dies with its parent.
+// directories), private size-limited /tmp (and /run without the network), private /dev and /proc, hidden
+// paths, every namespace unshared (network too unless asked), own session, dies with its parent.
 import path from 'node:path'
 
 /** Where a run's proxy sockets appear inside the sandbox (network allowlist). */
@@ -68,7 +68,6 @@ interface Mount {
   args: string[]
 }
 
-const PRIVATE = new Set(['/dev', '/proc', '/tmp'])
 const byMountOrder = (a: Mount, b: Mount) => depth(a.path) - depth(b.path) || a.rank - b.rank
 
 export function bwrapArgs(spec: BwrapSpec): string[] {
@@ -105,22 +104,22 @@ export function bwrapArgs(spec: BwrapSpec): string[] {
   } else {
     add('/', 0, false, ['--ro-bind', '/', '/'])
   }
-  add('/dev', 1, true, ['--dev', '/dev'])
-  add('/proc', 1, true, ['--proc', '/proc'])
-  add('/tmp', 1, true, tmpfs('/tmp'))
+  const privateMounts: [string, string[]][] = [
+    ['/dev', ['--dev', '/dev']],
+    ['/proc', ['--proc', '/proc']],
+    ['/tmp', tmpfs('/tmp')],
+  ]
   // Without the network, no host daemon either: /run holds their sockets (D-Bus, journald, snapd, cups),
   // which a read-only bind does not stop anyone from connecting to.
-  if (spec.network === 'none') add('/run', 1, true, tmpfs('/run'))
+  if (spec.network === 'none') privateMounts.push(['/run', tmpfs('/run')])
+  for (const [dir, args] of privateMounts) add(dir, 1, true, args)
+  const isPrivate = (p: string) => privateMounts.some(([dir]) => dir === p)
   for (const dir of spec.writable) add(dir, 3, false, ['--bind', dir, dir])
   if (spec.netDir) add(NET_DIR_INSIDE, 3, false, ['--ro-bind', spec.netDir, NET_DIR_INSIDE])
   // A hide equal to a listed path or the cwd is dropped (listed wins); one *inside* them still applies.
-  // /dev, /proc and /tmp are private already.
+  // A private mount hides the host's view already.
   const hide = spec.hide.filter(
-    (h) =>
-      !explicit.includes(h.path) &&
-      h.path !== spec.cwd &&
-      !PRIVATE.has(h.path) &&
-      !(h.path === '/run' && spec.network === 'none'),
+    (h) => !explicit.includes(h.path) && h.path !== spec.cwd && !isPrivate(h.path),
   )
   // A hidden file reads as an empty /dev/null (a plain bind would be nodev and unreadable).
   for (const h of hide) add(h.path, 4, true, h.dir ? tmpfs(h.path) : ['--dev-bind', '/dev/null', h.path])

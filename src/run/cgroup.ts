@@ -1,6 +1,6 @@
 // One cgroup per sandbox: created before launch, joined by the launcher before anything else runs, read for
 // exact figures, killed atomically, and always removed.
-import { closeSync, mkdirSync, openSync, readFileSync, readSync, rmdirSync, writeFileSync } from 'node:fs'
+import { closeSync, mkdirSync, openSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs'
 import { rmdir } from 'node:fs/promises'
 import path from 'node:path'
 import {
@@ -12,6 +12,7 @@ import {
   usageFiles,
 } from '../plan/cgroup-settings.js'
 import { CGROUP_PREFIX, type CgroupController, type CgroupSupport } from '../plan/cgroups.js'
+import { preadSmall } from './pread.js'
 import { signal } from './procs.js'
 import { staleEntries } from './stale.js'
 
@@ -20,19 +21,6 @@ const sleepSync = (ms: number) => Atomics.wait(new Int32Array(new SharedArrayBuf
 function tryRead(file: string): string | undefined {
   try {
     return readFileSync(file, 'utf8')
-  } catch {
-    return undefined
-  }
-}
-
-/** Scratch space for reads of small cgroup files through a kept fd (synchronous, so one buffer serves all). */
-const scratch = Buffer.alloc(4096)
-
-/** The whole file through `fd`, read from offset 0 (cgroup files are generated afresh then). */
-function pread(fd: number): string | undefined {
-  try {
-    const n = readSync(fd, scratch, 0, scratch.length, 0)
-    return n < scratch.length ? scratch.toString('utf8', 0, n) : undefined
   } catch {
     return undefined
   }
@@ -97,7 +85,7 @@ export class SandboxCgroup {
     const at = this.path(controller, file)
     if (at === undefined) return undefined
     const fd = this.kept.get(at)
-    return (fd !== undefined && pread(fd)) || tryRead(at)
+    return (fd !== undefined && preadSmall(fd)) || tryRead(at)
   }
 
   /**

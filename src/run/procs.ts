@@ -1,5 +1,6 @@
 // A snapshot of /proc: enough to find a sandbox's processes by uid or by ancestry.
-import { closeSync, fstatSync, openSync, readdirSync, readSync, statSync } from 'node:fs'
+import { closeSync, fstatSync, openSync, readdirSync, statSync } from 'node:fs'
+import { preadSmall } from './pread.js'
 
 export interface ProcInfo {
   pid: number
@@ -11,12 +12,9 @@ export interface ProcInfo {
   zombie: boolean
 }
 
-/** /proc/<pid>/stat is a few hundred bytes: a command name of at most 64 and some 50 numbers. */
-const statBuffer = Buffer.alloc(4096)
-
 /**
- * One process's stat line, read through one fd into a shared buffer: a scan reads every process, and this
- * costs ~40% less than readFileSync plus a stat of the directory. The file's owner is the process's.
+ * One process's stat line, read through one fd: a scan reads every process, and this costs ~40% less than
+ * readFileSync plus a stat of the directory. The file's owner is the process's.
  */
 function readProc(pid: number, uid?: number): ProcInfo | null {
   let fd: number
@@ -27,7 +25,8 @@ function readProc(pid: number, uid?: number): ProcInfo | null {
   }
   try {
     const owner = uid ?? fstatSync(fd).uid
-    const stat = statBuffer.toString('latin1', 0, readSync(fd, statBuffer, 0, statBuffer.length, 0))
+    const stat = preadSmall(fd)
+    if (stat === undefined) return null
     // The command name may contain spaces and parentheses; the fields after the last ')' do not.
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
     return {
