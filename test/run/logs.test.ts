@@ -71,8 +71,13 @@ describe('parseLogLine', () => {
     assert.deepEqual(parseLogLine('{"level":"warn","code":7}'), { level: 'warn', msg: '', code: 7 })
   })
 
+  /** Each line arrives as it was written, as text at info. */
+  const rawAtInfo = (lines: readonly string[]) => {
+    for (const line of lines) assert.deepEqual(parseLogLine(line), { level: 'info', msg: line }, line)
+  }
+
   it('unknown levels arrive as raw text at info', () => {
-    for (const line of [
+    rawAtInfo([
       '{"level":"shout","msg":"odd"}',
       '{"level":"INFO","msg":"case matters"}',
       '{"level":"fatal","msg":"x"}',
@@ -80,27 +85,21 @@ describe('parseLogLine', () => {
       '{"level":null,"msg":"x"}',
       '{"msg":"no level"}',
       '{}',
-    ]) {
-      assert.deepEqual(parseLogLine(line), { level: 'info', msg: line }, line)
-    }
+    ])
   })
 
   it('JSON that is not an object arrives as raw text at info', () => {
-    for (const line of ['[1,2]', '[{"level":"error","msg":"x"}]', '42', '"a string"', 'null', 'true']) {
-      assert.deepEqual(parseLogLine(line), { level: 'info', msg: line }, line)
-    }
+    rawAtInfo(['[1,2]', '[{"level":"error","msg":"x"}]', '42', '"a string"', 'null', 'true'])
   })
 
   it('text that is not JSON arrives as raw text at info, exactly as written', () => {
-    for (const line of [
+    rawAtInfo([
       'not json',
       '{"level":"error","msg":',
       '  indented text  ',
       '{level: "error"}',
       '\u00e9t\u00e9 ✓',
-    ]) {
-      assert.deepEqual(parseLogLine(line), { level: 'info', msg: line }, line)
-    }
+    ])
   })
 
   it('surrounding whitespace (a CRLF line end) does not stop a JSON line from parsing', () => {
