@@ -20,7 +20,9 @@ const OFF_ARCH = 4
 const argLow = (i: number) => 16 + 8 * i
 
 const LD_ABS = 0x20
+const JA = 0x05
 const JEQ = 0x15
+const JGT = 0x25
 const JGE = 0x35
 const JSET = 0x45
 const RET = 0x06
@@ -77,6 +79,47 @@ function when(nr: number, block: Insn[]): Insn[] {
   return [[JEQ, 0, block.length, nr], ...block]
 }
 
+/** A conditional jump reaches at most 255 instructions ahead. */
+const MAX_JUMP = 255
+
+/** Distinct syscall numbers as sorted runs of consecutive ones: [first, last]. */
+function consecutiveRuns(numbers: readonly number[]): [number, number][] {
+  const runs: [number, number][] = []
+  for (const n of [...new Set(numbers)].sort((a, b) => a - b)) {
+    const last = runs.at(-1)
+    if (last && last[1] === n - 1) last[1] = n
+    else runs.push([n, n])
+  }
+  return runs
+}
+
+/**
+ * `if nr is one of numbers: return EPERM`, with the syscall number loaded. The kernel checks and compiles
+ * every instruction at each launch (~1 µs each), so a run of three or more consecutive numbers is one range
+ * check and the refusals share a return. Long lists become blocks, each with a return its jumps can reach.
+ */
+function refuse(numbers: readonly number[]): Insn[] {
+  const runs = consecutiveRuns(numbers)
+  const width = ([lo, hi]: [number, number]) => (lo === hi ? 1 : 2)
+  const out: Insn[] = []
+  for (let start = 0; start < runs.length; ) {
+    let size = 0
+    let end = start
+    while (end < runs.length && size + width(runs[end]!) <= MAX_JUMP) size += width(runs[end++]!)
+    // The block's return sits after a jump over it, at index size + 1: from index i that is size - i ahead.
+    const block: Insn[] = []
+    for (const [lo, hi] of runs.slice(start, end)) {
+      const i = block.length
+      if (lo === hi) block.push([JEQ, size - i, 0, lo])
+      else if (hi === lo + 1) block.push([JEQ, size - i, 0, lo], [JEQ, size - i - 1, 0, hi])
+      else block.push([JGE, 0, 1, lo], [JGT, 0, size - i - 1, hi]) // below lo: skip; above hi: go on
+    }
+    out.push(...block, [JA, 0, 0, 1], ret(retErrno(EPERM)))
+    start = end
+  }
+  return out
+}
+
 /** Return `errno` when the low 32 bits of argument `arg` are one of `values`, else allow. */
 function argIn(arg: number, values: readonly number[], onMatch: number, otherwise: number): Insn[] {
   const out: Insn[] = [ld(argLow(arg))]
@@ -101,7 +144,7 @@ export interface SeccompOptions {
 /** The filter as instructions. */
 export function seccompInstructions(opts: SeccompOptions = {}): Insn[] {
   const extraDenied = opts.extraDenied ?? []
-  const denied = [...new Set([...DEFAULT_DENIED, ...extraDenied])].map((name) => {
+  const denied = [...DEFAULT_DENIED, ...extraDenied].map((name) => {
     const nr = syscallNumber(name)
     if (nr === undefined) throw new Error(`unknown system call "${name}"`) // the schema refuses these first
     return nr
@@ -114,7 +157,7 @@ export function seccompInstructions(opts: SeccompOptions = {}): Insn[] {
     ld(OFF_NR),
     [JGE, 0, 1, X32_SYSCALL_BIT],
     ret(RET_KILL_PROCESS),
-    ...denied.flatMap((n) => when(n, [ret(retErrno(EPERM))])),
+    ...refuse(denied),
     // clone3 passes its flags in memory a filter cannot read: ENOSYS makes libc fall back to clone.
     ...when(nr('clone3'), [ret(retErrno(ENOSYS))]),
     ...when(nr('unshare'), [

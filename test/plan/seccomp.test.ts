@@ -2,10 +2,51 @@ import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import { PolicyError } from '../../src/errors.js'
 import { DEFAULT_DENIED, seccompInstructions, seccompProgram, syscallNumber } from '../../src/plan/seccomp.js'
+import { X86_64_SYSCALLS } from '../../src/plan/syscalls-x86_64.js'
 import { parsePolicy } from '../../src/policy/schema.js'
 
 const RET = 0x06
 const JMP_CLASS = 0x05
+const ALLOW = 0x7fff0000
+const KILL = 0x80000000
+const errno = (n: number) => 0x00050000 | n
+const X86_64 = 0xc000003e
+
+type Insn = readonly [number, number, number, number]
+
+/**
+ * What the kernel would answer: runs the classic BPF the builder emits (absolute loads, the jumps it
+ * uses, returns) over one struct seccomp_data. Anything else in the program fails the test.
+ */
+function evaluate(insns: readonly Insn[], nr: number, args: readonly number[] = [], arch = X86_64): number {
+  const word = (offset: number) => {
+    if (offset === 0) return nr
+    if (offset === 4) return arch
+    const i = (offset - 16) / 8
+    assert.ok(Number.isInteger(i) && i >= 0 && i < 6, `load at offset ${offset}`)
+    return (args[i] ?? 0) >>> 0 // the low half of the argument
+  }
+  let a = 0
+  for (let pc = 0; pc < insns.length; ) {
+    const [code, jt, jf, k] = insns[pc]!
+    const jump = (taken: boolean) => {
+      pc += 1 + (taken ? jt : jf)
+    }
+    if (code === 0x20) {
+      a = word(k)
+      pc++
+    } else if (code === 0x15) jump(a === k >>> 0)
+    else if (code === 0x25) jump(a > k >>> 0)
+    else if (code === 0x35) jump(a >= k >>> 0)
+    else if (code === 0x45) jump((a & k) !== 0)
+    else if (code === 0x05) pc += 1 + k
+    else if (code === RET) return k >>> 0
+    else assert.fail(`instruction ${code.toString(16)} at ${pc}`)
+  }
+  return assert.fail('ran off the end of the program')
+}
+
+const ALL_NUMBERS = Object.values(X86_64_SYSCALLS)
 
 describe('seccomp builder', () => {
   it('knows every default denied name', () => {
@@ -29,26 +70,64 @@ describe('seccomp builder', () => {
 
   it('every jump lands inside the program and every path ends in a return', () => {
     const insns = seccompInstructions({ extraDenied: ['socket'] })
-    insns.forEach(([code, jt, jf], i) => {
-      if ((code & 0x07) === JMP_CLASS) {
+    insns.forEach(([code, jt, jf, k], i) => {
+      if (code === JMP_CLASS) assert.ok(i + 1 + k < insns.length, `jump at ${i}`)
+      else if ((code & 0x07) === JMP_CLASS) {
         assert.ok(i + 1 + jt < insns.length && i + 1 + jf < insns.length, `jump at ${i}`)
       }
     })
     assert.equal(insns.at(-1)![0], RET)
   })
 
-  it('refuses each denied syscall with EPERM', () => {
-    const insns = seccompInstructions()
-    for (const name of DEFAULT_DENIED) {
-      const i = insns.findIndex(([code, , , k]) => code === 0x15 && k === syscallNumber(name))
-      assert.ok(i > 0, name)
-      assert.deepEqual(insns[i + 1], [RET, 0, 0, 0x00050001], name)
+  it('refuses exactly the denied syscalls with EPERM and lets every other number through', () => {
+    const insns = seccompInstructions({ extraDenied: ['mkdir', 'mkdirat', 'socket'] })
+    const denied = new Set([...DEFAULT_DENIED, 'mkdir', 'mkdirat', 'socket'].map((n) => syscallNumber(n)!))
+    const special = new Set(
+      ['clone', 'clone3', 'unshare', 'ioctl', 'personality'].map((n) => syscallNumber(n)!),
+    )
+    // Every known number, the gaps between them and past the last one.
+    for (let nr = 0; nr <= Math.max(...ALL_NUMBERS) + 2; nr++) {
+      if (special.has(nr)) continue
+      assert.equal(evaluate(insns, nr), denied.has(nr) ? errno(1) : ALLOW, `syscall ${nr}`)
     }
   })
 
   it('adds policy names and ignores duplicates', () => {
-    const base = seccompInstructions().length
-    assert.equal(seccompInstructions({ extraDenied: ['socket', 'socket', 'ptrace'] }).length, base + 2)
+    assert.deepEqual(
+      seccompInstructions({ extraDenied: ['socket', 'socket', 'ptrace'] }),
+      seccompInstructions({ extraDenied: ['socket'] }),
+    )
+    assert.notDeepEqual(seccompInstructions({ extraDenied: ['socket'] }), seccompInstructions())
+  })
+
+  it('checks the architecture and kills x32 calls', () => {
+    const insns = seccompInstructions()
+    assert.equal(evaluate(insns, 0, [], 0x40000003), KILL, 'i386')
+    assert.equal(evaluate(insns, 0x40000000 + 1), KILL, 'x32 write')
+  })
+
+  it('refuses new namespaces, clone3, terminal injection and odd personalities; allows the rest', () => {
+    const insns = seccompInstructions()
+    const nr = (name: string) => syscallNumber(name)!
+    assert.equal(evaluate(insns, nr('clone3')), errno(38))
+    assert.equal(evaluate(insns, nr('clone'), [0x10000000 | 17]), errno(1), 'clone(CLONE_NEWUSER)')
+    assert.equal(evaluate(insns, nr('clone'), [0x01200011]), ALLOW, "fork's clone")
+    assert.equal(evaluate(insns, nr('unshare'), [0x00020000]), errno(1), 'unshare(CLONE_NEWNS)')
+    assert.equal(evaluate(insns, nr('unshare'), [0x00000400]), ALLOW, 'unshare(CLONE_FILES)')
+    assert.equal(evaluate(insns, nr('ioctl'), [0, 0x5412]), errno(1), 'TIOCSTI')
+    assert.equal(evaluate(insns, nr('ioctl'), [0, 0x541c]), errno(1), 'TIOCLINUX')
+    assert.equal(evaluate(insns, nr('ioctl'), [0, 0x5401]), ALLOW, 'TCGETS')
+    assert.equal(evaluate(insns, nr('personality'), [0xffffffff]), ALLOW, 'query')
+    assert.equal(evaluate(insns, nr('personality'), [0x0040000]), errno(1), 'ADDR_NO_RANDOMIZE')
+  })
+
+  it('is short: the kernel checks and compiles every instruction at each launch (~1 µs each here)', () => {
+    // Contiguous numbers share one range check and every refusal one return.
+    assert.ok(seccompInstructions().length <= 60, `${seccompInstructions().length} instructions`)
+    assert.ok(
+      seccompInstructions({ extraDenied: Object.keys(X86_64_SYSCALLS) }).length < 100,
+      'denying every syscall by name stays a short program',
+    )
   })
 
   it('unixSocketsOnly: socket() of any family but AF_UNIX gets EAFNOSUPPORT, other calls untouched', () => {
