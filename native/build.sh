@@ -1,15 +1,26 @@
 #!/bin/sh
 # Builds cordon's launcher (native/cordon-launch) from native/launch.c. Static when the C library
-# allows it: one exec with no dynamic loader is the point of the launcher. Without a C compiler the process
-# tier is unavailable and `cordon doctor` says how to fix it; the namespace tier does not need the launcher.
+# allows it: one exec with no dynamic loader is the point of the launcher. musl first: its static start-up
+# touches about half the pages glibc's does, and every sandbox pays that exec. Without a C compiler the
+# process tier is unavailable and `cordon doctor` says how to fix it; the namespace tier does not need it.
 set -eu
 cd "$(dirname "$0")"
 cc=${CC:-cc}
+flags="-O2 -s -Wall -Wextra -Werror -o cordon-launch.tmp launch.c"
+if command -v musl-gcc >/dev/null 2>&1; then
+  # musl ships no kernel headers; the system's (linux-libc-dev) come after its own.
+  multiarch=$("$cc" -print-multiarch 2>/dev/null || true)
+  # shellcheck disable=SC2086
+  if musl-gcc -static $flags -idirafter /usr/include ${multiarch:+-idirafter /usr/include/$multiarch} 2>/dev/null; then
+    mv cordon-launch.tmp cordon-launch
+    exit 0
+  fi
+fi
+echo "cordon: musl-gcc is missing, so the launcher is built on glibc; every sandbox then starts ~0.2 ms slower (apt-get install -y musl-tools, then npm run build)" >&2
 if ! command -v "$cc" >/dev/null 2>&1; then
   echo "cordon: no C compiler ($cc): cordon's launcher is not built, so no sandbox runs (apt-get install -y gcc libc6-dev, then npm run build)" >&2
   exit 0
 fi
-flags="-O2 -s -Wall -Wextra -Werror -o cordon-launch.tmp launch.c"
 # shellcheck disable=SC2086
 "$cc" -static $flags 2>/dev/null || "$cc" $flags
 mv cordon-launch.tmp cordon-launch
