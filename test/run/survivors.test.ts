@@ -45,6 +45,30 @@ for (const tier of TIERS) {
   })
 }
 
+// Without a cgroup the process tier finds its processes by the sandbox's own uid. A process that makes
+// itself non-dumpable turns its /proc/<pid>/* files root's; the scan reads the /proc/<pid> directory's
+// owner, which the kernel keeps at the process's uid for just this use.
+describe('no survivors (process tier, by uid alone: cgroup off)', {
+  skip: skipTier('process') || notRoot,
+}, () => {
+  it('setsid and non-dumpable children are gone when run() resolves', async () => {
+    const m = marker()
+    const hide = `import ctypes, os, time
+if os.fork() == 0:
+    ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0
+    os.setsid()
+    time.sleep(float("${m}"))
+`
+    const r = await run(['sh', '-c', `setsid sleep ${m} & python3 -c '${hide}' ${m}; echo spawned`], {
+      isolation: 'process',
+      cgroup: { mode: 'off' },
+    })
+    assert.equal(r.status, 'ok', r.stderr)
+    assert.equal(r.stdout, 'spawned\n')
+    assert.deepEqual(processesWith(m), [])
+  })
+})
+
 // bwrap arms --die-with-parent in its init only after the clone: a monitor killed before that leaves the init
 // running, re-parented and holding the output pipes. Kills land across the whole set-up (0–2 ms after start).
 describe('launcher killed from outside during set-up', () => {
