@@ -568,7 +568,7 @@ async function main(): Promise<void> {
         await SandboxCgroup.create(
           cgroup.support,
           cgroup.writes,
-          cgroupDirs(cgroup.support, sandboxCgroupName(), false),
+          cgroupDirs(cgroup.support, sandboxCgroupName()),
         ).remove()
       steps.push(['empty cgroup create + remove', ((performance.now() - started) / (calls / 5)) * 1000])
     }

@@ -4,7 +4,7 @@ import type { Limits } from '../policy/schema.js'
 
 export type CgroupVersion = 1 | 2
 /** v1 controllers cordon uses; v2 has them all in one directory. */
-export const V1_CONTROLLERS = ['memory', 'pids', 'cpuacct', 'freezer'] as const
+export const V1_CONTROLLERS = ['memory', 'pids', 'cpuacct'] as const
 export type V1Controller = (typeof V1_CONTROLLERS)[number]
 
 export interface CgroupWrite {

@@ -38,7 +38,7 @@ export function detectCgroups(): CgroupInfo {
       v2 = { mount, controllers: read(`${mount}/cgroup.controllers`).trim().split(/\s+/).filter(Boolean) }
     } else if (fstype === 'cgroup') {
       for (const opt of superOpts.split(',')) {
-        if (['memory', 'pids', 'cpuacct', 'cpu', 'freezer'].includes(opt)) v1[opt] = mount
+        if (['memory', 'pids', 'cpuacct', 'cpu'].includes(opt)) v1[opt] = mount
       }
     }
   }
@@ -128,22 +128,13 @@ export function sandboxCgroupName(): string {
 
 export type CgroupController = V1Controller | 'unified'
 
-/**
- * The sandbox's cgroup directories, by controller. `freezer` (v1) only when the kill needs it: the
- * namespace tier kills through its PID namespace, and each v1 hierarchy costs a mkdir, a join and an rmdir.
- */
+/** The sandbox's cgroup directories, by controller (v1: one per hierarchy, each a mkdir, a join and an rmdir). */
 export function cgroupDirs(
   support: Exclude<CgroupSupport, { version: null }>,
   name: string,
-  freezer: boolean,
 ): Map<CgroupController, string> {
   if (support.version === 2) return new Map([['unified', path.join(support.parent, name)]])
-  return new Map(
-    V1_CONTROLLERS.filter((c) => freezer || c !== 'freezer').map((c) => [
-      c,
-      path.join(support.parents[c], name),
-    ]),
-  )
+  return new Map(V1_CONTROLLERS.map((c) => [c, path.join(support.parents[c], name)]))
 }
 
 /** The files a process writes 0 into to join the cgroup itself (v1: its thread, which is all a launcher has). */

@@ -317,8 +317,7 @@ export function prepare(
     const cgroup = support?.version
       ? {
           support,
-          // The process tier's hard stop freezes the cgroup; the namespace tier's kills bwrap's PID namespace.
-          dirs: cgroupDirs(support, sandboxCgroupName(), tier === 'process'),
+          dirs: cgroupDirs(support, sandboxCgroupName()),
           writes: cgroupWrites(support.version, policy.limits, overheadProcesses),
         }
       : null

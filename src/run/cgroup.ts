@@ -1,5 +1,5 @@
 // One cgroup per sandbox: created before launch, joined by the launcher before anything else runs, read for
-// exact figures, killed atomically, and always removed.
+// exact figures, killed as a whole, and always removed.
 import { closeSync, mkdirSync, openSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs'
 import { rmdir } from 'node:fs/promises'
 import path from 'node:path'
@@ -15,8 +15,6 @@ import { CGROUP_PREFIX, type CgroupController, type CgroupSupport } from '../pla
 import { preadSmall } from './pread.js'
 import { signal } from './procs.js'
 import { staleEntries } from './stale.js'
-
-const sleepSync = (ms: number) => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms)
 
 function tryRead(file: string): string | undefined {
   try {
@@ -35,6 +33,8 @@ function readPids(dir: string | undefined): number[] {
 /** Whether anyone is inside: v2 says so in cgroup.events, v1 counts tasks in pids.current. */
 const COUNT_V2 = { controller: 'unified', file: 'cgroup.events' } as const
 const COUNT_V1 = { controller: 'pids', file: 'pids.current' } as const
+/** Kill passes over the member list when the kernel has no cgroup.kill (see `kill`). */
+const KILL_PASSES = 3
 
 export class SandboxCgroup {
   private readonly dirs = new Map<CgroupController, string>()
@@ -128,30 +128,26 @@ export class SandboxCgroup {
     return readPids(this.dirs.get(this.version === 2 ? 'unified' : 'memory'))
   }
 
-  /** SIGKILL everything inside, with nothing able to fork away meanwhile. */
+  /**
+   * SIGKILL everything inside. v2 does it atomically. On v1 a pass kills every member listed; a child
+   * forked meanwhile is inside too and is found by the next pass. The passes converge (a killed process
+   * forks no more, pids.max bounds the tree) and `reap` goes on where these stop. A freezer would make one
+   * pass enough, at the cost of a fourth hierarchy to make, join and remove in every run.
+   */
   kill(): void {
     if (this.version === 2) {
       try {
         writeFileSync(path.join(this.dirs.get('unified')!, 'cgroup.kill'), '1')
         return
       } catch {
-        // cgroup.kill needs Linux 5.14; below that a kill loop converges because pids.max bounds the tree.
-        signal(this.pids(), 'SIGKILL')
-        return
+        // cgroup.kill needs Linux 5.14; below that, kill passes as on v1.
       }
     }
-    const freezer = this.dirs.get('freezer')
-    // Without a freezer (namespace tier), a kill loop converges: pids.max bounds the tree.
-    if (!freezer) {
-      signal(this.pids(), 'SIGKILL')
-      return
+    for (let pass = 0; pass < KILL_PASSES; pass++) {
+      const pids = this.pids()
+      if (pids.length === 0) return
+      signal(pids, 'SIGKILL')
     }
-    const state = path.join(freezer, 'freezer.state')
-    writeFileSync(state, 'FROZEN')
-    // FREEZING becomes FROZEN once every task has stopped; a few ms at most in practice.
-    for (let i = 0; i < 50 && tryRead(state)?.trim() !== 'FROZEN'; i++) sleepSync(1)
-    signal(this.pids(), 'SIGKILL')
-    writeFileSync(state, 'THAWED')
   }
 
   /** Remove the cgroup, retrying while the last processes finish exiting. */

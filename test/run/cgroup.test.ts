@@ -6,7 +6,9 @@ import path from 'node:path'
 import { describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { probeCapabilities, run, start } from '../../src/index.js'
+import { pidsLimit } from '../../src/plan/cgroup-settings.js'
 import { type CgroupSupport, cgroupDirs, sandboxCgroupName } from '../../src/plan/cgroups.js'
+import { parsePolicy } from '../../src/policy/schema.js'
 import { SandboxCgroup } from '../../src/run/cgroup.js'
 import { marker, processesWith, skipTier, TIERS, waitFor, worldWritableDir } from '../helpers.js'
 
@@ -173,7 +175,7 @@ for (const tier of TIERS) {
 describe('a sandbox cgroup on its own', { skip: noCgroup }, () => {
   it('lists its members (none when empty), kills them all and is removed', async () => {
     if (support.version === null) return
-    const dirs = cgroupDirs(support, sandboxCgroupName(), true)
+    const dirs = cgroupDirs(support, sandboxCgroupName())
     const cgroup = SandboxCgroup.create(support, [], dirs)
     const child = spawn('sleep', ['30'], { stdio: 'ignore' })
     const exited = new Promise((resolve) => child.once('exit', resolve))
@@ -191,9 +193,32 @@ describe('a sandbox cgroup on its own', { skip: noCgroup }, () => {
     for (const dir of dirs.values()) assert.equal(existsSync(dir), false, `${dir} removed`)
   })
 
+  it('kills a tree that keeps forking, in passes that converge', async () => {
+    if (support.version === null) return
+    const dirs = cgroupDirs(support, sandboxCgroupName())
+    const { limits } = parsePolicy({ limits: { maxProcesses: 40 } })
+    const cgroup = SandboxCgroup.create(support, [pidsLimit(support.version, limits, 0)], dirs)
+    const m = marker()
+    const forker = spawn('sh', ['-c', `while :; do sleep ${m} & done`], { stdio: 'ignore' })
+    try {
+      for (const dir of dirs.values()) writeFileSync(path.join(dir, 'cgroup.procs'), String(forker.pid))
+      assert.ok(await waitFor(() => cgroup.pids().length > 20, 5000), 'the tree grew')
+      const deadline = Date.now() + 5000
+      while (cgroup.pids().length > 0 && Date.now() < deadline) {
+        cgroup.kill()
+        await new Promise((r) => setTimeout(r, 5))
+      }
+      assert.deepEqual(cgroup.pids(), [], 'still inside')
+      assert.deepEqual(processesWith(m), [])
+    } finally {
+      forker.kill('SIGKILL')
+      await cgroup.remove()
+    }
+  })
+
   it('reads through kept-open files are fresh each time, and removal closes them', async () => {
     if (support.version === null) return
-    const dirs = cgroupDirs(support, sandboxCgroupName(), true)
+    const dirs = cgroupDirs(support, sandboxCgroupName())
     const cgroup = SandboxCgroup.create(support, [], dirs)
     const burner = spawn('sh', ['-c', 'while :; do :; done'], { stdio: 'ignore' })
     const exited = new Promise((resolve) => burner.once('exit', resolve))
@@ -224,7 +249,7 @@ describe('cgroup version in use', () => {
   }, () => {
     assert.equal(support.version, 2)
   })
-  it('cgroup v1 (memory.limit_in_bytes, memory.oom_control, freezer)', {
+  it('cgroup v1 (memory.limit_in_bytes, memory.oom_control, pids.current)', {
     skip:
       support.version === 1
         ? false

@@ -14,7 +14,7 @@ const noCgroup = support.version === null ? `no usable cgroup: ${support.reason}
 describe('cgroupProcesses', { skip: noCgroup }, () => {
   it('reads the member list until the leader is gone and the cgroup empty, then no more', async () => {
     if (support.version === null) return
-    const cgroup = SandboxCgroup.create(support, [], cgroupDirs(support, sandboxCgroupName(), false))
+    const cgroup = SandboxCgroup.create(support, [], cgroupDirs(support, sandboxCgroupName()))
     let reads = 0
     const counted = {
       pids: () => {
