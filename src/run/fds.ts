@@ -7,10 +7,14 @@ import type { Policy } from '../policy/schema.js'
 
 type Stdio = 'pipe' | 'ignore'
 
-/** spawn's stdio: 0-2 always piped; the rest piped only when this run uses them. */
-export function stdioFor(plan: LaunchPlan, calling: boolean): Stdio[] {
+/**
+ * spawn's stdio: stdout and stderr always piped; stdin only when something will be written to it (else
+ * /dev/null: the same EOF, without a pipe to make, end and close); the rest only when this run uses them.
+ */
+export function stdioFor(plan: LaunchPlan, calling: boolean, stdin: boolean): Stdio[] {
   // Every slot filled: spawn would skip a hole in the array and shift the fds after it.
   const stdio: Stdio[] = Array.from({ length: CALL_FDS.reply + 1 }, (_, fd) => (fd < 3 ? 'pipe' : 'ignore'))
+  if (!stdin) stdio[0] = 'ignore'
   const set = (fd: number, wanted: boolean) => {
     stdio[fd] = wanted ? 'pipe' : 'ignore'
   }

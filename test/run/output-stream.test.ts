@@ -78,5 +78,14 @@ for (const tier of TIERS) {
       const eof = await run(['cat'], { isolation, limits: { wallTimeMs: 5000 } })
       assert.equal(eof.status, 'ok')
     })
+
+    it('without stdin, run() gives the sandbox /dev/null (no pipe to make and close); start() a pipe', async () => {
+      const stdin = ['readlink', '/proc/self/fd/0']
+      assert.equal((await run(stdin, { isolation })).stdout, '/dev/null\n')
+      assert.match((await run(stdin, { isolation, stdin: '' })).stdout, /^socket:/)
+      const handle = start(stdin, { isolation })
+      handle.closeStdin()
+      assert.match((await handle.result).stdout, /^socket:/)
+    })
   })
 }
