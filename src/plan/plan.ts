@@ -244,7 +244,6 @@ export function prepare(
   const cwd = existingDir('cwd', path.resolve(policy.cwd ?? process.cwd()))
   const writable = policy.writable.map((p, i) => existingDir(`writable.${i}`, path.resolve(cwd, p)))
   const readable = policy.readable?.map((p, i) => existingPath(`readable.${i}`, path.resolve(cwd, p)))
-  const hide = hiddenPaths(policy.hide.map((p) => path.resolve(cwd, p)))
   const searchPath = env.PATH ?? ''
   // Programs are looked up where the sandbox will look: in the other root filesystem, when there is one.
   const rootfs = policy.rootfs ? resolveRootfs(policy.rootfs) : null
@@ -349,6 +348,8 @@ export function prepare(
     let scratch: string | null = null
     let inner: readonly string[] = program
     if (tier === 'namespace') {
+      // Only bwrap hides paths (the process tier has no mount namespace): resolved only for it.
+      const hide = hiddenPaths(policy.hide.map((p) => path.resolve(cwd, p)))
       inner = [
         caps.bwrap!,
         ...bwrapArgs({
