@@ -15,8 +15,10 @@ if command -v musl-gcc >/dev/null 2>&1; then
     mv cordon-launch.tmp cordon-launch
     exit 0
   fi
+  echo "cordon: musl-gcc could not build the launcher, so it is built on glibc; every sandbox then starts ~0.2 ms slower" >&2
+else
+  echo "cordon: musl-gcc is missing, so the launcher is built on glibc; every sandbox then starts ~0.2 ms slower (apt-get install -y musl-tools, then npm run build)" >&2
 fi
-echo "cordon: musl-gcc is missing, so the launcher is built on glibc; every sandbox then starts ~0.2 ms slower (apt-get install -y musl-tools, then npm run build)" >&2
 if ! command -v "$cc" >/dev/null 2>&1; then
   echo "cordon: no C compiler ($cc): cordon's launcher is not built, so no sandbox runs (apt-get install -y gcc libc6-dev, then npm run build)" >&2
   exit 0

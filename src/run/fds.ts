@@ -14,10 +14,10 @@ type Stdio = 'pipe' | 'ignore'
 export function stdioFor(plan: LaunchPlan, calling: boolean, stdin: boolean): Stdio[] {
   // Every slot filled: spawn would skip a hole in the array and shift the fds after it.
   const stdio: Stdio[] = Array.from({ length: CALL_FDS.reply + 1 }, (_, fd) => (fd < 3 ? 'pipe' : 'ignore'))
-  if (!stdin) stdio[0] = 'ignore'
   const set = (fd: number, wanted: boolean) => {
     stdio[fd] = wanted ? 'pipe' : 'ignore'
   }
+  set(0, stdin)
   set(INFO_FD, plan.tier === 'namespace')
   set(SECCOMP_FD, plan.seccomp !== null && plan.tier === 'namespace')
   set(LOG_FD, true)
