@@ -18,7 +18,7 @@ import { DEVICES_WRITABLE, INFO_FD, LOG_FD, prepare, processTierNetns, SECCOMP_F
 import { rlimitArgs } from '../src/plan/rlimits.js'
 import { findProgram } from '../src/policy/command.js'
 import { buildEnv } from '../src/policy/env.js'
-import { MiB, parseCommand, parsePolicy } from '../src/policy/schema.js'
+import { defaultHide, MiB, parseCommand, parsePolicy } from '../src/policy/schema.js'
 import { SandboxCgroup } from '../src/run/cgroup.js'
 import { listProcesses } from '../src/run/procs.js'
 
@@ -54,7 +54,7 @@ const env: Record<string, string> = { ...buildEnv(process.env, [], {}), CORDON_L
 const defaults = parsePolicy({})
 const limits = defaults.limits
 // The default policy hides paths (cordon's home); the plan binds them as real paths, if they exist.
-const hide = defaults.hide.flatMap((p) => {
+const hide = (defaults.hide ?? defaultHide()).flatMap((p) => {
   try {
     const real = realpathSync(path.resolve(cwd, p))
     return real === '/' ? [] : [{ path: real, dir: statSync(real).isDirectory() }]

@@ -9,7 +9,7 @@ import { PolicyError } from '../errors.js'
 import { HTTP_PROXY_PORT, SOCKS_PROXY_PORT } from '../net/proxy.js'
 import { checkCommand, resolveRules } from '../policy/command.js'
 import { buildEnv } from '../policy/env.js'
-import type { Policy } from '../policy/schema.js'
+import { defaultHide, type Policy } from '../policy/schema.js'
 import { resolveRootfs } from '../rootfs/rootfs.js'
 import type { Isolation, Violation } from '../run/result.js'
 import { staleEntries } from '../run/stale.js'
@@ -277,6 +277,11 @@ export function prepare(
       'readable',
       'readable (strict mode) needs the namespace tier',
     ],
+    [
+      (policy.hide?.length ?? 0) > 0 && tier === 'process',
+      'hide',
+      'hide needs the namespace tier (the process tier has no mount namespace)',
+    ],
   ]
   const blocker = unmet.find(([blocked]) => blocked)
   if (blocker) return refuse({ kind: 'error', limit: blocker[1], message: blocker[2] })
@@ -349,7 +354,7 @@ export function prepare(
     let inner: readonly string[] = program
     if (tier === 'namespace') {
       // Only bwrap hides paths (the process tier has no mount namespace): resolved only for it.
-      const hide = hiddenPaths(policy.hide.map((p) => path.resolve(cwd, p)))
+      const hide = hiddenPaths((policy.hide ?? defaultHide()).map((p) => path.resolve(cwd, p)))
       inner = [
         caps.bwrap!,
         ...bwrapArgs({

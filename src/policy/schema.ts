@@ -189,15 +189,14 @@ export const policySchema = z.strictObject({
     description:
       'run on another root filesystem (read-only): a name from `cordon rootfs create`, or a directory',
   }),
-  hide: z
-    .array(nonEmpty)
-    .default(() => [os.homedir()])
-    .register(cli, {
-      flag: 'hide',
-      arg: 'PATH',
-      description:
-        "hide a path: a directory shows empty, a file as /dev/null (repeatable; default: cordon's home)",
-    }),
+  // Left undefined when not given (see defaultHide): only a list the caller gave is refused by a tier
+  // that cannot hide.
+  hide: z.array(nonEmpty).optional().register(cli, {
+    flag: 'hide',
+    arg: 'PATH',
+    description:
+      "hide a path: a directory shows empty, a file as /dev/null (repeatable; default: cordon's home)",
+  }),
   network: z
     .preprocess(parseNetworkFlag, z.union([z.enum(['none', 'host']), networkAllowSchema]))
     .default('none')
@@ -276,6 +275,9 @@ function toPolicyError(error: z.ZodError, prefix = ''): PolicyError {
   const message = issue.code === 'unrecognized_keys' ? 'unknown option' : issue.message
   return new PolicyError(field, message)
 }
+
+/** What the namespace tier hides when the policy names nothing: cordon's home. */
+export const defaultHide = (): string[] => [os.homedir()]
 
 export function parsePolicy(options: unknown): Policy {
   const parsed = policySchema.safeParse(options ?? {})

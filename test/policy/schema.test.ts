@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import os from 'node:os'
 import { describe, it } from 'node:test'
 import { PolicyError } from '../../src/errors.js'
-import { MiB, parseCommand, parsePolicy } from '../../src/policy/schema.js'
+import { defaultHide, MiB, parseCommand, parsePolicy } from '../../src/policy/schema.js'
 
 /** Assert that `fn` throws a PolicyError naming `field`, with a message matching `message` when given. */
 function throwsField(fn: () => unknown, field: string, message?: RegExp): void {
@@ -32,7 +32,6 @@ describe('parsePolicy defaults', () => {
     env: {},
     passEnv: [],
     writable: [],
-    hide: [os.homedir()],
     network: 'none',
     allow: [],
     deny: [],
@@ -45,6 +44,11 @@ describe('parsePolicy defaults', () => {
 
   it('fills every default from an empty object', () => {
     assert.deepEqual(parsePolicy({}), expected)
+  })
+
+  it("leaves hide unset when not given: the namespace tier then hides cordon's home", () => {
+    assert.equal(parsePolicy({}).hide, undefined)
+    assert.deepEqual(defaultHide(), [os.homedir()])
   })
 
   it('treats undefined and null as no options', () => {

@@ -123,6 +123,16 @@ describe('filesystem (namespace tier)', { skip: noNamespace }, () => {
     assert.equal(r.violation?.limit, 'readable')
   })
 
+  it('a hide list given to the process tier (no mount namespace) is refused, not dropped', async () => {
+    const r = await run(['true'], { isolation: 'process', hide: [base] })
+    assert.equal(r.status, 'error')
+    assert.equal(r.violation?.limit, 'hide')
+    assert.match(r.violation?.message ?? '', /namespace tier/)
+    // The default list and an empty one ask for nothing the tier cannot give.
+    assert.equal((await run(['true'], { isolation: 'process' })).status, 'ok')
+    assert.equal((await run(['true'], { isolation: 'process', hide: [] })).status, 'ok')
+  })
+
   it('a symlinked writable path is bound at its real place; a symlink inside cannot write elsewhere', async () => {
     const real = path.join(base, 'real')
     mkdirSync(real)
