@@ -1,5 +1,5 @@
 // A snapshot of /proc: enough to find a sandbox's processes by uid or by ancestry.
-import { closeSync, fstatSync, openSync, readdirSync, statSync } from 'node:fs'
+import { closeSync, openSync, readdirSync, statSync } from 'node:fs'
 import { preadSmall } from './pread.js'
 
 export interface ProcInfo {
@@ -13,8 +13,9 @@ export interface ProcInfo {
 }
 
 /**
- * One process's stat line, read through one fd: a scan reads every process, and this costs ~40% less than
- * readFileSync plus a stat of the directory. The file's owner is the process's.
+ * One process's stat line, read through one fd into a shared buffer (a scan reads every process). The
+ * owner comes from the /proc/<pid> directory: the kernel keeps it at the process's uid, while the files
+ * inside turn root's when the process makes itself non-dumpable.
  */
 function readProc(pid: number, uid?: number): ProcInfo | null {
   let fd: number
@@ -24,7 +25,7 @@ function readProc(pid: number, uid?: number): ProcInfo | null {
     return null // exited while we looked
   }
   try {
-    const owner = uid ?? fstatSync(fd).uid
+    const owner = uid ?? statSync(`/proc/${pid}`).uid
     const stat = preadSmall(fd)
     if (stat === undefined) return null
     // The command name may contain spaces and parentheses; the fields after the last ')' do not.

@@ -11,7 +11,7 @@ import {
   livingDescendants,
   livingInSession,
 } from '../../src/run/procs.js'
-import { tempDir } from '../helpers.js'
+import { notRoot, tempDir, waitFor } from '../helpers.js'
 
 describe('/proc snapshots', () => {
   it('this process: its parent, session and uid', () => {
@@ -43,5 +43,25 @@ describe('/proc snapshots', () => {
       await new Promise((resolve) => child.once('exit', resolve))
     }
     assert.equal(isLiving(child.pid!), false, 'gone once reaped')
+  })
+
+  it("a non-dumpable process is listed with its own uid, though its /proc files turn root's", {
+    skip: notRoot,
+  }, async () => {
+    const uid = 65534
+    const code =
+      'import ctypes, time; ctypes.CDLL(None).prctl(4, 0, 0, 0, 0); print(1, flush=True); time.sleep(30)'
+    const child = spawn('python3', ['-c', code], { uid, gid: uid, stdio: ['ignore', 'pipe', 'ignore'] })
+    try {
+      const ready = new Promise((resolve) => child.stdout!.once('data', resolve))
+      await ready
+      const pid = child.pid!
+      assert.ok(await waitFor(() => listProcesses().some((p) => p.pid === pid), 5000), 'listed')
+      assert.equal(listProcesses().find((p) => p.pid === pid)?.uid, uid)
+      assert.ok(livingByUid(uid).includes(pid), 'found by its uid')
+    } finally {
+      child.kill('SIGKILL')
+      await new Promise((resolve) => child.once('exit', resolve))
+    }
   })
 })
