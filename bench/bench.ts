@@ -51,10 +51,9 @@ if (!caps.bwrap || !prlimit || !caps.launcher) {
 }
 const cwd = realpathSync(process.cwd())
 const env: Record<string, string> = { ...buildEnv(process.env, [], {}), CORDON_LOG_FD: String(LOG_FD) }
-const defaults = parsePolicy({})
-const limits = defaults.limits
-// The default policy hides paths (cordon's home); the plan binds them as real paths, if they exist.
-const hide = (defaults.hide ?? defaultHide()).flatMap((p) => {
+const limits = parsePolicy({}).limits
+// The namespace tier hides cordon's home by default; the plan binds them as real paths, if they exist.
+const hide = defaultHide().flatMap((p) => {
   try {
     const real = realpathSync(path.resolve(cwd, p))
     return real === '/' ? [] : [{ path: real, dir: statSync(real).isDirectory() }]

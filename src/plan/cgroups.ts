@@ -58,10 +58,7 @@ export function parseOwnCgroups(text: string): Record<string, string> {
 
 export type CgroupSupport =
   | { version: 2; parent: string }
-  | {
-      version: 1
-      parents: Record<V1Controller, string>
-    }
+  | { version: 1; parents: Record<V1Controller, string> }
   | { version: null; reason: string }
 
 /** A directory inside a hierarchy mounted at `mount`, without a trailing slash. */

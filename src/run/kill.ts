@@ -128,7 +128,7 @@ export async function reap(procs: SandboxProcesses, timeoutMs: number): Promise<
 
 /**
  * With a cgroup, its member list is the truth for what is left, and the process tier's hard stop is the
- * cgroup's atomic kill. The namespace tier keeps killing bwrap's monitor, which tears down the PID namespace.
+ * cgroup's kill (atomic on v2, passes over its members on v1). The namespace tier keeps killing bwrap's monitor, which tears down the PID namespace.
  * Once the leader is gone and the cgroup is empty, nothing can enter it again (only the launcher joins;
  * sandbox processes cannot write cgroup files), so the empty list is not read again.
  */
