@@ -199,9 +199,13 @@ describe('a sandbox cgroup on its own', { skip: noCgroup }, () => {
     const { limits } = parsePolicy({ limits: { maxProcesses: 40 } })
     const cgroup = SandboxCgroup.create(support, [pidsLimit(support.version, limits, 0)], dirs)
     const m = marker()
-    const forker = spawn('sh', ['-c', `while :; do sleep ${m} & done`], { stdio: 'ignore' })
+    // It starts forking only once it is inside: a child forked before the move would stay outside.
+    const forker = spawn('sh', ['-c', `read go; while :; do sleep ${m} & done`], {
+      stdio: ['pipe', 'ignore', 'ignore'],
+    })
     try {
       for (const dir of dirs.values()) writeFileSync(path.join(dir, 'cgroup.procs'), String(forker.pid))
+      forker.stdin!.write('go\n')
       assert.ok(await waitFor(() => cgroup.pids().length > 20, 5000), 'the tree grew')
       const deadline = Date.now() + 5000
       while (cgroup.pids().length > 0 && Date.now() < deadline) {
