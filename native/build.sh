@@ -1,8 +1,8 @@
 #!/bin/sh
-# Builds cordon's launcher (native/cordon-launch) from native/launch.c. Static when the C library
-# allows it: one exec with no dynamic loader is the point of the launcher. musl first: its static start-up
-# touches about half the pages glibc's does, and every sandbox pays that exec. Without a C compiler the
-# process tier is unavailable and `cordon doctor` says how to fix it; the namespace tier does not need it.
+# Builds cordon's launcher (native/cordon-launch) from native/launch.c, always static: one exec with no
+# dynamic loader is the point of the launcher, and it starts as root with the sandbox's environment. musl
+# first: its static start-up touches about half the pages glibc's does, and every sandbox pays that exec.
+# Without a C compiler or a static C library no sandbox runs, and `cordon doctor` says how to fix it.
 set -eu
 cd "$(dirname "$0")"
 cc=${CC:-cc}
@@ -23,6 +23,11 @@ if ! command -v "$cc" >/dev/null 2>&1; then
   echo "cordon: no C compiler ($cc): cordon's launcher is not built, so no sandbox runs (apt-get install -y gcc libc6-dev, then npm run build)" >&2
   exit 0
 fi
+# Static or nothing: a dynamically linked launcher would start as root with the sandbox's environment,
+# and its loader would run whatever LD_PRELOAD the policy sets.
 # shellcheck disable=SC2086
-"$cc" -static $flags 2>/dev/null || "$cc" $flags
+if ! "$cc" -static $flags; then
+  echo "cordon: no static C library: cordon's launcher is not built, so no sandbox runs (apt-get install -y libc6-dev or musl-tools, then npm run build)" >&2
+  exit 0
+fi
 mv cordon-launch.tmp cordon-launch

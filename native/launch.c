@@ -3,18 +3,23 @@
  * the program (process tier) or bwrap (namespace tier, which gets only rlimits, the cgroup and the uid from
  * here), instead of a chain of util-linux tools (unshare → setpriv → prlimit), each an exec of its own.
  *
- *   cordon-launch [--cpu=S:H] [--fsize=N] [--core=N] [--data=N] [--nproc=N] [--join=FILE]...
- *                 [--unshare-net] [--mkdir=DIR] [--uid=N --gid=N] [--landlock-fs [--landlock-write=PATH]...]
- *                 [--scope-signals] [--scope-abstract-unix] [--seccomp=HEX] -- PROGRAM [ARGS...]
+ *   cordon-launch --keep-fds=[N,...] [--cpu=S:H] [--fsize=N] [--core=N] [--data=N] [--nproc=N]
+ *                 [--join=FILE]... [--unshare-net] [--mkdir=DIR] [--uid=N --gid=N]
+ *                 [--landlock-fs [--landlock-write=PATH]...] [--scope-signals] [--scope-abstract-unix]
+ *                 [--seccomp=HEX] [--bwrap-env] -- PROGRAM [ARGS...]
  *   cordon-launch --landlock-abi        prints the kernel's Landlock ABI version (0: none)
  *
- * In this order: rlimits (prlimit's syntax, N or SOFT:HARD, applied as parsed); join the sandbox's cgroup
+ * First every inherited fd above stderr is closed but the --keep-fds ones (cordon's pipes): an fd its host
+ * left without close-on-exec must not reach the sandbox. Then, in this order: rlimits (prlimit's syntax, N or SOFT:HARD, applied as parsed); join the sandbox's cgroup
  * (write 0 to each FILE: v1 `tasks`, v2 `cgroup.procs`), so that nothing of the program ever runs outside
  * it; an empty network namespace (needs root); the sandbox's private TMPDIR, made for uid/gid; drop to
  * uid/gid with no supplementary groups; no_new_privs; parent-death SIGKILL; Landlock (writes only beneath
  * the --landlock-write paths; no signals to, and no abstract unix sockets of, processes outside the
  * sandbox); the seccomp program (struct sock_filter[] in hex: a few hundred bytes, and an argument
- * costs no pipe); exec.
+ * costs no pipe); exec. With --bwrap-env PROGRAM is bwrap: the environment is the sandbox's, so it reaches
+ * bwrap only as --clearenv/--setenv arguments (through --args and a memfd, never the visible argv) and bwrap
+ * itself starts with an empty one: bwrap is dynamically linked and runs outside the namespaces it is about
+ * to make, where an LD_PRELOAD or GCONV_PATH from the policy would run code.
  *
  * The argv comes from cordon's own builder (src/plan/launcher.ts), never from a shell. Any failure before the
  * exec prints "cordon-launch: ..." and exits 1, so cordon reports it as a launch error, not as the program's.
@@ -31,6 +36,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -73,6 +80,7 @@ struct ll_path_beneath_attr {
 
 #define MAX_WRITABLE 256
 #define MAX_JOIN 8
+#define MAX_KEEP 16
 #define MAX_FILTER_BYTES (4096 * sizeof(struct sock_filter))
 
 static void die(const char *what, const char *detail) {
@@ -175,6 +183,55 @@ static void join_cgroup(const char *file) {
   close(fd);
 }
 
+/* Close every fd above stderr that is not in keep[]: close_range over the gaps, or /proc/self/fd before 5.9. */
+static void close_inherited(const int *keep, int n_keep) {
+  unsigned int from = 3;
+  int ok = 1;
+  for (int k = 0; k <= n_keep && ok; k++) {
+    unsigned int to = k < n_keep ? (unsigned int)keep[k] : ~0U;
+    if (to > from) ok = syscall(SYS_close_range, from, to - 1, 0) == 0;
+    if (k < n_keep && (unsigned int)keep[k] + 1 > from) from = (unsigned int)keep[k] + 1;
+  }
+  if (ok) return;
+  DIR *dir = opendir("/proc/self/fd");
+  if (!dir) die("cannot list", "/proc/self/fd");
+  int self = dirfd(dir);
+  struct dirent *e;
+  while ((e = readdir(dir))) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    int fd = atoi(e->d_name), kept = fd < 3 || fd == self;
+    for (int k = 0; k < n_keep; k++) kept |= fd == keep[k];
+    if (!kept) close(fd);
+  }
+  closedir(dir);
+}
+
+static void put(int fd, const char *s, size_t n) {
+  while (n > 0) {
+    ssize_t w = write(fd, s, n);
+    if (w < 0) die("cannot write", "the environment for bwrap");
+    s += w;
+    n -= (size_t)w;
+  }
+}
+
+/* bwrap's --args content: --clearenv, then --setenv NAME VALUE for each variable, NUL-separated. */
+static int env_as_bwrap_args(char **env) {
+  int fd = (int)syscall(SYS_memfd_create, "cordon-env", 0);
+  if (fd < 0) die("memfd_create", "for the environment");
+  put(fd, "--clearenv", sizeof "--clearenv");
+  for (char **e = env; *e; e++) {
+    const char *eq = strchr(*e, '=');
+    if (!eq) continue;
+    put(fd, "--setenv", sizeof "--setenv");
+    put(fd, *e, (size_t)(eq - *e));
+    put(fd, "", 1);
+    put(fd, eq + 1, strlen(eq + 1) + 1);
+  }
+  if (lseek(fd, 0, SEEK_SET) != 0) die("lseek", "the environment for bwrap");
+  return fd;
+}
+
 static const char *prefixed(const char *arg, const char *prefix) {
   size_t n = strlen(prefix);
   return strncmp(arg, prefix, n) == 0 ? arg + n : NULL;
@@ -182,7 +239,7 @@ static const char *prefixed(const char *arg, const char *prefix) {
 
 int main(int argc, char **argv) {
   pid_t parent = getppid();
-  int unshare_net = 0, landlock_fs = 0;
+  int unshare_net = 0, landlock_fs = 0, bwrap_env = 0, keep[MAX_KEEP], n_keep = -1;
   uint64_t scoped = 0;
   long uid = -1, gid = -1;
   const char *writable[MAX_WRITABLE], *join[MAX_JOIN], *scratch = NULL, *seccomp = NULL;
@@ -198,7 +255,17 @@ int main(int argc, char **argv) {
       i++;
       break;
     }
-    if ((v = prefixed(a, "--cpu="))) set_rlimit(RLIMIT_CPU, v, a);
+    if ((v = prefixed(a, "--keep-fds="))) {
+      /* Ascending, so the gaps between them are the ranges to close. */
+      for (n_keep = 0; *v; n_keep++) {
+        if (n_keep == MAX_KEEP) usage(a);
+        char *end;
+        long fd = strtol(v, &end, 10);
+        if (end == v || fd < 3 || (n_keep > 0 && fd <= keep[n_keep - 1]) || (*end && *end != ',')) usage(a);
+        keep[n_keep] = (int)fd;
+        v = *end ? end + 1 : end;
+      }
+    } else if ((v = prefixed(a, "--cpu="))) set_rlimit(RLIMIT_CPU, v, a);
     else if ((v = prefixed(a, "--fsize="))) set_rlimit(RLIMIT_FSIZE, v, a);
     else if ((v = prefixed(a, "--core="))) set_rlimit(RLIMIT_CORE, v, a);
     else if ((v = prefixed(a, "--data="))) set_rlimit(RLIMIT_DATA, v, a);
@@ -220,11 +287,14 @@ int main(int argc, char **argv) {
     else if (strcmp(a, "--scope-signals") == 0) scoped |= LL_SCOPE_SIGNAL;
     else if (strcmp(a, "--scope-abstract-unix") == 0) scoped |= LL_SCOPE_ABSTRACT_UNIX;
     else if (strcmp(a, "--unshare-net") == 0) unshare_net = 1;
+    else if (strcmp(a, "--bwrap-env") == 0) bwrap_env = 1;
     else usage(a);
   }
   if (i >= argc) usage("(no program after --)");
   if ((uid < 0) != (gid < 0)) usage("--uid and --gid go together");
   if (n_writable > 0 && !landlock_fs) usage("--landlock-write needs --landlock-fs");
+  if (n_keep < 0) usage("--keep-fds is required (empty for none)");
+  close_inherited(keep, n_keep);
 
   for (int j = 0; j < n_join; j++) join_cgroup(join[j]);
   if (unshare_net && unshare(CLONE_NEWNET) != 0) die("unshare", "network namespace");
@@ -244,7 +314,18 @@ int main(int argc, char **argv) {
   if (getppid() != parent) return 1;
   if (landlock_fs || scoped) apply_landlock(landlock_fs, writable, n_writable, scoped);
   if (seccomp) apply_seccomp(seccomp);
-  execv(argv[i], argv + i);
+  if (bwrap_env) {
+    char fd_text[16], *empty[] = {NULL}, **args = calloc((size_t)(argc - i + 3), sizeof *args);
+    if (!args) die("calloc", NULL);
+    snprintf(fd_text, sizeof fd_text, "%d", env_as_bwrap_args(environ));
+    args[0] = argv[i];
+    args[1] = "--args";
+    args[2] = fd_text;
+    memcpy(args + 3, argv + i + 1, (size_t)(argc - i - 1) * sizeof *args);
+    execve(args[0], args, empty);
+  } else {
+    execv(argv[i], argv + i);
+  }
   fprintf(stderr, "cordon-launch: cannot execute %s: %s\n", argv[i], strerror(errno));
   return errno == ENOENT ? 127 : 126;
 }

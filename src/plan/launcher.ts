@@ -6,6 +6,8 @@ import { fileURLToPath } from 'node:url'
 
 export interface LauncherSpec {
   launcher: string
+  /** The fds beyond stdio that cordon pipes to this run; the launcher closes every other inherited one. */
+  keepFds: readonly number[]
   /** rlimits in prlimit's syntax (`--cpu=S:H`), which the launcher shares. */
   rlimits: readonly string[]
   /** cgroup files the launcher writes 0 into, joining the sandbox's cgroup before anything else runs. */
@@ -22,12 +24,15 @@ export interface LauncherSpec {
   scope: { signals: boolean; abstractUnix: boolean }
   /** The seccomp program (struct sock_filter[]), passed in hex; null for none. */
   seccomp: Buffer | null
+  /** `program` is bwrap: it gets the environment as arguments for the sandbox, and none of its own. */
+  bwrapEnv: boolean
   program: readonly string[]
 }
 
 export function launcherArgv(spec: LauncherSpec): string[] {
   return [
     spec.launcher,
+    `--keep-fds=${[...spec.keepFds].sort((a, b) => a - b).join(',')}`,
     ...spec.rlimits,
     ...spec.join.map((file) => `--join=${file}`),
     ...(spec.unshareNet ? ['--unshare-net'] : []),
@@ -37,6 +42,7 @@ export function launcherArgv(spec: LauncherSpec): string[] {
     ...(spec.scope.signals ? ['--scope-signals'] : []),
     ...(spec.scope.abstractUnix ? ['--scope-abstract-unix'] : []),
     ...(spec.seccomp ? [`--seccomp=${spec.seccomp.toString('hex')}`] : []),
+    ...(spec.bwrapEnv ? ['--bwrap-env'] : []),
     '--',
     ...spec.program,
   ]

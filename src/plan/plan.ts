@@ -53,6 +53,8 @@ export interface LaunchPlan {
   perProcessLimits: PerProcessLimit[]
   /** The seccomp program: bwrap reads it from SECCOMP_FD, the process tier's launcher from its argv. */
   seccomp: Buffer | null
+  /** The fds beyond stdio cordon pipes (`pipedFds`); the launcher closes every other one it inherits. */
+  fds: number[]
 }
 
 export type PerProcessLimit = 'cpuTimeMs' | 'memoryBytes' | 'maxProcesses'
@@ -91,6 +93,16 @@ export const SECCOMP_FD = 5
 export const LOG_FD = 6
 /** A called function's request (in) and reply (out), kept off stdout so nothing printed can forge them. */
 export const CALL_FDS = { request: 7, reply: 8 } as const
+
+/** The fds beyond stdio a run pipes: bwrap's two, the log channel, a called function's two. */
+export function pipedFds(tier: Isolation, seccomp: boolean, calling: boolean): number[] {
+  return [
+    ...(tier === 'namespace' ? [INFO_FD] : []),
+    ...(tier === 'namespace' && seccomp ? [SECCOMP_FD] : []),
+    LOG_FD,
+    ...(calling ? [CALL_FDS.request, CALL_FDS.reply] : []),
+  ]
+}
 
 export type Prepared =
   | { kind: 'launch'; plan: LaunchPlan }
@@ -227,14 +239,15 @@ export async function releasePlan(plan: LaunchPlan): Promise<void> {
 }
 
 /**
- * `visible`: paths that must be readable in the sandbox besides the cwd (a called function's module).
+ * `visible`: given only for a called function: paths that must be readable in the sandbox besides the cwd
+ * (its module); the run then also pipes the function's request and reply.
  * `netDir`: the directory holding this run's proxy sockets, when the network is an allowlist.
  */
 export function prepare(
   command: readonly string[],
   policy: Policy,
   caps: Capabilities,
-  visible: readonly string[] = [],
+  visible?: readonly string[],
   netDir?: string,
 ): Prepared {
   const env: Record<string, string> = {
@@ -294,7 +307,7 @@ export function prepare(
 
   const lease = caps.isRoot ? claimUid(policy.uidPool) : null
   try {
-    const shown = visible.map((p) => realpathSync(p))
+    const shown = (visible ?? []).map((p) => realpathSync(p))
     if (lease) {
       for (const dir of shown) {
         if (!readableBy(dir, lease.uid, lease.gid)) {
@@ -367,7 +380,7 @@ export function prepare(
           hide,
           ...(rootfs ? { rootfs } : {}),
           ...(readable ? { readable } : {}),
-          seccompFd: SECCOMP_FD,
+          ...(seccomp ? { seccompFd: SECCOMP_FD } : {}),
           infoFd: INFO_FD,
         }),
         '--',
@@ -385,8 +398,10 @@ export function prepare(
       }
     }
     const fenced = tier === 'process'
+    const fds = pipedFds(tier, seccomp !== null, visible !== undefined)
     const argv = launcherArgv({
       launcher: caps.launcher!,
+      keepFds: fds,
       rlimits,
       join: cgroup ? joinFiles(cgroup.support.version, cgroup.dirs) : [],
       scratch,
@@ -399,6 +414,7 @@ export function prepare(
       },
       // bwrap installs the namespace tier's filter itself, from SECCOMP_FD, after its own set-up.
       seccomp: fenced ? seccomp : null,
+      bwrapEnv: !fenced,
       program: inner,
     })
     return {
@@ -414,6 +430,7 @@ export function prepare(
         scratch,
         perProcessLimits: cgroup ? [] : ['cpuTimeMs', 'memoryBytes', 'maxProcesses'],
         seccomp,
+        fds,
       },
     }
   } catch (error) {

@@ -9,20 +9,14 @@ type Stdio = 'pipe' | 'ignore'
 
 /**
  * spawn's stdio: stdout and stderr always piped; stdin only when something will be written to it (else
- * /dev/null: the same EOF, without a pipe to make, end and close); the rest only when this run uses them.
+ * /dev/null: the same EOF, without a pipe to make, end and close); beyond that the plan's own fds.
  */
-export function stdioFor(plan: LaunchPlan, calling: boolean, stdin: boolean): Stdio[] {
+export function stdioFor(plan: LaunchPlan, stdin: boolean): Stdio[] {
   // Every slot filled: spawn would skip a hole in the array and shift the fds after it.
-  const stdio: Stdio[] = Array.from({ length: CALL_FDS.reply + 1 }, (_, fd) => (fd < 3 ? 'pipe' : 'ignore'))
-  const set = (fd: number, wanted: boolean) => {
-    stdio[fd] = wanted ? 'pipe' : 'ignore'
-  }
-  set(0, stdin)
-  set(INFO_FD, plan.tier === 'namespace')
-  set(SECCOMP_FD, plan.seccomp !== null && plan.tier === 'namespace')
-  set(LOG_FD, true)
-  set(CALL_FDS.request, calling)
-  set(CALL_FDS.reply, calling)
+  const stdio: Stdio[] = Array.from({ length: CALL_FDS.reply + 1 }, (_, fd) =>
+    fd < 3 || plan.fds.includes(fd) ? 'pipe' : 'ignore',
+  )
+  stdio[0] = stdin ? 'pipe' : 'ignore'
   return stdio
 }
 

@@ -134,7 +134,7 @@ function supervise(
   const child = spawn(plan.file, plan.args, {
     cwd: plan.cwd,
     env: plan.env,
-    stdio: stdioFor(plan, call !== undefined, keepStdinOpen || policy.stdin !== undefined),
+    stdio: stdioFor(plan, keepStdinOpen || policy.stdin !== undefined),
     detached: true, // own session and process group, away from the host's terminal
   })
   let launchError: string | null = null

@@ -4,6 +4,7 @@ import { type LauncherSpec, launcherArgv } from '../../src/plan/launcher.js'
 
 const base: LauncherSpec = {
   launcher: '/opt/cordon/native/cordon-launch',
+  keepFds: [],
   rlimits: [],
   join: [],
   scratch: null,
@@ -12,17 +13,24 @@ const base: LauncherSpec = {
   writable: null,
   scope: { signals: false, abstractUnix: false },
   seccomp: null,
+  bwrapEnv: false,
   program: ['/usr/bin/true'],
 }
 
 describe('launcherArgv', () => {
-  it('nothing asked: the launcher, --, the program', () => {
-    assert.deepEqual(launcherArgv(base), ['/opt/cordon/native/cordon-launch', '--', '/usr/bin/true'])
+  it('nothing asked: the launcher, no fds kept, --, the program', () => {
+    assert.deepEqual(launcherArgv(base), [
+      '/opt/cordon/native/cordon-launch',
+      '--keep-fds=',
+      '--',
+      '/usr/bin/true',
+    ])
   })
 
   it('everything, in the order the launcher applies it', () => {
     const argv = launcherArgv({
       ...base,
+      keepFds: [6, 3, 5],
       rlimits: ['--cpu=1:2', '--fsize=1024'],
       join: ['/sys/fs/cgroup/memory/cordon-1-a/tasks', '/sys/fs/cgroup/pids/cordon-1-a/tasks'],
       scratch: '/tmp/cordon-tmp-x',
@@ -31,10 +39,12 @@ describe('launcherArgv', () => {
       writable: ['/work', '/tmp/cordon-tmp-x', '/dev/null'],
       scope: { signals: true, abstractUnix: true },
       seccomp: Buffer.from([0x06, 0, 0, 0, 0, 0, 0xff, 0x7f]),
+      bwrapEnv: true,
       program: ['/usr/bin/id', '-u', '--', '--uid=0'],
     })
     assert.deepEqual(argv, [
       '/opt/cordon/native/cordon-launch',
+      '--keep-fds=3,5,6',
       '--cpu=1:2',
       '--fsize=1024',
       '--join=/sys/fs/cgroup/memory/cordon-1-a/tasks',
@@ -50,6 +60,7 @@ describe('launcherArgv', () => {
       '--scope-signals',
       '--scope-abstract-unix',
       '--seccomp=060000000000ff7f',
+      '--bwrap-env',
       '--',
       '/usr/bin/id',
       '-u',
@@ -59,6 +70,6 @@ describe('launcherArgv', () => {
   })
 
   it('an empty writable list still turns Landlock on: nothing may be written', () => {
-    assert.deepEqual(launcherArgv({ ...base, writable: [] }).slice(1, -2), ['--landlock-fs'])
+    assert.deepEqual(launcherArgv({ ...base, writable: [] }).slice(2, -2), ['--landlock-fs'])
   })
 })

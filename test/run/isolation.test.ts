@@ -1,9 +1,11 @@
 // What the sandbox can see and do: filesystem, PIDs, network, uid, session.
 import assert from 'node:assert/strict'
+import { spawn } from 'node:child_process'
 import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs'
 import net from 'node:net'
 import path from 'node:path'
 import { after, before, describe, it } from 'node:test'
+import { fileURLToPath } from 'node:url'
 import { run, start } from '../../src/index.js'
 import { probeCapabilities } from '../../src/plan/capabilities.js'
 import { prepare } from '../../src/plan/plan.js'
@@ -64,6 +66,26 @@ describe('namespace tier', { skip: noNamespace }, () => {
     assert.match(status, /^Name:\s+bwrap/m)
     assert.match(status, /^Uid:\s+6\d{4}\s/m)
     assert.match(status, /^NoNewPrivs:\s+1/m)
+  })
+
+  it("the policy's env reaches the program, never bwrap (which runs outside the namespaces)", async () => {
+    const env = { LD_PRELOAD: '/nonexistent/cordon-test.so', CORDON_TEST_MARK: 'x' }
+    const handle = start(['sh', '-c', 'echo $CORDON_TEST_MARK; exec sleep 30'], { isolation, env })
+    let bwrapEnv: string | null = null
+    try {
+      await waitFor(() => {
+        if (!/^Name:\s+bwrap/m.test(readFileSync(`/proc/${handle.pid}/status`, 'utf8'))) return false
+        bwrapEnv = readFileSync(`/proc/${handle.pid}/environ`, 'utf8')
+        return true
+      }, 5000)
+    } finally {
+      handle.kill()
+    }
+    const r = await handle.result
+    assert.equal(bwrapEnv, '', "bwrap's own environment is empty")
+    assert.equal(r.stdout, 'x\n', 'the program sees it')
+    // The dynamic loader of every program run with LD_PRELOAD complains: only sh and sleep did.
+    assert.equal(r.stderr.match(/LD_PRELOAD cannot be preloaded/g)?.length, 2, r.stderr)
   })
 
   it('the host root is read-only', async () => {
@@ -149,7 +171,27 @@ describe('namespace tier', { skip: noNamespace }, () => {
   })
 })
 
+const CLI = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url))
+
 for (const tier of TIERS) {
+  it(`fds the host left open without close-on-exec stay out of the sandbox (${tier} tier)`, {
+    skip: skipTier(tier),
+  }, async () => {
+    // A child's stdio beyond 2 is inherited without close-on-exec: cordon gets 4 (a slot of its own
+    // layout it leaves unused) and 20 (past it) open, as a shell's `4<file` would leave them.
+    const probe = 'for f in 4 20; do [ -e /proc/self/fd/$f ] && echo "open $f"; done; echo end'
+    const host = spawn(process.execPath, [CLI, 'run', '--isolation', tier, '--', 'sh', '-c', probe], {
+      stdio: ['ignore', 'pipe', 'pipe', 'ignore', 'pipe', ...Array(15).fill('ignore'), 'pipe'],
+    })
+    let out = ''
+    let err = ''
+    host.stdout!.on('data', (b: Buffer) => (out += b))
+    host.stderr!.on('data', (b: Buffer) => (err += b))
+    const code = await new Promise((resolve) => host.on('close', resolve))
+    assert.equal(out, 'end\n', err)
+    assert.equal(code, 0, err)
+  })
+
   describe(`uid and session (${tier} tier)`, { skip: skipTier(tier) || notRoot }, () => {
     it('runs as an unprivileged uid, never root', async () => {
       const r = await run(['id', '-u'], { isolation: tier })

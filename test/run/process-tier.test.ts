@@ -242,7 +242,9 @@ describe('process tier launcher', { skip: noLauncher }, () => {
 })
 
 describe('the launcher binary', { skip: noLauncher }, () => {
-  const launch = (...args: string[]) => spawnSync(caps.launcher!, args, { encoding: 'utf8' })
+  // cordon always says which inherited fds to keep (none here); the option itself is tested below.
+  const launch = (...args: string[]) =>
+    spawnSync(caps.launcher!, ['--keep-fds=', ...args], { encoding: 'utf8' })
 
   it('refuses what it does not know, naming it, exit 1', () => {
     for (const [args, message] of [
@@ -256,6 +258,9 @@ describe('the launcher binary', { skip: noLauncher }, () => {
       [['--landlock-write=/tmp', '--', 'true'], '--landlock-write needs --landlock-fs'],
       [['--join=relative/tasks', '--', 'true'], 'bad argument: --join=relative/tasks'],
       [['--'], 'no program'],
+      [['--keep-fds=2', '--', 'true'], 'bad argument: --keep-fds=2'],
+      [['--keep-fds=6,5', '--', 'true'], 'bad argument: --keep-fds=6,5'],
+      [['--keep-fds=5x', '--', 'true'], 'bad argument: --keep-fds=5x'],
     ] as const) {
       const r = launch(...args)
       assert.equal(r.status, 1, `${args.join(' ')}: ${r.stderr}`)
@@ -264,6 +269,33 @@ describe('the launcher binary', { skip: noLauncher }, () => {
         new RegExp(`^cordon-launch: .*${message.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}`),
       )
     }
+  })
+
+  it('requires --keep-fds: which inherited fds survive is never left to chance', () => {
+    const r = spawnSync(caps.launcher!, ['--', '/bin/true'], { encoding: 'utf8' })
+    assert.equal(r.status, 1)
+    assert.match(r.stderr, /^cordon-launch: bad argument: --keep-fds is required/)
+  })
+
+  it('closes every inherited fd above stderr but the ones it keeps', () => {
+    const probe = 'for f in 3 4 5 6 9 30; do [ -e /proc/self/fd/$f ] && echo $f; done; true'
+    const stdio = [
+      'ignore',
+      'pipe',
+      'pipe',
+      'pipe',
+      'pipe',
+      'pipe',
+      'pipe',
+      'ignore',
+      'ignore',
+      'pipe',
+    ] as const
+    const r = spawnSync(caps.launcher!, ['--keep-fds=4,6', '--', '/bin/sh', '-c', probe], {
+      encoding: 'utf8',
+      stdio: [...stdio, ...Array(20).fill('ignore'), 'pipe'],
+    })
+    assert.equal(r.stdout, '4\n6\n', r.stderr)
   })
 
   it('a set-up step that fails stops before the program, exit 1', () => {
@@ -296,7 +328,7 @@ describe('the launcher binary', { skip: noLauncher }, () => {
     const running = () =>
       spawnSync('pgrep', ['-f', `sleep ${marker}`], { encoding: 'utf8' }).stdout.trim() !== ''
     // The launcher's parent is a shell that waits a moment, then exits without waiting for it.
-    const parent = spawn('sh', ['-c', `${caps.launcher} -- /bin/sleep ${marker} & sleep 1`], {
+    const parent = spawn('sh', ['-c', `${caps.launcher} --keep-fds= -- /bin/sleep ${marker} & sleep 1`], {
       stdio: 'ignore',
     })
     const exited = new Promise((r) => parent.on('exit', r))
@@ -306,7 +338,7 @@ describe('the launcher binary', { skip: noLauncher }, () => {
   })
 
   it('prints the Landlock ABI it finds', () => {
-    const r = launch('--landlock-abi')
+    const r = spawnSync(caps.launcher!, ['--landlock-abi'], { encoding: 'utf8' })
     assert.equal(r.status, 0)
     assert.equal(Number(r.stdout), caps.landlock)
     assert.ok(readFileSync('/proc/version', 'utf8').length > 0, 'sanity')
