@@ -20,6 +20,8 @@ export interface Outcome {
   launchError: string | null
 }
 
+// What a program reports when an rlimit made a call fail. Read only where no kernel counter tells:
+// with a cgroup there are no data or process rlimits, and its counters are the whole truth.
 const MEMORY_SIGNS = [
   /MemoryError/,
   /out of memory/i,
@@ -28,6 +30,7 @@ const MEMORY_SIGNS = [
   /memory allocation of \d+ bytes failed/,
   /OutOfMemoryError/,
   /failed to (?:map|allocate|reserve) .*memory/i,
+  /memory exhausted/,
 ]
 const FORK_SIGNS = [
   /Cannot fork/i,
@@ -35,6 +38,8 @@ const FORK_SIGNS = [
   /fork: (?:retry: )?Resource temporarily unavailable/,
   /BlockingIOError/,
 ]
+/** EFBIG's text: Python and Node ignore SIGXFSZ, so the write fails instead. No counter exists for it. */
+const FILE_SIZE_SIGNS = [/File too large/]
 
 const signalName = (n: number) =>
   (Object.entries(constants.signals).find(([, v]) => v === n)?.[0] as string | undefined) ?? null
@@ -77,19 +82,21 @@ export function classify(o: Outcome): { status: Status; violation: Violation | n
     return v('timeout', l.wallTimeMs, `wall time exceeded ${formatDuration(l.wallTimeMs)}`)
   }
   const cpu = () => v('cpu-time', l.cpuTimeMs, `CPU time exceeded ${formatDuration(l.cpuTimeMs)}`)
+  const fileSize = () =>
+    v('file-size', l.maxFileSizeBytes, `a file grew past ${formatBytes(l.maxFileSizeBytes)}`)
   if (o.stoppedFor === 'cpu-time') return cpu()
   const sig = effectiveSignal(o.exitCode, o.signal)
   if (sig === 'SIGXCPU') return cpu()
-  if (sig === 'SIGXFSZ') {
-    return v('file-size', l.maxFileSizeBytes, `a file grew past ${formatBytes(l.maxFileSizeBytes)}`)
-  }
+  if (sig === 'SIGXFSZ') return fileSize()
   if (o.exitCode === 0) return { status: 'ok', violation: null }
-  if (MEMORY_SIGNS.some((re) => re.test(o.stderrTail))) {
+  const said = (signs: RegExp[]) => signs.some((re) => re.test(o.stderrTail))
+  if (!o.kernel && said(MEMORY_SIGNS)) {
     return v('memory', l.memoryBytes, `memory exceeded ${formatBytes(l.memoryBytes)} (allocation failed)`)
   }
-  if (FORK_SIGNS.some((re) => re.test(o.stderrTail))) {
+  if (!o.kernel && said(FORK_SIGNS)) {
     return v('process-limit', l.maxProcesses, `more than ${l.maxProcesses} processes (fork failed)`)
   }
+  if (said(FILE_SIZE_SIGNS)) return fileSize()
   if (o.signal) return { status: 'signaled', violation: null }
   return { status: 'nonzero-exit', violation: null }
 }

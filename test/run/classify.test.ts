@@ -129,6 +129,14 @@ describe('classify', () => {
     assert.deepEqual(classify(outcome({ exitCode: null, signal: 'SIGXFSZ' })), expected)
   })
 
+  it('file-size when a program that ignores SIGXFSZ (Python, Node) fails with EFBIG, cgroup or not', () => {
+    const stderrTail = 'OSError: [Errno 27] File too large\n'
+    for (const kernel of [null, { oomKills: 0, pidsMaxHits: 0 }]) {
+      assert.equal(classify(outcome({ exitCode: 1, stderrTail, kernel })).status, 'file-size')
+    }
+    assert.equal(classify(outcome({ exitCode: 0, stderrTail })).status, 'ok', 'a program that coped')
+  })
+
   it('memory when stderr shows a failed allocation', () => {
     const expected = {
       status: 'memory',
@@ -149,6 +157,7 @@ describe('classify', () => {
       'memory allocation of 1073741824 bytes failed',
       'java.lang.OutOfMemoryError: Java heap space',
       'fatal error: runtime: failed to reserve page summary memory',
+      'sort: memory exhausted',
     ]) {
       assert.equal(classify(outcome({ exitCode: 1, stderrTail: tail })).status, 'memory', tail)
     }
@@ -212,6 +221,18 @@ describe('classify with kernel counters', () => {
   it('cancel still wins over the counters; zero counters change nothing', () => {
     assert.equal(classify(outcome({ stoppedFor: 'canceled', kernel: kernel(1, 1) })).status, 'canceled')
     assert.equal(classify(outcome({ exitCode: 3, kernel: kernel(0, 0) })).status, 'nonzero-exit')
+  })
+
+  it("stderr's words are no evidence when the kernel's counters are there (they are zero)", () => {
+    for (const stderrTail of [
+      'warning: Cannot allocate memory\n',
+      'out of memory test FAILED\n',
+      'BlockingIOError: [Errno 11] Resource temporarily unavailable\n',
+      'sh: 1: Cannot fork\n',
+    ]) {
+      const r = classify(outcome({ exitCode: 3, stderrTail, kernel: kernel(0, 0) }))
+      assert.equal(r.status, 'nonzero-exit', stderrTail)
+    }
   })
 
   it('the tree CPU stop is cpu-time', () => {

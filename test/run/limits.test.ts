@@ -83,6 +83,12 @@ for (const tier of TIERS) {
       assert.equal(r.violation?.limit, 16 * 1024)
     })
 
+    it('file size: Python, which ignores SIGXFSZ and gets EFBIG, is `file-size` too', async () => {
+      const write = "import os; open(os.environ['TMPDIR'] + '/big', 'wb').write(b'x' * 100000)"
+      const r = await run(['python3', '-c', write], { isolation, limits: { maxFileSizeBytes: '16K' } })
+      assert.equal(r.status, 'file-size', r.stderr)
+    })
+
     it('output: the cap stops the sandbox and keeps exactly the cap', async () => {
       const r = await run(['yes'], { isolation, limits: { maxOutputBytes: '64K' } })
       assert.equal(r.status, 'output-limit')
