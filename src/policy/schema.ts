@@ -18,7 +18,8 @@ export interface CliMeta {
 /** Maps schema fields to CLI flags; the CLI builds its options by walking this. */
 export const cli = z.registry<CliMeta>()
 
-function withUnits(parse: (text: string) => number, what: string) {
+/** `max`: the largest value the kernel or Node can take as given (beyond it they wrap or fire at once). */
+function withUnits(parse: (text: string) => number, what: string, max: number) {
   return z.union([z.number(), z.string()]).transform((value, ctx) => {
     let n: number
     try {
@@ -35,12 +36,18 @@ function withUnits(parse: (text: string) => number, what: string) {
       })
       return z.NEVER
     }
+    if (n > max) {
+      ctx.issues.push({ code: 'custom', input: value, message: `must be at most ${max}, got ${value}` })
+      return z.NEVER
+    }
     return n
   })
 }
 
-const duration = () => withUnits(parseDuration, 'number of milliseconds')
-const size = () => withUnits(parseSize, 'number of bytes')
+/** setTimeout's limit (about 24.8 days); longer ones fire at once. */
+const MAX_DURATION_MS = 2 ** 31 - 1
+const duration = () => withUnits(parseDuration, 'number of milliseconds', MAX_DURATION_MS)
+const size = () => withUnits(parseSize, 'number of bytes', Number.MAX_SAFE_INTEGER)
 const envName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name')
 const nonEmpty = z
   .string()

@@ -148,6 +148,17 @@ describe('parsePolicy sizes and durations', () => {
         throwsField(() => parsePolicy({ limits: { [field]: value } }), `limits.${field}`, /is not a duration/)
       })
     }
+    // Past 2^31-1 ms Node's timers fire at once: a limit there would end the run instead of allowing it.
+    it(`rejects ${field} past the longest timer Node keeps (about 24 days), naming limits.${field}`, () => {
+      throwsField(() => parsePolicy({ limits: { [field]: '600h' } }), `limits.${field}`, /at most 2147483647/)
+      assert.equal(parsePolicy({ limits: { [field]: 2 ** 31 - 1 } }).limits[field], 2 ** 31 - 1)
+    })
+  }
+
+  for (const field of ['memoryBytes', 'maxFileSizeBytes', 'maxOutputBytes', 'tmpfsBytes'] as const) {
+    it(`rejects ${field} past 2^53 bytes, naming limits.${field}`, () => {
+      throwsField(() => parsePolicy({ limits: { [field]: 1e20 } }), `limits.${field}`, /at most/)
+    })
   }
 
   for (const field of ['memoryBytes', 'maxFileSizeBytes', 'maxOutputBytes'] as const) {
