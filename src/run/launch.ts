@@ -117,6 +117,21 @@ function supervise(
   // A uid inherited from a host that died mid-run may still have processes: clean slate first.
   if (plan.lease?.inherited) signalPids(livingByUid(plan.lease.uid), 'SIGKILL')
 
+  // The caller's own callbacks run inside pipe handlers, where a throw would take the host down: the
+  // first one stops the sandbox and becomes the rejection of the result, after the usual clean-up.
+  let thrown: { error: unknown } | null = null
+  const guarded = <T>(callback: ((value: T) => void) | undefined) =>
+    callback &&
+    ((value: T) => {
+      if (thrown) return
+      try {
+        callback(value)
+      } catch (error) {
+        thrown = { error }
+        stop('canceled', false)
+      }
+    })
+  const onOutput = guarded(policy.onOutput)
   // Only start() hands out the live iterator; run() does not keep a second copy of every chunk.
   const queue = interactive ? new ChunkQueue<OutputChunk>() : null
   const redact = [...policy.redact, ...secretValues(plan.env)]
@@ -124,12 +139,12 @@ function supervise(
     limits.maxOutputBytes,
     (chunk) => {
       queue?.push(chunk)
-      policy.onOutput?.(chunk)
+      onOutput?.(chunk)
     },
     redact,
-    queue !== null || policy.onOutput !== undefined,
+    queue !== null || onOutput !== undefined,
   )
-  const logs = new LogCollector(limits.maxLogBytes, redact, policy.onLog)
+  const logs = new LogCollector(limits.maxLogBytes, redact, guarded(policy.onLog))
   const started = performance.now()
   const child = spawn(plan.file, plan.args, {
     cwd: plan.cwd,
@@ -190,7 +205,7 @@ function supervise(
   child.stderr!.on('data', (b: Buffer) => out.push('stderr', b) || stop('output-limit', false))
   feedStdin(child, policy.stdin, keepStdinOpen)
 
-  const result = new Promise<RunResult>((resolve) => {
+  const result = new Promise<RunResult>((resolve, reject) => {
     let exited: { code: number | null; signal: NodeJS.Signals | null } | null = null
     let wallMs = 0
     let abandon: NodeJS.Timeout | undefined
@@ -238,6 +253,7 @@ function supervise(
       })
       const text = out.finish()
       queue?.end()
+      if (thrown) return reject(thrown.error)
       resolve({
         status,
         exitCode,

@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import { type OutputChunk, run, start } from '../../src/index.js'
-import { skipTier, TIERS } from '../helpers.js'
+import { marker, processesWith, skipTier, TIERS } from '../helpers.js'
 
 for (const tier of TIERS) {
   describe(`output (${tier} tier)`, { skip: skipTier(tier) }, () => {
@@ -17,6 +17,25 @@ for (const tier of TIERS) {
       assert.equal(r.stderr.length, 3_000_000)
       assert.equal(r.stdout, 'done\n')
       assert.equal(r.outputBytes, 3_000_005)
+    })
+
+    it('an onOutput or onLog that throws rejects run() with its error, and the sandbox is gone', async () => {
+      for (const hook of ['onOutput', 'onLog'] as const) {
+        const m = marker()
+        const script = `echo '{"msg":"hi"}' >&$CORDON_LOG_FD; echo a; sleep ${m}`
+        const started = performance.now()
+        await assert.rejects(
+          run(['sh', '-c', script], {
+            isolation,
+            [hook]: () => {
+              throw new Error(`${hook} failed`)
+            },
+          }),
+          new RegExp(`${hook} failed`),
+        )
+        assert.ok(performance.now() - started < 10_000, `${hook}: stopped, not run out`)
+        assert.deepEqual(processesWith(m), [], `${hook}: nothing of the sandbox is left`)
+      }
     })
 
     it('one budget for both streams, cut at the exact byte', async () => {
