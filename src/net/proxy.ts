@@ -1,7 +1,7 @@
 // Per-sandbox HTTP (CONNECT and absolute-URI) and SOCKS5 proxies on unix sockets. The sandbox has no
 // route out; a bridge inside it forwards 127.0.0.1:3128/1080 to these sockets, and every connection is
 // decided by the sandbox's own NetworkGate and recorded as an event.
-import { chmodSync, mkdtempSync, rmSync } from 'node:fs'
+import { chmodSync, chownSync, mkdtempSync, rmSync } from 'node:fs'
 import http from 'node:http'
 import net from 'node:net'
 import os from 'node:os'
@@ -26,8 +26,9 @@ export class NetworkProxy {
 
   constructor(policy: NetworkPolicy) {
     this.gate = new NetworkGate(policy)
+    // Only this run's sandbox may connect: the directory stays 0700 (mkdtemp's mode), and `handTo` gives
+    // it to the sandbox uid when cordon runs as root.
     this.dir = mkdtempSync(path.join(os.tmpdir(), 'cordon-net-'))
-    chmodSync(this.dir, 0o755)
     const httpServer = http.createServer((req, res) => void this.forward(req, res))
     httpServer.on(
       'connect',
@@ -41,9 +42,14 @@ export class NetworkProxy {
       server.on('connection', (s: net.Socket) => this.track(s))
       // listen() on a path binds before it returns, so the socket exists before the sandbox starts.
       server.listen(path.join(this.dir, name))
-      chmodSync(path.join(this.dir, name), 0o666)
+      chmodSync(path.join(this.dir, name), 0o600)
       this.servers.push(server)
     }
+  }
+
+  /** The sandbox's own uid, when it has one, owns the directory and its sockets: no other uid gets in. */
+  handTo(uid: number, gid: number): void {
+    for (const name of ['', 'http.sock', 'socks.sock']) chownSync(path.join(this.dir, name), uid, gid)
   }
 
   private track(socket: net.Socket): void {

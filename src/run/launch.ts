@@ -88,6 +88,7 @@ export function launch(
   }
   if (prepared.kind === 'refused') return finish(prepared.tier, prepared.violation)
   const { plan } = prepared
+  if (plan.lease) proxy?.handTo(plan.lease.uid, plan.lease.gid)
   if (policy.signal?.aborted) {
     void releasePlan(plan)
     return finish(plan.tier, { kind: 'canceled', limit: 'signal', message: 'canceled before start' })

@@ -1,12 +1,15 @@
 // The network allowlist for real: servers this test starts on loopback, reached only through cordon's proxies.
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
+import { readdirSync, statSync } from 'node:fs'
 import http from 'node:http'
 import type net from 'node:net'
+import os from 'node:os'
+import path from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
-import { run } from '../../src/index.js'
-import { noNamespace } from '../helpers.js'
+import { run, start } from '../../src/index.js'
+import { noLauncher, noNamespace, notRoot, waitFor } from '../helpers.js'
 
 describe('network allowlist (namespace tier)', { skip: noNamespace }, () => {
   let server: http.Server
@@ -91,6 +94,36 @@ describe('network allowlist (namespace tier)', { skip: noNamespace }, () => {
     const result = JSON.parse(stdout)
     assert.equal(result.stdout, 'hello /cli\n')
     assert.equal(result.network[0].allowed, true)
+  })
+
+  it("a run's proxy sockets are its own: another sandbox uid cannot reach them", {
+    skip: notRoot || noLauncher,
+  }, async () => {
+    const proxyDirs = () =>
+      readdirSync(os.tmpdir())
+        .filter((name) => name.startsWith('cordon-net-'))
+        .map((name) => path.join(os.tmpdir(), name))
+    const before = new Set(proxyDirs())
+    const owner = start(['sleep', '30'], { network: { allow: [`localhost:${port}`], allowLoopback: true } })
+    try {
+      let dir = ''
+      assert.ok(
+        await waitFor(() => {
+          dir = proxyDirs().find((d) => !before.has(d)) ?? ''
+          return dir !== ''
+        }, 5000),
+        'the run made its proxy directory',
+      )
+      const mode = statSync(dir).mode & 0o777
+      assert.equal(mode, 0o700, `proxy directory mode ${mode.toString(8)}`)
+      const probe =
+        'import socket, sys\ns = socket.socket(socket.AF_UNIX)\ntry:\n  s.connect(sys.argv[1]); print("connected")\nexcept OSError as e:\n  print("refused", e.errno)'
+      const other = await run(['python3', '-c', probe, path.join(dir, 'http.sock')], { isolation: 'process' })
+      assert.match(other.stdout, /^refused/, other.stderr)
+    } finally {
+      owner.kill()
+      await owner.result
+    }
   })
 
   it('the process tier refuses an allowlist rather than run without it', async () => {
