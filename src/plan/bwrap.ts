@@ -114,6 +114,8 @@ export function bwrapArgs(spec: BwrapSpec): string[] {
   if (spec.network === 'none') privateMounts.push(['/run', tmpfs('/run')])
   for (const [dir, args] of privateMounts) add(dir, 1, true, args)
   const isPrivate = (p: string) => privateMounts.some(([dir]) => dir === p)
+  // The sandbox's own /proc and /dev are whole views of its own: nothing of the host's goes in them.
+  const ownView = (p: string) => isPrivate(p) || covers('/proc', p) || covers('/dev', p)
   for (const dir of spec.writable) add(dir, 3, false, ['--bind', dir, dir])
   if (spec.netDir) add(NET_DIR_INSIDE, 3, false, ['--ro-bind', spec.netDir, NET_DIR_INSIDE])
   // A hide equal to a listed path or the cwd is dropped (listed wins); one *inside* them still applies.
@@ -124,14 +126,15 @@ export function bwrapArgs(spec: BwrapSpec): string[] {
   // A hidden file reads as an empty /dev/null (a plain bind would be nodev and unreadable).
   for (const h of hide) add(h.path, 4, true, h.dir ? tmpfs(h.path) : ['--dev-bind', '/dev/null', h.path])
   // The cwd (and any other path that must stay visible, like a called function's module) is bound again
-  // when the mount that would show it hides it instead (the private /tmp, a hide) or, in strict mode,
-  // when nothing shows it.
+  // when the mount that would show it hides it instead (inside the private /tmp, a hide) or, in strict
+  // mode, when nothing shows it. Never over the sandbox's own /tmp, /run, /proc or /dev: a cwd there
+  // (cordon started from /tmp) sees the sandbox's own, not the host's files or processes.
   for (const path of [spec.cwd, ...(spec.visible ?? [])]) {
     const top = mounts
       .filter((m) => covers(m.path, path))
       .sort(byMountOrder)
       .at(-1)
-    if (path === '/' || (top && !top.hides)) continue
+    if (path === '/' || ownView(path) || (top && !top.hides)) continue
     add(path, 2, false, ['--ro-bind', path, path])
     // Shown whole too: drop system paths inside it (cwd /etc in strict mode).
     const inside = mounts.filter(

@@ -255,7 +255,16 @@ export function prepare(
     CORDON_LOG_FD: String(LOG_FD),
   }
   const cwd = existingDir('cwd', path.resolve(policy.cwd ?? process.cwd()))
-  const writable = policy.writable.map((p, i) => existingDir(`writable.${i}`, path.resolve(cwd, p)))
+  const writable = policy.writable.map((p, i) => {
+    const real = existingDir(`writable.${i}`, path.resolve(cwd, p))
+    if (real === '/proc' || real.startsWith('/proc/')) {
+      throw new PolicyError(
+        `writable.${i}`,
+        `${real} is under /proc, the kernel's view of processes: never writable`,
+      )
+    }
+    return real
+  })
   const readable = policy.readable?.map((p, i) => existingPath(`readable.${i}`, path.resolve(cwd, p)))
   const searchPath = env.PATH ?? ''
   // Programs are looked up where the sandbox will look: in the other root filesystem, when there is one.

@@ -231,8 +231,16 @@ describe('bwrapArgs', () => {
       ])
     })
 
-    it('ro-binds a cwd that is /tmp itself, after the private /tmp', () => {
-      assert.deepEqual(bwrapArgs(spec({ cwd: '/tmp' })), [...HEAD, ...ro('/tmp'), ...TAIL('/tmp')])
+    // The sandbox's own /tmp, /run, /proc and /dev win over a cwd there: a host /tmp bound read-only would
+    // leave the sandbox no scratch space and show every host user's files; a host /proc, the host's processes.
+    for (const cwd of ['/tmp', '/run', '/proc', '/proc/sys', '/dev', '/dev/shm']) {
+      it(`does not bind a cwd of ${cwd} over the sandbox's own`, () => {
+        assert.deepEqual(bwrapArgs(spec({ cwd })), [...HEAD, ...TAIL(cwd)])
+      })
+    }
+
+    it('does not bind a called function\'s module path under /proc either', () => {
+      assert.deepEqual(bwrapArgs(spec({ visible: ['/proc/self'] })), [...HEAD, ...TAIL('/work')])
     })
 
     it('does not bind a cwd that only shares a name prefix with /tmp', () => {

@@ -108,6 +108,21 @@ describe('namespace tier', { skip: noNamespace }, () => {
     assert.equal(existsSync(inner), false)
   })
 
+  it("a cwd of /tmp or /proc shows the sandbox's own, not the host's files or processes", async () => {
+    const hostFile = path.join(tempDir('cordon-host-', { mode: 0o755 }), 'secret')
+    writeFileSync(hostFile, 'secret')
+    const tmp = await run(
+      ['sh', '-c', `ls ${hostFile} 2>/dev/null || echo hidden; mktemp >/dev/null && echo made`],
+      {
+        isolation,
+        cwd: '/tmp',
+      },
+    )
+    assert.equal(tmp.stdout, 'hidden\nmade\n', tmp.stderr)
+    const proc = await run(['sh', '-c', 'ls | grep -c "^[0-9]"'], { isolation, cwd: '/proc' })
+    assert.ok(Number(proc.stdout) < 10, `sees ${proc.stdout.trim()} processes`)
+  })
+
   it('only writable paths can be written', async () => {
     const dir = worldWritableDir()
     const r = await run(['sh', '-c', `echo data > ${dir}/out && echo ok`], { isolation, writable: [dir] })

@@ -63,6 +63,9 @@ describe('policy through run()', () => {
       [['true'], { deny: ['no-such-program-xyz'] }, 'deny.0'],
       [[], {}, 'command'],
       [['true'], { writable: ['/does/not/exist'] }, 'writable.0'],
+      // The sandbox's /proc is its own (namespace tier) or the host's kernel interface (process tier).
+      [['true'], { writable: ['/tmp', '/proc/sys'] }, 'writable.1'],
+      [['true'], { writable: ['/proc'] }, 'writable.0'],
     ]
     for (const [command, options, field] of cases) {
       await assert.rejects(
