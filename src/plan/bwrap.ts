@@ -104,8 +104,10 @@ export function bwrapArgs(spec: BwrapSpec): string[] {
   } else {
     add('/', 0, false, ['--ro-bind', '/', '/'])
   }
+  // bwrap's /dev is an unsized tmpfs the sandbox uid owns: its shm gets a sized tmpfs of its own, and
+  // /dev itself turns read-only at the end (device nodes still work), or it would hold any amount of RAM.
   const privateMounts: [string, string[]][] = [
-    ['/dev', ['--dev', '/dev']],
+    ['/dev', ['--dev', '/dev', ...tmpfs('/dev/shm')]],
     ['/proc', ['--proc', '/proc']],
     ['/tmp', tmpfs('/tmp')],
   ]
@@ -148,7 +150,7 @@ export function bwrapArgs(spec: BwrapSpec): string[] {
   // Last, so every mount inside a hidden directory exists before its tmpfs turns read-only.
   for (const h of hide) if (h.dir) args.push('--remount-ro', h.path)
   if (spec.rootfs) args.push('--remount-ro', '/')
-  args.push('--unshare-all')
+  args.push('--remount-ro', '/dev', '--unshare-all')
   if (spec.network === 'host') args.push('--share-net')
   args.push('--hostname', 'cordon', '--die-with-parent', '--new-session', '--chdir', spec.cwd)
   if (spec.infoFd !== undefined) args.push('--info-fd', String(spec.infoFd))

@@ -30,7 +30,7 @@ const tryBind = (paths: readonly string[]) => paths.flatMap((p) => ['--ro-bind-t
 
 const ROOT = ro('/')
 /** Private mounts with network 'host'; without the network /run is private too. */
-const PRIVATE_HOST = ['--dev', '/dev', '--proc', '/proc', ...tmpfs('/tmp')]
+const PRIVATE_HOST = ['--dev', '/dev', ...tmpfs('/dev/shm'), '--proc', '/proc', ...tmpfs('/tmp')]
 const PRIVATE = [...PRIVATE_HOST, ...tmpfs('/run')]
 const HEAD = [...ROOT, ...PRIVATE]
 /** Strict mode: the top-level system paths (/usr, /bin, ...) land before the private /dev, /proc, /tmp... */
@@ -38,6 +38,8 @@ const SYS1 = tryBind(SYSTEM_PATHS.filter((p) => depth(p) === 1))
 /** ...and the /etc files after every other top-level mount. */
 const SYS2 = tryBind(SYSTEM_PATHS.filter((p) => depth(p) === 2))
 const TAIL = (cwd: string) => [
+  '--remount-ro',
+  '/dev',
   '--unshare-all',
   '--hostname',
   'cordon',
@@ -163,11 +165,17 @@ describe('bwrapArgs', () => {
       assert.deepEqual(bwrapArgs(spec({ cwd: '/' })), [...HEAD, ...TAIL('/')])
     })
 
-    it('sizes the private /tmp and /run with tmpfsBytes, --size right before --tmpfs', () => {
+    it('sizes the private /tmp, /run and /dev/shm with tmpfsBytes, --size right before --tmpfs', () => {
       const args = bwrapArgs(spec({ tmpfsBytes: 1234 }))
-      assert.equal(at(args, '--size', '1234', '--tmpfs', '/tmp') >= 0, true)
-      assert.equal(at(args, '--size', '1234', '--tmpfs', '/run') >= 0, true)
-      assert.equal(count(args, '--size'), 2)
+      for (const dir of ['/tmp', '/run', '/dev/shm'])
+        assert.equal(at(args, '--size', '1234', '--tmpfs', dir) >= 0, true, dir)
+      assert.equal(count(args, '--size'), 3)
+    })
+
+    it("turns bwrap's /dev (an unsized tmpfs the sandbox owns) read-only, after every mount", () => {
+      const args = bwrapArgs(spec({ writable: ['/dev/shm/x'], hide: [dir('/home/u')] }))
+      assert.ok(at(args, '--remount-ro', '/dev') > at(args, '--bind', '/dev/shm/x'), 'after the mounts in it')
+      assert.ok(at(args, '--remount-ro', '/dev') < at(args, '--unshare-all'), 'before --unshare-all')
     })
 
     it('emits a well-formed argv (known options, each with its values)', () => {
@@ -177,11 +185,14 @@ describe('bwrapArgs', () => {
         [
           '--ro-bind',
           '--dev',
+          '--size',
+          '--tmpfs',
           '--proc',
           '--size',
           '--tmpfs',
           '--size',
           '--tmpfs',
+          '--remount-ro',
           '--unshare-all',
           '--hostname',
           '--die-with-parent',
@@ -197,9 +208,11 @@ describe('bwrapArgs', () => {
       assert.deepEqual(bwrapArgs(spec({ network: 'host' })), [
         ...ROOT,
         ...PRIVATE_HOST,
+        '--remount-ro',
+        '/dev',
         '--unshare-all',
         '--share-net',
-        ...TAIL('/work').slice(1),
+        ...TAIL('/work').slice(3),
       ])
     })
 
@@ -239,7 +252,7 @@ describe('bwrapArgs', () => {
       })
     }
 
-    it('does not bind a called function\'s module path under /proc either', () => {
+    it("does not bind a called function's module path under /proc either", () => {
       assert.deepEqual(bwrapArgs(spec({ visible: ['/proc/self'] })), [...HEAD, ...TAIL('/work')])
     })
 
@@ -266,7 +279,7 @@ describe('bwrapArgs', () => {
     it('keeps a cwd that is itself a hidden directory visible: that hide is dropped', () => {
       const args = bwrapArgs(spec({ cwd: '/home/u', hide: [dir('/home/u')] }))
       assert.equal(indexOf(args, '--tmpfs', '/home/u'), -1)
-      assert.equal(args.includes('--remount-ro'), false)
+      assert.equal(indexOf(args, '--remount-ro', '/home/u'), -1)
       visible(args, '/home/u')
       assert.deepEqual(args.slice(-2), ['--chdir', '/home/u'])
     })
@@ -425,20 +438,20 @@ describe('bwrapArgs', () => {
 
     it('never remounts a hidden file', () => {
       const args = bwrapArgs(spec({ hide: [file('/etc/secret.conf')] }))
-      assert.equal(args.includes('--remount-ro'), false)
+      assert.equal(count(args, '--remount-ro'), 1, 'only /dev')
       assert.equal(args.includes('/etc/secret.conf'), true)
-      assert.equal(count(args, '--tmpfs'), 2) // /tmp and /run
+      assert.equal(count(args, '--tmpfs'), 3) // /dev/shm, /tmp and /run
     })
 
-    it('emits no --remount-ro without hidden directories', () => {
-      assert.equal(bwrapArgs(spec({ writable: ['/out'], cwd: '/tmp/x' })).includes('--remount-ro'), false)
+    it("emits no --remount-ro but /dev's without hidden directories", () => {
+      assert.equal(count(bwrapArgs(spec({ writable: ['/out'], cwd: '/tmp/x' })), '--remount-ro'), 1)
     })
 
     it('sizes every hidden directory tmpfs like /tmp', () => {
       const args = bwrapArgs(spec({ tmpfsBytes: 4096, hide: [dir('/a'), dir('/b'), file('/c')] }))
-      assert.equal(count(args, '--tmpfs'), 4)
-      assert.equal(count(args, '--size'), 4)
-      for (const d of ['/tmp', '/run', '/a', '/b']) at(args, '--size', '4096', '--tmpfs', d)
+      assert.equal(count(args, '--tmpfs'), 5)
+      assert.equal(count(args, '--size'), 5)
+      for (const d of ['/dev/shm', '/tmp', '/run', '/a', '/b']) at(args, '--size', '4096', '--tmpfs', d)
     })
 
     it('remounts hidden directories in the order given, after every mount', () => {
@@ -772,7 +785,7 @@ describe('bwrapArgs', () => {
             const r = at(args, '--remount-ro', h.path)
             assert.ok(r > lastMount && r < unshare, `--remount-ro ${h.path} at ${r}`)
           }
-          assert.equal(count(args, '--remount-ro'), kept.filter((x) => x.dir).length)
+          assert.equal(count(args, '--remount-ro'), kept.filter((x) => x.dir).length + 1) // and /dev
         })
 
         it('keeps the cwd visible and changes into it', () => {

@@ -123,6 +123,18 @@ describe('namespace tier', { skip: noNamespace }, () => {
     assert.ok(Number(proc.stdout) < 10, `sees ${proc.stdout.trim()} processes`)
   })
 
+  it('/dev holds nothing: /dev/shm is sized like /tmp and /dev itself is read-only', async () => {
+    const script =
+      'head -c 20000000 /dev/zero > /dev/shm/big 2>/dev/null || echo shm full; ' +
+      'touch /dev/x 2>/dev/null || echo dev read-only; echo ok > /dev/null && echo null works'
+    const r = await run(['sh', '-c', script], {
+      isolation,
+      cgroup: { mode: 'off' }, // the cgroup would count the memory: this is about the mount's own size
+      limits: { tmpfsBytes: '8M' },
+    })
+    assert.equal(r.stdout, 'shm full\ndev read-only\nnull works\n', r.stderr)
+  })
+
   it('only writable paths can be written', async () => {
     const dir = worldWritableDir()
     const r = await run(['sh', '-c', `echo data > ${dir}/out && echo ok`], { isolation, writable: [dir] })
