@@ -150,6 +150,7 @@ function rawLaunch(
         join: parts.join,
         scratch: parts.mkdir ? scratch : null,
         unshareNet: fenced && processTierNetns(caps, seccomp !== null),
+        unshareIpc: fenced && caps.isRoot,
         drop: uid,
         writable: fenced && caps.landlock >= 1 ? [scratch!, ...DEVICES_WRITABLE] : null,
         scope: {

@@ -4,7 +4,7 @@
  * here), instead of a chain of util-linux tools (unshare → setpriv → prlimit), each an exec of its own.
  *
  *   cordon-launch --keep-fds=[N,...] [--cpu=S:H] [--fsize=N] [--core=N] [--data=N] [--nproc=N]
- *                 [--join=FILE]... [--unshare-net] [--mkdir=DIR] [--uid=N --gid=N]
+ *                 [--join=FILE]... [--unshare-net] [--unshare-ipc] [--mkdir=DIR] [--uid=N --gid=N]
  *                 [--landlock-fs [--landlock-write=PATH]...] [--scope-signals] [--scope-abstract-unix]
  *                 [--seccomp=HEX] [--bwrap-env] -- PROGRAM [ARGS...]
  *   cordon-launch --landlock-abi        prints the kernel's Landlock ABI version (0: none)
@@ -12,7 +12,8 @@
  * First every inherited fd above stderr is closed but the --keep-fds ones (cordon's pipes): an fd its host
  * left without close-on-exec must not reach the sandbox. Then, in this order: rlimits (prlimit's syntax, N or SOFT:HARD, applied as parsed); join the sandbox's cgroup
  * (write 0 to each FILE: v1 `tasks`, v2 `cgroup.procs`), so that nothing of the program ever runs outside
- * it; an empty network namespace (needs root); the sandbox's private TMPDIR, made for uid/gid; drop to
+ * it; an empty network namespace and an IPC namespace of its own (need root; SysV IPC objects then die
+ * with the sandbox instead of outliving it on the host); the sandbox's private TMPDIR, made for uid/gid; drop to
  * uid/gid with no supplementary groups; no_new_privs; parent-death SIGKILL; Landlock (writes only beneath
  * the --landlock-write paths; no signals to, and no abstract unix sockets of, processes outside the
  * sandbox); the seccomp program (struct sock_filter[] in hex: a few hundred bytes, and an argument
@@ -239,7 +240,7 @@ static const char *prefixed(const char *arg, const char *prefix) {
 
 int main(int argc, char **argv) {
   pid_t parent = getppid();
-  int unshare_net = 0, landlock_fs = 0, bwrap_env = 0, keep[MAX_KEEP], n_keep = -1;
+  int unshare_net = 0, unshare_ipc = 0, landlock_fs = 0, bwrap_env = 0, keep[MAX_KEEP], n_keep = -1;
   uint64_t scoped = 0;
   long uid = -1, gid = -1;
   const char *writable[MAX_WRITABLE], *join[MAX_JOIN], *scratch = NULL, *seccomp = NULL;
@@ -287,6 +288,7 @@ int main(int argc, char **argv) {
     else if (strcmp(a, "--scope-signals") == 0) scoped |= LL_SCOPE_SIGNAL;
     else if (strcmp(a, "--scope-abstract-unix") == 0) scoped |= LL_SCOPE_ABSTRACT_UNIX;
     else if (strcmp(a, "--unshare-net") == 0) unshare_net = 1;
+    else if (strcmp(a, "--unshare-ipc") == 0) unshare_ipc = 1;
     else if (strcmp(a, "--bwrap-env") == 0) bwrap_env = 1;
     else usage(a);
   }
@@ -298,6 +300,7 @@ int main(int argc, char **argv) {
 
   for (int j = 0; j < n_join; j++) join_cgroup(join[j]);
   if (unshare_net && unshare(CLONE_NEWNET) != 0) die("unshare", "network namespace");
+  if (unshare_ipc && unshare(CLONE_NEWIPC) != 0) die("unshare", "IPC namespace");
   /* A fresh name under the host's TMPDIR: mkdir refuses one that exists, so nothing is followed. */
   if (scratch) {
     if (mkdir(scratch, 0700) != 0) die("cannot make", scratch);

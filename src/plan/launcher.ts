@@ -16,6 +16,8 @@ export interface LauncherSpec {
   scratch: string | null
   /** An empty network namespace (root only). */
   unshareNet: boolean
+  /** An IPC namespace of its own (root only): SysV IPC objects die with the sandbox. */
+  unshareIpc: boolean
   /** The sandbox's own uid/gid, when cordon runs as root. */
   drop: { uid: number; gid: number } | null
   /** Landlock: writes only beneath these paths; null leaves the filesystem to its permissions. */
@@ -36,6 +38,7 @@ export function launcherArgv(spec: LauncherSpec): string[] {
     ...spec.rlimits,
     ...spec.join.map((file) => `--join=${file}`),
     ...(spec.unshareNet ? ['--unshare-net'] : []),
+    ...(spec.unshareIpc ? ['--unshare-ipc'] : []),
     ...(spec.scratch ? [`--mkdir=${spec.scratch}`] : []),
     ...(spec.drop ? [`--uid=${spec.drop.uid}`, `--gid=${spec.drop.gid}`] : []),
     ...(spec.writable ? ['--landlock-fs', ...spec.writable.map((p) => `--landlock-write=${p}`)] : []),

@@ -415,6 +415,8 @@ export function prepare(
       join: cgroup ? joinFiles(cgroup.support.version, cgroup.dirs) : [],
       scratch,
       unshareNet: fenced && noNetwork && processTierNetns(caps, seccomp !== null),
+      // Shared memory would otherwise outlive the run on the host, holding memory and data for the next.
+      unshareIpc: fenced && caps.isRoot,
       drop: lease && { uid: lease.uid, gid: lease.gid },
       writable: fenced && caps.landlock >= 1 ? [...writable, scratch!, ...DEVICES_WRITABLE] : null,
       scope: {

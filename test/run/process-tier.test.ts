@@ -89,6 +89,25 @@ describe('process tier without a uid or cgroup of its own', { skip: noLauncher }
 })
 
 describe('process tier launcher', { skip: noLauncher }, () => {
+  it('SysV shared memory the sandbox makes dies with it (an IPC namespace of its own)', {
+    skip: notRoot,
+  }, async () => {
+    // Columns of /proc/sysvipc/shm: key shmid perms size cpid lpid nattch uid ...
+    const poolSegments = () =>
+      readFileSync('/proc/sysvipc/shm', 'utf8')
+        .split('\n')
+        .slice(1)
+        .map((line) => line.trim().split(/\s+/))
+        .filter((cols) => Number(cols[7]) >= 60000 && Number(cols[7]) < 61000)
+        .map((cols) => cols[1])
+    const before = new Set(poolSegments())
+    const r = await run(['sh', '-c', 'ipcmk -M 1048576 && ipcs -m | grep -c 0x'], { isolation })
+    assert.equal(r.status, 'ok', r.stderr)
+    assert.equal(r.stdout.trim().split('\n').at(-1), '1', 'the sandbox sees only its own segment')
+    const left = poolSegments().filter((id) => !before.has(id))
+    assert.deepEqual(left, [], 'no segment of a sandbox uid is left on the host')
+  })
+
   it('the program starts with no_new_privs and the seccomp filter, as the sandbox uid', {
     skip: notRoot,
   }, async () => {
