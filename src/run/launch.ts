@@ -184,6 +184,10 @@ function supervise(
 
   let stoppedFor: StopReason | null = null
   let graceTimer: NodeJS.Timeout | undefined
+  let graceOver = false
+  /** What the end of the launched process left for the end of a grace under way. */
+  let afterGrace: (() => void) | undefined
+  const inGrace = () => graceTimer !== undefined && !graceOver
   let termRetry: NodeJS.Timeout | undefined
   const stop = (reason: StopReason, graceful: boolean) => {
     if (stoppedFor || !procs) return
@@ -191,7 +195,11 @@ function supervise(
     if (!graceful) return procs.kill()
     // Nothing runs yet (bwrap still setting up): ask again until the program is there; the grace ends it.
     if (!procs.term()) termRetry = setInterval(() => procs.term() && clearInterval(termRetry), TERM_RETRY_MS)
-    graceTimer = setTimeout(() => procs.kill(), limits.killGraceMs)
+    graceTimer = setTimeout(() => {
+      graceOver = true
+      procs.kill()
+      afterGrace?.()
+    }, limits.killGraceMs)
   }
   const wallTimer = setTimeout(() => stop('timeout', true), limits.wallTimeMs)
   const cpuTimer =
@@ -214,15 +222,22 @@ function supervise(
     child.on('exit', (code, sig) => {
       exited = { code, signal: sig }
       wallMs = performance.now() - started
-      // Background children may still hold the pipes open; they are part of the sandbox and go now. In
-      // the namespace tier a clean exit of bwrap's monitor means its init is gone; a killed one may not be.
-      if (plan.tier === 'process' || sig !== null) procs?.kill()
-      abandon = setTimeout(() => {
-        for (const pipe of child.stdio) pipe?.destroy()
-      }, PIPES_AFTER_EXIT_MS)
+      // Background children may still hold the pipes open; they are part of the sandbox and go now, unless
+      // a graceful stop is under way: they got SIGTERM too, and the rest of the grace is theirs.
+      // In the namespace tier a clean exit of bwrap's monitor means its init is gone; a killed one may not be.
+      const endRest = () => {
+        if (plan.tier === 'process' || sig !== null) procs?.kill()
+        abandon = setTimeout(() => {
+          for (const pipe of child.stdio) pipe?.destroy()
+        }, PIPES_AFTER_EXIT_MS)
+      }
+      if (inGrace()) afterGrace = endRest
+      else endRest()
     })
     child.on('close', async (code, sig) => {
       clearTimeout(wallTimer)
+      // Pipes closed during a grace: what is left may still be finishing; it has until the grace ends.
+      while (inGrace() && procs && procs.survivors().length > 0) await new Promise((r) => setTimeout(r, 20))
       clearTimeout(graceTimer)
       clearTimeout(abandon)
       clearInterval(termRetry)

@@ -1,5 +1,7 @@
 // Every limit is hit for real, in both tiers, and classified as that limit.
 import assert from 'node:assert/strict'
+import { existsSync } from 'node:fs'
+import path from 'node:path'
 import { describe, it } from 'node:test'
 import { run } from '../../src/index.js'
 import { notRoot, skipTier, TIERS, worldWritableDir } from '../helpers.js'
@@ -18,6 +20,34 @@ for (const tier of TIERS) {
       assert.match(r.stdout, /got-term/)
       assert.deepEqual(r.violation, { kind: 'timeout', limit: 300, message: 'wall time exceeded 300ms' })
       assert.ok(r.wallMs < 4000, `stopped at SIGTERM, not after the grace (${r.wallMs} ms)`)
+    })
+
+    // bwrap's init ends the PID namespace as soon as its one child (the shell) exits, so in the namespace
+    // tier the grace reaches only the program cordon started.
+    it('wall time: the whole tree gets the grace, not only the program at its top', {
+      skip: tier === 'namespace' ? "bwrap's init takes the namespace down with its child" : false,
+    }, async () => {
+      const child =
+        'import signal, sys, time\n' +
+        'def term(*_):\n  time.sleep(0.5); print("child done", flush=True); sys.exit(0)\n' +
+        'signal.signal(signal.SIGTERM, term); print("ready", flush=True); time.sleep(30)'
+      const r = await run(['sh', '-c', 'python3 -c "$0"', child], {
+        isolation,
+        limits: { wallTimeMs: 1000, killGraceMs: 5000 },
+      })
+      assert.equal(r.status, 'timeout')
+      assert.equal(r.stdout, 'ready\nchild done\n', r.stderr)
+      // The same child with its output and the log fd elsewhere: the pipes close with the shell, the grace
+      // goes on.
+      const dir = worldWritableDir()
+      const quiet = child.replace('print("child done", flush=True)', `open("${dir}/done", "w").write("x")`)
+      const q = await run(['sh', '-c', 'python3 -c "$0" >/dev/null 2>&1 6>&-', quiet], {
+        isolation,
+        writable: [dir],
+        limits: { wallTimeMs: 1000, killGraceMs: 5000 },
+      })
+      assert.equal(q.status, 'timeout')
+      assert.equal(existsSync(path.join(dir, 'done')), true, 'the child finished its clean-up')
     })
 
     it('wall time: SIGKILL after the grace when SIGTERM is ignored', async () => {
