@@ -1,24 +1,61 @@
 #!/usr/bin/env node
+import { readFileSync } from 'node:fs'
 import { Command, CommanderError, Option } from 'commander'
 import { PolicyError } from '../errors.js'
 import { callCommand } from './call.js'
 import { doctorCommand } from './doctor.js'
 import { commanderOptions, flagFor } from './flags.js'
+import { EXIT_BROKEN_PIPE, pipeBroken, print, watchOwnPipes } from './pipes.js'
 import { rootfsCreateCommand, rootfsListCommand } from './rootfs.js'
-import { EXIT, runCommand } from './run.js'
+import { EXIT, runCommand, usageErrorResult } from './run.js'
 
-function fail(message: string): number {
-  process.stderr.write(`cordon: ${message}\n`)
-  return EXIT.cordon
+/** package.json is two levels up from both src/cli/main.ts and dist/cli/main.js. */
+function packageVersion(): string {
+  const pkg: unknown = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8'))
+  const version = (pkg as { version?: unknown }).version
+  return typeof version === 'string' ? version : 'unknown'
+}
+
+/**
+ * The `run` flags given before the command (`--` or its first word), read as commander reads them, so
+ * that a usage error can still honour `--json` even when commander stopped before reaching it.
+ */
+function runFlags(argv: readonly string[], options: readonly Option[]): Map<string, string | true> {
+  const flags = new Map<string, string | true>()
+  if (argv[0] !== 'run') return flags
+  for (let i = 1; i < argv.length; i++) {
+    const token = argv[i]!
+    if (token === '--' || !token.startsWith('-')) break
+    const eq = token.indexOf('=')
+    const name = eq > 0 ? token.slice(0, eq) : token
+    const option = options.find((o) => o.long === name || o.short === name)
+    if (!option?.long) continue // unknown: commander refuses it, the rest may still say --json
+    const next = argv[i + 1]
+    if (eq > 0) flags.set(option.long, token.slice(eq + 1))
+    else if (next !== undefined && (option.required || (option.optional && !next.startsWith('-')))) {
+      flags.set(option.long, next)
+      i++
+    } else flags.set(option.long, true)
+  }
+  return flags
+}
+
+/** The subject of a commander error: the flag in "unknown option '--bogus'", or the argument's name. */
+function commanderSubject(message: string): string {
+  return /'(-{0,2}[\w-]+)/.exec(message)?.[1] ?? 'cordon'
 }
 
 export async function main(argv: string[]): Promise<number> {
   let code = 0
   const program = new Command('cordon')
     .description('Run untrusted commands under kernel-enforced limits.')
+    .version(packageVersion(), '-V, --version', 'print the version')
     .enablePositionalOptions()
     .exitOverride()
-    .configureOutput({ writeErr: (s) => process.stderr.write(s.startsWith('error:') ? `cordon: ${s}` : s) })
+    .configureOutput({
+      writeOut: (s) => print(process.stdout, s),
+      writeErr: (s) => print(process.stderr, s.startsWith('error:') ? `cordon: ${s}` : s),
+    })
 
   const runCmd = program
     .command('run')
@@ -74,21 +111,35 @@ export async function main(argv: string[]): Promise<number> {
     await program.parseAsync(argv, { from: 'user' })
     return code
   } catch (error) {
+    let limit: string
+    let message: string
     if (error instanceof CommanderError) {
-      return error.code === 'commander.helpDisplayed' || error.code === 'commander.version' ? 0 : EXIT.cordon
-    }
-    if (error instanceof PolicyError) {
+      if (error.code === 'commander.helpDisplayed' || error.code === 'commander.version') return 0
+      // commander has printed the message already (writeErr above).
+      limit = commanderSubject(error.message)
+      message = error.message.replace(/^error: /, '').trim()
+    } else if (error instanceof PolicyError) {
       const root = error.field.split('.')[0]!
       const cliOnly = [...runCmd.options, ...callCmd.options].some((o) => o.long === `--${root}`)
         ? `--${root}`
         : null
-      const where = flagFor(error.field) ?? cliOnly ?? root
-      return fail(`${where}: ${error.reason}`)
+      limit = flagFor(error.field) ?? cliOnly ?? root
+      message = error.reason
+      print(process.stderr, `cordon: ${limit}: ${message}\n`)
+    } else {
+      limit = 'cordon'
+      message = error instanceof Error ? error.message : String(error)
+      print(process.stderr, `cordon: ${error instanceof Error ? (error.stack ?? message) : message}\n`)
     }
-    return fail((error as Error).stack ?? String(error))
+    // `run --json` promises exactly one result object on stdout, a usage error included.
+    const flags = runFlags(argv, runCmd.options)
+    if (flags.get('--json') === true)
+      print(process.stdout, `${JSON.stringify(usageErrorResult(flags.get('--isolation'), limit, message))}\n`)
+    return EXIT.cordon
   }
 }
 
+watchOwnPipes()
 main(process.argv.slice(2)).then((code) => {
-  process.exitCode = code
+  process.exitCode = pipeBroken() ? EXIT_BROKEN_PIPE : code
 })

@@ -1,11 +1,15 @@
 // `cordon run [flags] -- CMD [ARGS...]`: stream live or print one JSON result; exit code says what happened.
-import { createReadStream, statSync } from 'node:fs'
+import { accessSync, createReadStream, constants as fsConstants, statSync } from 'node:fs'
 import { constants } from 'node:os'
 import type { Readable } from 'node:stream'
 import { PolicyError } from '../errors.js'
+import { probeCapabilities } from '../plan/capabilities.js'
+import { tierFor } from '../plan/plan.js'
+import { emptyResult } from '../run/handle.js'
 import { run } from '../run/launch.js'
 import type { RunResult } from '../run/result.js'
 import { policyInput } from './flags.js'
+import { EXIT_BROKEN_PIPE, onBrokenPipe, pipeBroken, print } from './pipes.js'
 
 export const EXIT = { limit: 124, cordon: 125, denied: 126, notFound: 127, canceled: 130 } as const
 
@@ -34,22 +38,39 @@ function openStdin(value: unknown): Readable | undefined {
   if (value === undefined) return undefined
   if (value === '-') return process.stdin
   const file = String(value)
+  // Anything readable but a directory: a file, /dev/null, a FIFO, a shell's <(...) as /dev/fd/N. A FIFO's
+  // open waits for its writer; createReadStream opens off the main thread, so Ctrl-C still works meanwhile.
+  let isDirectory: boolean
   try {
-    if (!statSync(file).isFile()) throw new Error()
-  } catch {
-    throw new PolicyError('stdin', `${file} is not a readable file`)
+    isDirectory = statSync(file).isDirectory()
+    accessSync(file, fsConstants.R_OK)
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code
+    throw new PolicyError(
+      'stdin',
+      code === 'ENOENT' ? `${file} does not exist` : `${file} is not readable (${code})`,
+    )
   }
+  if (isDirectory) throw new PolicyError('stdin', `${file} is a directory`)
   return createReadStream(file)
+}
+
+/** The one JSON result of `run --json` when cordon itself cannot run: `limit` is the flag at fault. */
+export function usageErrorResult(isolation: unknown, limit: string, message: string): RunResult {
+  const tier = isolation === 'namespace' || isolation === 'process' ? isolation : 'auto'
+  return emptyResult(tierFor(tier, probeCapabilities()), { kind: 'error', limit, message })
 }
 
 export async function runCommand(command: string[], values: Record<string, unknown>): Promise<number> {
   const json = values.json === true
+  const stdin = openStdin(values.stdin)
   const controller = new AbortController()
   // The CLI, not the library, owns the process's signals: Ctrl-C cancels the sandbox cleanly.
   const cancel = () => controller.abort()
   process.once('SIGINT', cancel)
   process.once('SIGTERM', cancel)
-  const stdin = openStdin(values.stdin)
+  // Nobody reads the output any more: cancel, as Ctrl-C does (the sandbox and its cgroup go too).
+  const offBrokenPipe = onBrokenPipe(cancel)
   try {
     const result = await run(command, {
       ...policyInput(values),
@@ -57,12 +78,14 @@ export async function runCommand(command: string[], values: Record<string, unkno
       signal: controller.signal,
       onOutput: json
         ? undefined
-        : (chunk) => (chunk.stream === 'stdout' ? process.stdout : process.stderr).write(chunk.data),
+        : (chunk) => print(chunk.stream === 'stdout' ? process.stdout : process.stderr, chunk.data),
     })
-    if (json) process.stdout.write(`${JSON.stringify(result)}\n`)
-    else if (result.violation) process.stderr.write(`cordon: ${result.status}: ${result.violation.message}\n`)
-    return exitCodeFor(result)
+    if (json) print(process.stdout, `${JSON.stringify(result)}\n`)
+    else if (result.violation)
+      print(process.stderr, `cordon: ${result.status}: ${result.violation.message}\n`)
+    return pipeBroken() ? EXIT_BROKEN_PIPE : exitCodeFor(result)
   } finally {
+    offBrokenPipe()
     process.off('SIGINT', cancel)
     process.off('SIGTERM', cancel)
     if (stdin && stdin !== process.stdin) stdin.destroy()

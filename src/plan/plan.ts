@@ -108,14 +108,22 @@ export type Prepared =
   | { kind: 'launch'; plan: LaunchPlan }
   | { kind: 'refused'; tier: Isolation; violation: Violation }
 
+/** What the namespace tier lacks on this machine, or null when it works. */
+function namespaceMissing(caps: Capabilities): string | null {
+  if (!caps.bwrap) return 'bubblewrap (bwrap) is not installed'
+  return caps.userns ? null : `user namespaces are disabled (${caps.usernsReason})`
+}
+
+/** The tier `isolation` stands for on this machine: auto is the namespace tier when it works. */
+export function tierFor(isolation: Policy['isolation'], caps: Capabilities): Isolation {
+  return isolation === 'namespace' || (isolation === 'auto' && !namespaceMissing(caps))
+    ? 'namespace'
+    : 'process'
+}
+
 function chooseTier(policy: Policy, caps: Capabilities): { tier: Isolation; missing: string | null } {
-  const nsMissing = !caps.bwrap
-    ? 'bubblewrap (bwrap) is not installed'
-    : !caps.userns
-      ? `user namespaces are disabled (${caps.usernsReason})`
-      : null
-  const tier =
-    policy.isolation === 'namespace' || (policy.isolation === 'auto' && !nsMissing) ? 'namespace' : 'process'
+  const nsMissing = namespaceMissing(caps)
+  const tier = tierFor(policy.isolation, caps)
   const noLauncher = caps.launcher
     ? null
     : "cordon's launcher is not built (needs a C compiler: apt-get install -y gcc libc6-dev; npm run build)"

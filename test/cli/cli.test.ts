@@ -1,15 +1,41 @@
 // The built CLI, run as a user would: exit codes, live streaming, --json, flag errors.
 import assert from 'node:assert/strict'
 import { spawn, spawnSync } from 'node:child_process'
-import { writeFileSync } from 'node:fs'
+import { readFileSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 import { describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
-import { tempDir } from '../helpers.js'
+import { marker, noNamespace, processesWith, tempDir } from '../helpers.js'
 
 const CLI = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url))
 const cordon = (args: string[], input?: string) =>
   spawnSync(process.execPath, [CLI, ...args], { encoding: 'utf8', input, timeout: 30_000 })
+
+/** The CLI run alongside the test, for when something else (a FIFO's writer) must run at the same time. */
+async function cordonAsync(
+  args: string[],
+): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  const child = spawn(process.execPath, [CLI, ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
+  let stdout = ''
+  let stderr = ''
+  child.stdout.setEncoding('utf8').on('data', (s: string) => (stdout += s))
+  child.stderr.setEncoding('utf8').on('data', (s: string) => (stderr += s))
+  const timer = setTimeout(() => child.kill('SIGKILL'), 30_000)
+  const status = await new Promise<number | null>((resolve) => child.on('close', resolve))
+  clearTimeout(timer)
+  return { status, stdout, stderr }
+}
+
+/** Sandbox cgroups a cordon process made (named cordon-<its pid>-…) that are still there. */
+function cgroupsOf(pid: number): string[] {
+  const found = spawnSync('find', ['/sys/fs/cgroup', '-maxdepth', '8', '-name', `cordon-${pid}-*`], {
+    encoding: 'utf8',
+  })
+  return found.stdout.split('\n').filter(Boolean)
+}
+
+/** The tier `--isolation auto` picks on this machine. */
+const AUTO_TIER = noNamespace ? 'process' : 'namespace'
 
 describe('cordon run', () => {
   it('passes the child exit code and streams both outputs', () => {
@@ -50,8 +76,57 @@ describe('cordon run', () => {
       const r = cordon(['run', ...args, '--', 'true'])
       assert.equal(r.status, 125)
       assert.ok(r.stderr.includes(flag), r.stderr)
+      assert.equal(r.stdout, '', 'without --json a usage error prints nothing on stdout')
     })
   }
+
+  for (const [args, flag, isolation] of [
+    [['--json', '--bogus'], '--bogus', AUTO_TIER],
+    [['--bogus', '--json'], '--bogus', AUTO_TIER],
+    [['--json', '--memory', 'banana'], '--memory', AUTO_TIER],
+    [['--json', '--cwd', '/does/not/exist'], '--cwd', AUTO_TIER],
+    [['--isolation', 'process', '--json', '--memory', 'banana'], '--memory', 'process'],
+    [['--isolation=namespace', '--json', '--stdin', '/does/not/exist'], '--stdin', 'namespace'],
+  ] as const) {
+    it(`--json: 125 and one error result naming ${flag} for ${args.join(' ')}`, () => {
+      const r = cordon(['run', ...args, '--', 'true'])
+      assert.equal(r.status, 125)
+      assert.ok(r.stderr.includes(flag), `the message still goes to stderr: ${r.stderr}`)
+      const lines = r.stdout.split('\n')
+      assert.equal(lines.length, 2, `exactly one line on stdout: ${JSON.stringify(r.stdout)}`)
+      assert.equal(lines[1], '')
+      const result = JSON.parse(lines[0]!)
+      const { violation, ...rest } = result
+      assert.equal(violation.kind, 'error')
+      assert.equal(violation.limit, flag)
+      assert.ok(typeof violation.message === 'string' && violation.message.length > 0, violation.message)
+      assert.ok(!violation.message.startsWith('cordon:'), violation.message)
+      assert.deepEqual(rest, {
+        status: 'error',
+        exitCode: null,
+        signal: null,
+        stdout: '',
+        stderr: '',
+        output: '',
+        truncated: false,
+        outputBytes: 0,
+        wallMs: 0,
+        cpuMs: null,
+        maxRssBytes: null,
+        isolation,
+        perProcessLimits: [],
+        logs: [],
+        logsTruncated: false,
+        network: [],
+      })
+    })
+  }
+
+  it("--json after -- is the program's argument, not a request for a JSON error", () => {
+    const r = cordon(['run', '--memory', 'banana', '--', 'echo', '--json'])
+    assert.equal(r.status, 125)
+    assert.equal(r.stdout, '')
+  })
 
   it('125 for an empty command', () => {
     const r = cordon(['run', '--', ''])
@@ -78,6 +153,55 @@ describe('cordon run', () => {
     assert.equal(cordon(['run', '--stdin', file, '--', 'cat']).stdout, 'from file')
   })
 
+  it('--stdin reads a character device', () => {
+    const r = cordon(['run', '--stdin', '/dev/null', '--', 'cat'])
+    assert.equal(r.status, 0, r.stderr)
+    assert.equal(r.stdout, '')
+  })
+
+  it('--stdin reads a FIFO that another process feeds', async () => {
+    const fifo = path.join(tempDir('cordon-fifo-'), 'fifo')
+    const made = spawnSync('mkfifo', [fifo], { encoding: 'utf8' })
+    assert.equal(made.status, 0, made.stderr)
+    const writer = spawn('tee', [fifo], { stdio: ['pipe', 'ignore', 'inherit'] })
+    writer.stdin.end('from fifo')
+    const r = await cordonAsync(['run', '--stdin', fifo, '--', 'cat'])
+    writer.kill()
+    assert.equal(r.status, 0, r.stderr)
+    assert.equal(r.stdout, 'from fifo')
+  })
+
+  it('--stdin is still 125 for a directory', () => {
+    const r = cordon(['run', '--stdin', tempDir('cordon-stdin-dir-'), '--', 'cat'])
+    assert.equal(r.status, 125)
+    assert.ok(r.stderr.includes('--stdin'), r.stderr)
+  })
+
+  for (const stream of ['stdout', 'stderr'] as const) {
+    it(`141, quietly, and the sandbox stopped when the reader closes cordon's ${stream}`, async () => {
+      const tag = marker()
+      const loop = `while :; do echo x${stream === 'stderr' ? ' >&2' : ''}; sleep .01; done`
+      const child = spawn(process.execPath, [CLI, 'run', '--', 'sh', '-c', loop, tag])
+      const other = stream === 'stdout' ? child.stderr : child.stdout
+      let printed = ''
+      other.setEncoding('utf8').on('data', (s: string) => (printed += s))
+      const timer = setTimeout(() => child.kill('SIGKILL'), 20_000)
+      try {
+        await new Promise((resolve) => child[stream].once('data', resolve))
+        child[stream].destroy()
+        // 'close': exited, and everything it printed read.
+        const code = await new Promise<number | null>((resolve) => child.on('close', resolve))
+        assert.equal(code, 141, printed)
+        assert.equal(printed, '', `nothing printed after the ${stream} closed`)
+        assert.deepEqual(processesWith(tag), [], 'the sandbox is gone')
+        assert.deepEqual(cgroupsOf(child.pid!), [], 'its cgroup is removed')
+      } finally {
+        clearTimeout(timer)
+        for (const pid of processesWith(tag)) process.kill(pid, 'SIGKILL')
+      }
+    })
+  }
+
   it('streams output live, before the program ends', async () => {
     const child = spawn(process.execPath, [CLI, 'run', '--', 'sh', '-c', 'echo early; sleep 2; echo late'])
     const t0 = Date.now()
@@ -88,6 +212,17 @@ describe('cordon run', () => {
     assert.equal(code, 0)
     assert.ok(Date.now() - t0 - firstAt > 1000, `first output ${firstAt} ms after start`)
   })
+})
+
+describe('cordon --version', () => {
+  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8'))
+  for (const flag of ['--version', '-V']) {
+    it(`${flag} prints the package version`, () => {
+      const r = cordon([flag])
+      assert.equal(r.status, 0, r.stderr)
+      assert.equal(r.stdout, `${pkg.version}\n`)
+    })
+  }
 })
 
 describe('cordon doctor', () => {

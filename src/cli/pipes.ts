@@ -1,0 +1,39 @@
+// The reader of cordon's own stdout or stderr went away (`cordon run ... | head`). Node ignores SIGPIPE,
+// so the failed write arrives as an EPIPE 'error' event, which unhandled would crash with a stack trace
+// and leave the sandbox behind. Instead cordon stops what it runs, prints nothing more and exits 141
+// (128+SIGPIPE), as a Unix tool killed by SIGPIPE would.
+
+export const EXIT_BROKEN_PIPE = 141
+
+let broken = false
+const listeners = new Set<() => void>()
+
+/** Install once, before anything is written: a write can fail at any time after. */
+export function watchOwnPipes(): void {
+  for (const stream of [process.stdout, process.stderr]) {
+    stream.on('error', (error: NodeJS.ErrnoException) => {
+      if (error.code !== 'EPIPE') throw error
+      if (broken) return
+      broken = true
+      // Set here too: the error can come after main() has set the exit code.
+      process.exitCode = EXIT_BROKEN_PIPE
+      for (const listener of listeners) listener()
+    })
+  }
+}
+
+export function pipeBroken(): boolean {
+  return broken
+}
+
+/** Call `listener` when a pipe breaks (at once if one already has); returns how to stop listening. */
+export function onBrokenPipe(listener: () => void): () => void {
+  if (broken) listener()
+  listeners.add(listener)
+  return () => listeners.delete(listener)
+}
+
+/** Write, unless a pipe broke: after that cordon prints nothing more, on either stream. */
+export function print(stream: NodeJS.WriteStream, text: string): void {
+  if (!broken) stream.write(text)
+}
