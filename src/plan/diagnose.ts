@@ -31,11 +31,8 @@ function bwrapProbe(caps: Capabilities): { ok: boolean; detail: string } {
   const probe = spawnSync(
     caps.bwrap,
     ['--ro-bind', '/', '/', '--unshare-all', '--die-with-parent', '--', 'true'],
-    {
-      encoding: 'utf8',
-      timeout: 10_000,
-      ...asUser,
-    },
+    // The environment sandboxes get (bwrap looks `true` up on its PATH), not cordon's own.
+    { encoding: 'utf8', timeout: 10_000, env: { PATH: SAFE_PATH }, ...asUser },
   )
   const version = spawnSync(caps.bwrap, ['--version'], { encoding: 'utf8' }).stdout.trim()
   if (probe.status === 0)

@@ -244,4 +244,13 @@ describe('cordon doctor', () => {
     }
     for (const c of report.checks) assert.ok(c.ok || c.fix, `${c.name} has a fix`)
   })
+
+  it("probes bubblewrap the way sandboxes run, not with cordon's own PATH", { skip: noNamespace }, () => {
+    const r = spawnSync(process.execPath, [CLI, 'doctor', '--json'], {
+      encoding: 'utf8',
+      env: { ...process.env, PATH: '/nonexistent' },
+    })
+    const report = JSON.parse(r.stdout)
+    assert.equal(report.autoTier, 'namespace', r.stdout)
+  })
 })
