@@ -1,7 +1,7 @@
 // Resolve a parsed policy against this machine into exactly what will be launched. Everything that can
 // be refused (bad paths, denied command, missing tools) is decided here, before any process exists.
 import { randomUUID } from 'node:crypto'
-import { realpathSync, rmdirSync, statSync } from 'node:fs'
+import { lstatSync, realpathSync, rmdirSync, statSync } from 'node:fs'
 import { rm } from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
@@ -130,6 +130,27 @@ function chooseTier(policy: Policy, caps: Capabilities): { tier: Isolation; miss
   return { tier, missing: (tier === 'namespace' ? nsMissing : null) ?? noLauncher }
 }
 
+/**
+ * Refuse a path that reaches its target through a symlink owned by neither root nor cordon's own uid: a
+ * sandbox may have planted it in a writable directory, to turn a later run's `writable` (or `cwd`) into
+ * a path of its choosing.
+ */
+function refusePlantedSymlink(field: string, given: string, real: string): void {
+  if (real === given) return
+  const own = process.getuid?.() ?? 0
+  let prefix = ''
+  for (const part of given.split('/').slice(1)) {
+    prefix += `/${part}`
+    const st = lstatSync(prefix, { throwIfNoEntry: false })
+    if (st?.isSymbolicLink() && st.uid !== 0 && st.uid !== own) {
+      throw new PolicyError(
+        field,
+        `${given} goes through ${prefix}, a symlink owned by uid ${st.uid} (a sandbox may have planted it); give the real path`,
+      )
+    }
+  }
+}
+
 function existingDir(field: string, dir: string): string {
   let real: string
   try {
@@ -137,17 +158,21 @@ function existingDir(field: string, dir: string): string {
   } catch {
     throw new PolicyError(field, `${dir} does not exist`)
   }
+  refusePlantedSymlink(field, dir, real)
   if (!statSync(real).isDirectory() && field === 'cwd')
     throw new PolicyError(field, `${dir} is not a directory`)
   return real
 }
 
 function existingPath(field: string, p: string): string {
+  let real: string
   try {
-    return realpathSync(p)
+    real = realpathSync(p)
   } catch {
     throw new PolicyError(field, `${p} does not exist`)
   }
+  refusePlantedSymlink(field, p, real)
+  return real
 }
 
 /** Paths to hide that exist (hiding nothing is already safe), as real paths; never the root itself. */

@@ -1,11 +1,11 @@
 // Secure defaults and command policy, end to end through run().
 import assert from 'node:assert/strict'
-import { symlinkSync } from 'node:fs'
+import { lchownSync, symlinkSync } from 'node:fs'
 import path from 'node:path'
 import { describe, it } from 'node:test'
 import { PolicyError, run } from '../../src/index.js'
 import { parsePolicy } from '../../src/policy/schema.js'
-import { tempDir } from '../helpers.js'
+import { notRoot, tempDir, worldWritableDir } from '../helpers.js'
 
 describe('policy through run()', () => {
   it('defaults are on: limits set, network none, auto isolation', () => {
@@ -51,6 +51,30 @@ describe('policy through run()', () => {
     const r = await run(['definitely-not-a-program-xyz'])
     assert.equal(r.status, 'not-found')
     assert.equal(r.violation?.kind, 'not-found')
+  })
+
+  it("a writable or cwd that goes through a symlink a sandbox uid owns is refused; root's are fine", {
+    skip: notRoot,
+  }, async () => {
+    const dir = worldWritableDir()
+    const target = worldWritableDir()
+    const planted = path.join(dir, 'out')
+    symlinkSync(target, planted)
+    lchownSync(planted, 60123, 60000) // as a sandbox of an earlier run would have left it
+    for (const [options, field] of [
+      [{ writable: [planted] }, 'writable.0'],
+      [{ cwd: planted }, 'cwd'],
+    ] as const) {
+      await assert.rejects(
+        run(['true'], options),
+        (e: unknown) =>
+          e instanceof PolicyError && e.field === field && /symlink owned by uid 60123/.test(e.message),
+        field,
+      )
+    }
+    lchownSync(planted, 0, 0)
+    const r = await run(['true'], { writable: [planted], cwd: planted })
+    assert.equal(r.status, 'ok', r.stderr)
   })
 
   it('invalid options throw a PolicyError naming the field', async () => {
