@@ -3,7 +3,7 @@ import assert from 'node:assert/strict'
 import { lchownSync, symlinkSync } from 'node:fs'
 import path from 'node:path'
 import { describe, it } from 'node:test'
-import { PolicyError, run } from '../../src/index.js'
+import { PolicyError, type RunOptions, run } from '../../src/index.js'
 import { parsePolicy } from '../../src/policy/schema.js'
 import { notRoot, tempDir, worldWritableDir } from '../helpers.js'
 
@@ -61,10 +61,11 @@ describe('policy through run()', () => {
     const planted = path.join(dir, 'out')
     symlinkSync(target, planted)
     lchownSync(planted, 60123, 60000) // as a sandbox of an earlier run would have left it
-    for (const [options, field] of [
+    const cases: [RunOptions, string][] = [
       [{ writable: [planted] }, 'writable.0'],
       [{ cwd: planted }, 'cwd'],
-    ] as const) {
+    ]
+    for (const [options, field] of cases) {
       await assert.rejects(
         run(['true'], options),
         (e: unknown) =>
@@ -75,6 +76,13 @@ describe('policy through run()', () => {
     lchownSync(planted, 0, 0)
     const r = await run(['true'], { writable: [planted], cwd: planted })
     assert.equal(r.status, 'ok', r.stderr)
+  })
+
+  it('a cgroup parent that cannot hold sandboxes is refused, not dropped for rlimits', async () => {
+    const r = await run(['true'], { cgroup: { parent: '/cordon-no-such-parent' } })
+    assert.equal(r.status, 'error')
+    assert.equal(r.violation?.limit, 'cgroup')
+    assert.match(r.violation?.message ?? '', /cgroup.parent \/cordon-no-such-parent cannot hold sandboxes/)
   })
 
   it('invalid options throw a PolicyError naming the field', async () => {
