@@ -333,6 +333,11 @@ export function prepare(
       'readable (strict mode) needs the namespace tier',
     ],
     [
+      policy.cgroup.mode === 'auto' && policy.cgroup.parent !== undefined && caps.cgroup.version === null,
+      'cgroup',
+      `cgroup.parent ${policy.cgroup.parent} cannot hold sandboxes: ${caps.cgroup.version === null ? caps.cgroup.reason : ''}`,
+    ],
+    [
       (policy.hide?.length ?? 0) > 0 && tier === 'process',
       'hide',
       'hide needs the namespace tier (the process tier has no mount namespace)',
