@@ -54,7 +54,8 @@ export const SYSTEM_PATHS = [
   '/etc/os-release',
 ] as const
 
-const covers = (dir: string, target: string) =>
+/** `target` is `dir` or beneath it. */
+export const covers = (dir: string, target: string) =>
   target === dir || target.startsWith(dir.endsWith('/') ? dir : `${dir}/`)
 const depth = (p: string) => (p === '/' ? 0 : p.split('/').length - 1)
 

@@ -13,7 +13,7 @@ import { defaultHide, type Policy } from '../policy/schema.js'
 import { resolveRootfs } from '../rootfs/rootfs.js'
 import type { Isolation, Violation } from '../run/result.js'
 import { staleEntries } from '../run/stale.js'
-import { bwrapArgs, NET_DIR_INSIDE } from './bwrap.js'
+import { bwrapArgs, covers, NET_DIR_INSIDE } from './bwrap.js'
 import type { Capabilities } from './capabilities.js'
 import { type CgroupWrite, cgroupWrites } from './cgroup-settings.js'
 import {
@@ -290,7 +290,7 @@ export function prepare(
   const cwd = existingDir('cwd', path.resolve(policy.cwd ?? process.cwd()))
   const writable = policy.writable.map((p, i) => {
     const real = existingDir(`writable.${i}`, path.resolve(cwd, p))
-    if (real === '/proc' || real.startsWith('/proc/')) {
+    if (covers('/proc', real)) {
       throw new PolicyError(
         `writable.${i}`,
         `${real} is under /proc, the kernel's view of processes: never writable`,
