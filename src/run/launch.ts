@@ -183,11 +183,11 @@ function supervise(
   cgroup?.keepOpen()
 
   let stoppedFor: StopReason | null = null
+  /** Set while a graceful stop's grace runs, unset again when it ends. */
   let graceTimer: NodeJS.Timeout | undefined
-  let graceOver = false
   /** What the end of the launched process left for the end of a grace under way. */
   let afterGrace: (() => void) | undefined
-  const inGrace = () => graceTimer !== undefined && !graceOver
+  const inGrace = () => graceTimer !== undefined
   let termRetry: NodeJS.Timeout | undefined
   const stop = (reason: StopReason, graceful: boolean) => {
     if (stoppedFor || !procs) return
@@ -196,7 +196,7 @@ function supervise(
     // Nothing runs yet (bwrap still setting up): ask again until the program is there; the grace ends it.
     if (!procs.term()) termRetry = setInterval(() => procs.term() && clearInterval(termRetry), TERM_RETRY_MS)
     graceTimer = setTimeout(() => {
-      graceOver = true
+      graceTimer = undefined
       procs.kill()
       afterGrace?.()
     }, limits.killGraceMs)
