@@ -16,12 +16,12 @@ import { cgroupDirs, joinFiles, sandboxCgroupName } from '../src/plan/cgroups.js
 import { LANDLOCK_SCOPES, launcherArgv } from '../src/plan/launcher.js'
 import {
   DEVICES_WRITABLE,
-  INFO_FD,
   LOG_FD,
   pipedFds,
   prepare,
   processTierNetns,
   SECCOMP_FD,
+  STATUS_FD,
 } from '../src/plan/plan.js'
 import { rlimitArgs } from '../src/plan/rlimits.js'
 import { findProgram } from '../src/policy/command.js'
@@ -134,7 +134,7 @@ function rawLaunch(
           tmpfsBytes: limits.tmpfsBytes,
           hide,
           ...(seccomp ? { seccompFd: SECCOMP_FD } : {}),
-          infoFd: INFO_FD,
+          statusFd: STATUS_FD,
         }),
         '--',
         ...program,
@@ -159,12 +159,13 @@ function rawLaunch(
         },
         seccomp: fenced ? seccomp : null,
         bwrapEnv: !fenced,
+        tag: '0123456789abcdef',
         program: inner,
       })
-  // Like cordon: a pipe for bwrap's info fd and one for the log channel, besides the seccomp program.
+  // Like cordon: a pipe for bwrap's status fd and one for the log channel, besides the seccomp program.
   const empty = Buffer.alloc(0)
   const feeds = new Map<number, Buffer>([
-    ...(tier === 'namespace' ? ([[INFO_FD, empty]] as const) : []),
+    ...(tier === 'namespace' ? ([[STATUS_FD, empty]] as const) : []),
     ...(seccomp && tier === 'namespace' ? ([[SECCOMP_FD, seccomp]] as const) : []),
     [LOG_FD, empty],
   ])

@@ -6,7 +6,7 @@
  *   cordon-launch --keep-fds=[N,...] [--cpu=S:H] [--fsize=N] [--core=N] [--data=N] [--nproc=N]
  *                 [--join=FILE]... [--unshare-net] [--unshare-ipc] [--mkdir=DIR] [--uid=N --gid=N]
  *                 [--landlock-fs [--landlock-write=PATH]...] [--scope-signals] [--scope-abstract-unix]
- *                 [--seccomp=HEX] [--bwrap-env] -- PROGRAM [ARGS...]
+ *                 [--seccomp=HEX] [--bwrap-env] [--tag=HEX] -- PROGRAM [ARGS...]
  *   cordon-launch --landlock-abi        prints the kernel's Landlock ABI version (0: none)
  *
  * First every inherited fd above stderr is closed but the --keep-fds ones (cordon's pipes): an fd its host
@@ -23,7 +23,9 @@
  * to make, where an LD_PRELOAD or GCONV_PATH from the policy would run code.
  *
  * The argv comes from cordon's own builder (src/plan/launcher.ts), never from a shell. Any failure before the
- * exec prints "cordon-launch: ..." and exits 1, so cordon reports it as a launch error, not as the program's.
+ * exec prints "cordon-launch[TAG]: ..." and exits 1, so cordon reports it as a launch error, not as the
+ * program's. TAG is new for every run and never reaches the program (its argv is its own after the exec), so
+ * a program that prints such a line cannot pass for the launcher.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -84,17 +86,31 @@ struct ll_path_beneath_attr {
 #define MAX_KEEP 16
 #define MAX_FILTER_BYTES (4096 * sizeof(struct sock_filter))
 
+/* "cordon-launch" or "cordon-launch[TAG]": the name every refusal starts with (see --tag). */
+static char self[64] = "cordon-launch";
+
 static void die(const char *what, const char *detail) {
   if (detail)
-    fprintf(stderr, "cordon-launch: %s %s: %s\n", what, detail, strerror(errno));
+    fprintf(stderr, "%s: %s %s: %s\n", self, what, detail, strerror(errno));
   else
-    fprintf(stderr, "cordon-launch: %s: %s\n", what, strerror(errno));
+    fprintf(stderr, "%s: %s: %s\n", self, what, strerror(errno));
   exit(1);
 }
 
 static void usage(const char *arg) {
-  fprintf(stderr, "cordon-launch: bad argument: %s\n", arg);
+  fprintf(stderr, "%s: bad argument: %s\n", self, arg);
   exit(1);
+}
+
+/* Found before anything else is parsed, so that every refusal, even of an argument before it, is tagged. */
+static void take_tag(int argc, char **argv) {
+  for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
+    if (strncmp(argv[i], "--tag=", 6) != 0) continue;
+    const char *t = argv[i] + 6;
+    size_t n = strspn(t, "0123456789abcdef");
+    if (n == 0 || n > 32 || t[n]) usage(argv[i]);
+    snprintf(self, sizeof self, "cordon-launch[%s]", t);
+  }
 }
 
 /* A whole decimal number that ends at `stop` (or the string's end); anything else is a caller bug. */
@@ -249,6 +265,7 @@ int main(int argc, char **argv) {
     printf("%d\n", landlock_abi());
     return 0;
   }
+  take_tag(argc, argv);
   int i = 1;
   for (; i < argc; i++) {
     const char *a = argv[i], *v;
@@ -285,6 +302,7 @@ int main(int argc, char **argv) {
       if (n_writable == MAX_WRITABLE || *v != '/') usage(a);
       writable[n_writable++] = v;
     } else if (strcmp(a, "--landlock-fs") == 0) landlock_fs = 1;
+    else if (prefixed(a, "--tag=")) continue; /* taken by take_tag */
     else if (strcmp(a, "--scope-signals") == 0) scoped |= LL_SCOPE_SIGNAL;
     else if (strcmp(a, "--scope-abstract-unix") == 0) scoped |= LL_SCOPE_ABSTRACT_UNIX;
     else if (strcmp(a, "--unshare-net") == 0) unshare_net = 1;
@@ -329,6 +347,6 @@ int main(int argc, char **argv) {
   } else {
     execv(argv[i], argv + i);
   }
-  fprintf(stderr, "cordon-launch: cannot execute %s: %s\n", argv[i], strerror(errno));
+  fprintf(stderr, "%s: cannot execute %s: %s\n", self, argv[i], strerror(errno));
   return errno == ENOENT ? 127 : 126;
 }

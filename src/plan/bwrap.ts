@@ -24,8 +24,11 @@ export interface BwrapSpec {
   hide: readonly { path: string; dir: boolean }[]
   /** Strict mode: when set, only the system directories plus these real paths are visible at all. */
   readable?: readonly string[]
-  /** fd on which bwrap reports its init's host pid (JSON), so cordon can tell its processes apart. */
-  infoFd?: number
+  /**
+   * fd on which bwrap reports, as JSON, its init's host pid (so cordon can tell its processes apart) and,
+   * only once it ran the program, the program's exit (so a program cannot pass for bwrap refusing).
+   */
+  statusFd?: number
   /** fd from which bwrap reads the seccomp program it installs just before running the program. */
   seccompFd?: number
 }
@@ -154,7 +157,7 @@ export function bwrapArgs(spec: BwrapSpec): string[] {
   args.push('--remount-ro', '/dev', '--unshare-all')
   if (spec.network === 'host') args.push('--share-net')
   args.push('--hostname', 'cordon', '--die-with-parent', '--new-session', '--chdir', spec.cwd)
-  if (spec.infoFd !== undefined) args.push('--info-fd', String(spec.infoFd))
+  if (spec.statusFd !== undefined) args.push('--json-status-fd', String(spec.statusFd))
   if (spec.seccompFd !== undefined) args.push('--seccomp', String(spec.seccompFd))
   return args
 }

@@ -28,6 +28,8 @@ export interface LauncherSpec {
   seccomp: Buffer | null
   /** `program` is bwrap: it gets the environment as arguments for the sandbox, and none of its own. */
   bwrapEnv: boolean
+  /** Hex, new for every run: the launcher names itself `cordon-launch[tag]` when it refuses (see classify). */
+  tag: string
   program: readonly string[]
 }
 
@@ -46,6 +48,7 @@ export function launcherArgv(spec: LauncherSpec): string[] {
     ...(spec.scope.abstractUnix ? ['--scope-abstract-unix'] : []),
     ...(spec.seccomp ? [`--seccomp=${spec.seccomp.toString('hex')}`] : []),
     ...(spec.bwrapEnv ? ['--bwrap-env'] : []),
+    `--tag=${spec.tag}`,
     '--',
     ...spec.program,
   ]

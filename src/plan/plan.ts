@@ -1,6 +1,6 @@
 // Resolve a parsed policy against this machine into exactly what will be launched. Everything that can
 // be refused (bad paths, denied command, missing tools) is decided here, before any process exists.
-import { randomUUID } from 'node:crypto'
+import { randomBytes, randomUUID } from 'node:crypto'
 import { lstatSync, realpathSync, rmdirSync, statSync } from 'node:fs'
 import { rm } from 'node:fs/promises'
 import os from 'node:os'
@@ -55,12 +55,14 @@ export interface LaunchPlan {
   seccomp: Buffer | null
   /** The fds beyond stdio cordon pipes (`pipedFds`); the launcher closes every other one it inherits. */
   fds: number[]
+  /** The launcher's tag for this run, which the program never sees (see launcherRefusal). */
+  tag: string
 }
 
 export type PerProcessLimit = 'cpuTimeMs' | 'memoryBytes' | 'maxProcesses'
 
-/** bwrap writes its init's host pid here (JSON). */
-export const INFO_FD = 3
+/** bwrap's --json-status-fd: its init's host pid, then the program's exit once it ran it. */
+export const STATUS_FD = 3
 
 /**
  * Inside the sandbox's own network namespace: listen on 127.0.0.1:3128 (HTTP proxy) and :1080 (SOCKS5),
@@ -94,10 +96,10 @@ export const LOG_FD = 6
 /** A called function's request (in) and reply (out), kept off stdout so nothing printed can forge them. */
 export const CALL_FDS = { request: 7, reply: 8 } as const
 
-/** The fds beyond stdio a run pipes: bwrap's two, the log channel, a called function's two. */
+/** The fds beyond stdio a run pipes: bwrap's status and seccomp fds, the log channel, a called function's two. */
 export function pipedFds(tier: Isolation, seccomp: boolean, calling: boolean): number[] {
   return [
-    ...(tier === 'namespace' ? [INFO_FD] : []),
+    ...(tier === 'namespace' ? [STATUS_FD] : []),
     ...(tier === 'namespace' && seccomp ? [SECCOMP_FD] : []),
     LOG_FD,
     ...(calling ? [CALL_FDS.request, CALL_FDS.reply] : []),
@@ -428,7 +430,7 @@ export function prepare(
           ...(rootfs ? { rootfs } : {}),
           ...(readable ? { readable } : {}),
           ...(seccomp ? { seccompFd: SECCOMP_FD } : {}),
-          infoFd: INFO_FD,
+          statusFd: STATUS_FD,
         }),
         '--',
         ...program,
@@ -446,6 +448,7 @@ export function prepare(
     }
     const fenced = tier === 'process'
     const fds = pipedFds(tier, seccomp !== null, visible !== undefined)
+    const tag = randomBytes(8).toString('hex')
     const argv = launcherArgv({
       launcher: caps.launcher!,
       keepFds: fds,
@@ -464,6 +467,7 @@ export function prepare(
       // bwrap installs the namespace tier's filter itself, from SECCOMP_FD, after its own set-up.
       seccomp: fenced ? seccomp : null,
       bwrapEnv: !fenced,
+      tag,
       program: inner,
     })
     return {
@@ -480,6 +484,7 @@ export function prepare(
         perProcessLimits: cgroup ? [] : ['cpuTimeMs', 'memoryBytes', 'maxProcesses'],
         seccomp,
         fds,
+        tag,
       },
     }
   } catch (error) {

@@ -44,12 +44,28 @@ const FILE_SIZE_SIGNS = [/File too large/]
 const signalName = (n: number) =>
   (Object.entries(constants.signals).find(([, v]) => v === n)?.[0] as string | undefined) ?? null
 
-/** The tools cordon launches through; each names itself first when it refuses to start (exit 1). */
-const LAUNCHER_REFUSAL = /^(?:bwrap|cordon-launch): .*/
+/** What tells a launcher's refusal from a program's words (see launcherRefusal). */
+export interface LaunchEvidence {
+  /** This run's tag, which cordon's launcher puts in its name when it refuses: `cordon-launch[tag]: ...`. */
+  tag: string
+  /** Whether bwrap reported the program's exit, which it does only after running it; null without bwrap. */
+  programRan: boolean | null
+}
 
-/** A launcher's own refusal to start (bad bind, no privilege), or null when the program ran. */
-export function launcherRefusal(exitCode: number | null, stderrTail: string): string | null {
-  return exitCode === 1 ? (LAUNCHER_REFUSAL.exec(stderrTail)?.[0].trim() ?? null) : null
+/**
+ * A launcher's own refusal to start (bad bind, no privilege), or null when the program ran. Both exit 1 with
+ * their name first, which a program can print too: cordon's launcher counts only with this run's tag (the
+ * program never sees it), and bwrap only when it did not report running the program.
+ */
+export function launcherRefusal(
+  exitCode: number | null,
+  stderrTail: string,
+  evidence: LaunchEvidence,
+): string | null {
+  if (exitCode !== 1 || evidence.programRan === true) return null
+  const own = new RegExp(`^cordon-launch\\[${evidence.tag}\\](: .*)`).exec(stderrTail)
+  if (own) return `cordon-launch${own[1]!.trimEnd()}`
+  return evidence.programRan === false ? (/^bwrap: .*/.exec(stderrTail)?.[0].trim() ?? null) : null
 }
 
 /** The signal a process died of, including a shell's or bwrap's 128+N report of a child's death. */

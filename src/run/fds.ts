@@ -1,8 +1,8 @@
-// The sandbox's file descriptors beyond stdio, by number: bwrap's info fd and seccomp program, the
+// The sandbox's file descriptors beyond stdio, by number: bwrap's status fd and seccomp program, the
 // log channel, a called function's request and reply. One layout, so spawn's stdio array and the pipes agree.
 import type { ChildProcess } from 'node:child_process'
 import type { Readable, Writable } from 'node:stream'
-import { CALL_FDS, INFO_FD, type LaunchPlan, LOG_FD, SECCOMP_FD } from '../plan/plan.js'
+import { CALL_FDS, type LaunchPlan, LOG_FD, SECCOMP_FD, STATUS_FD } from '../plan/plan.js'
 import type { Policy } from '../policy/schema.js'
 
 type Stdio = 'pipe' | 'ignore'
@@ -21,8 +21,8 @@ export function stdioFor(plan: LaunchPlan, stdin: boolean): Stdio[] {
 }
 
 export interface ExtraFds {
-  /** bwrap's info fd. */
-  info: Readable | undefined
+  /** bwrap's --json-status-fd. */
+  status: Readable | undefined
   seccomp: Writable | undefined
   log: Readable | undefined
   request: Writable | undefined
@@ -35,7 +35,7 @@ export function extraFds(child: ChildProcess): ExtraFds {
   for (const pipe of pipes.slice(3)) pipe?.on('error', () => {})
   const at = (fd: number) => pipes[fd] ?? undefined
   return {
-    info: at(INFO_FD),
+    status: at(STATUS_FD),
     seccomp: at(SECCOMP_FD),
     log: at(LOG_FD),
     request: at(CALL_FDS.request),

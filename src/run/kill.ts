@@ -42,18 +42,25 @@ function finalWhenEmpty(leader: Leader, list: () => number[]): () => number[] {
   }
 }
 
-/** Call `onInit` with the host pid of bwrap's init, which bwrap writes to its info fd as JSON. */
-export function watchInit(info: Readable | undefined, onInit: (pid: number) => void): void {
+/**
+ * Follow bwrap's --json-status-fd: `onInit` gets the host pid of bwrap's init; `programRan` says whether
+ * bwrap reported the program's exit, which it does only once it has run the program.
+ */
+export function watchStatus(
+  status: Readable | undefined,
+  onInit: (pid: number) => void,
+): { programRan(): boolean } {
   let text = ''
-  info?.setEncoding('utf8')
-  info?.on('data', function onInfo(chunk: string) {
+  let init = false
+  status?.setEncoding('utf8')
+  status?.on('data', (chunk: string) => {
     text += chunk
-    const match = /"child-pid"\s*:\s*(\d+)/.exec(text)
+    const match = init ? null : /"child-pid"\s*:\s*(\d+)/.exec(text)
     if (!match) return
-    info.off('data', onInfo)
-    info.resume()
+    init = true
     onInit(Number(match[1]))
   })
+  return { programRan: () => /"exit-code"\s*:/.test(text) }
 }
 
 /**

@@ -22,7 +22,7 @@ import {
   processTierProcesses,
   reap,
   type SandboxProcesses,
-  watchInit,
+  watchStatus,
 } from './kill.js'
 import { LogCollector } from './logs.js'
 import { OutputBuffer } from './output.js'
@@ -165,6 +165,8 @@ function supervise(
     fds.reply?.on('data', (b: Buffer) => call.onReply(b))
   }
   let procs: SandboxProcesses | null = null
+  /** bwrap reported the program's exit: it ran the program (a refusal of bwrap's is no longer possible). */
+  let programRan = () => false
   if (child.pid !== undefined) {
     const leader: Leader = {
       pid: child.pid,
@@ -173,7 +175,7 @@ function supervise(
     }
     if (plan.tier === 'namespace') {
       const ns = namespaceProcesses(leader)
-      watchInit(fds.info, (init) => ns.setInit(init))
+      programRan = watchStatus(fds.status, (init) => ns.setInit(init)).programRan
       procs = ns
     } else {
       procs = processTierProcesses(leader, uid)
@@ -255,8 +257,10 @@ function supervise(
         signal = effectiveSignal(exitCode, null)
         if (signal) exitCode = null
       }
-      // A launcher that refused to start (bwrap: bad bind, cordon-launch: ...) exits 1 with its name first.
-      const refusal = launcherRefusal(exitCode, out.stderrTail)
+      const refusal = launcherRefusal(exitCode, out.stderrTail, {
+        tag: plan.tag,
+        programRan: plan.tier === 'namespace' ? programRan() : null,
+      })
       if (refusal) fail(refusal)
       const { status, violation } = classify({
         exitCode,

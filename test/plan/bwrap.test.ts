@@ -89,7 +89,7 @@ const ARITY: Record<string, number> = {
   '--remount-ro': 1,
   '--hostname': 1,
   '--chdir': 1,
-  '--info-fd': 1,
+  '--json-status-fd': 1,
   '--block-fd': 1,
   '--seccomp': 1,
   '--unshare-all': 0,
@@ -640,8 +640,8 @@ describe('bwrapArgs', () => {
   })
 
   describe('info and seccomp fds', () => {
-    it('adds --info-fd after --chdir when infoFd is given', () => {
-      assert.deepEqual(bwrapArgs(spec({ infoFd: 5 })), [...HEAD, ...TAIL('/work'), '--info-fd', '5'])
+    it('adds --json-status-fd after --chdir when statusFd is given', () => {
+      assert.deepEqual(bwrapArgs(spec({ statusFd: 5 })), [...HEAD, ...TAIL('/work'), '--json-status-fd', '5'])
     })
 
     it('adds --seccomp after --chdir when seccompFd is given', () => {
@@ -653,8 +653,8 @@ describe('bwrapArgs', () => {
     })
 
     it('puts --info-fd before --seccomp when both are given', () => {
-      assert.deepEqual(bwrapArgs(spec({ infoFd: 3, seccompFd: 5 })).slice(-4), [
-        '--info-fd',
+      assert.deepEqual(bwrapArgs(spec({ statusFd: 3, seccompFd: 5 })).slice(-4), [
+        '--json-status-fd',
         '3',
         '--seccomp',
         '5',
@@ -663,7 +663,7 @@ describe('bwrapArgs', () => {
 
     it('emits none of them when neither is given', () => {
       const args = bwrapArgs(spec({ readable: ['/data'], hide: [dir('/home/u')], network: 'host' }))
-      for (const flag of ['--info-fd', '--seccomp']) assert.equal(args.includes(flag), false)
+      for (const flag of ['--json-status-fd', '--seccomp']) assert.equal(args.includes(flag), false)
     })
   })
 
@@ -687,7 +687,7 @@ describe('bwrapArgs', () => {
           readable: ['/home/u/lib', '/tmp/ref'],
           writable: ['/tmp/w/out'],
           hide: [dir('/home/u')],
-          infoFd: 3,
+          statusFd: 3,
           seccompFd: 5,
         }),
       ],

@@ -15,14 +15,16 @@ const base: LauncherSpec = {
   scope: { signals: false, abstractUnix: false },
   seccomp: null,
   bwrapEnv: false,
+  tag: '0a1b',
   program: ['/usr/bin/true'],
 }
 
 describe('launcherArgv', () => {
-  it('nothing asked: the launcher, no fds kept, --, the program', () => {
+  it('nothing asked: the launcher, no fds kept, the tag, --, the program', () => {
     assert.deepEqual(launcherArgv(base), [
       '/opt/cordon/native/cordon-launch',
       '--keep-fds=',
+      '--tag=0a1b',
       '--',
       '/usr/bin/true',
     ])
@@ -64,6 +66,7 @@ describe('launcherArgv', () => {
       '--scope-abstract-unix',
       '--seccomp=060000000000ff7f',
       '--bwrap-env',
+      '--tag=0a1b',
       '--',
       '/usr/bin/id',
       '-u',
@@ -73,6 +76,6 @@ describe('launcherArgv', () => {
   })
 
   it('an empty writable list still turns Landlock on: nothing may be written', () => {
-    assert.deepEqual(launcherArgv({ ...base, writable: [] }).slice(2, -2), ['--landlock-fs'])
+    assert.deepEqual(launcherArgv({ ...base, writable: [] }).slice(2, -3), ['--landlock-fs'])
   })
 })

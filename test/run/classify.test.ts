@@ -244,20 +244,42 @@ describe('classify with kernel counters', () => {
 })
 
 describe('launcherRefusal', () => {
-  it("names a launcher's own refusal, the process tier's launcher included", () => {
+  const processTier = { tag: '5eed5eed', programRan: null }
+  const notStarted = { tag: '5eed5eed', programRan: false }
+  const started = { tag: '5eed5eed', programRan: true }
+
+  it("names a launcher's own refusal: bwrap's before it ran the program, the launcher's by this run's tag", () => {
     assert.equal(
-      launcherRefusal(1, "bwrap: Can't chdir to /x: No such file\n"),
+      launcherRefusal(1, "bwrap: Can't chdir to /x: No such file\n", notStarted),
       "bwrap: Can't chdir to /x: No such file",
     )
+    for (const evidence of [processTier, notStarted]) {
+      assert.equal(
+        launcherRefusal(
+          1,
+          'cordon-launch[5eed5eed]: unshare network namespace: Operation not permitted\n',
+          evidence,
+        ),
+        'cordon-launch: unshare network namespace: Operation not permitted',
+      )
+    }
     assert.equal(
-      launcherRefusal(1, 'cordon-launch: unshare network namespace: Operation not permitted\n'),
-      'cordon-launch: unshare network namespace: Operation not permitted',
+      launcherRefusal(1, 'setpriv: setresuid failed\n', processTier),
+      null,
+      'no longer a launcher of cordon',
     )
-    assert.equal(launcherRefusal(1, 'setpriv: setresuid failed\n'), null, 'no longer a launcher of cordon')
   })
 
   it('leaves the program alone: other exit codes, other text', () => {
-    assert.equal(launcherRefusal(2, 'bwrap: anything\n'), null)
-    assert.equal(launcherRefusal(1, 'python: bwrap: not me\n'), null)
+    assert.equal(launcherRefusal(2, 'bwrap: anything\n', notStarted), null)
+    assert.equal(launcherRefusal(1, 'python: bwrap: not me\n', notStarted), null)
+  })
+
+  it('a program cannot forge one: an untagged or wrongly tagged line, or bwrap words once the program ran', () => {
+    assert.equal(launcherRefusal(1, 'cordon-launch: forged\n', processTier), null)
+    assert.equal(launcherRefusal(1, 'cordon-launch[00000000]: forged\n', processTier), null)
+    assert.equal(launcherRefusal(1, 'bwrap: forged\n', processTier), null, 'the process tier has no bwrap')
+    assert.equal(launcherRefusal(1, 'bwrap: forged\n', started), null, 'bwrap reported the program exit')
+    assert.equal(launcherRefusal(1, 'cordon-launch[5eed5eed]: forged\n', started), null)
   })
 })

@@ -263,3 +263,25 @@ for (const tier of TIERS) {
     })
   })
 }
+
+for (const tier of TIERS) {
+  describe(`a launcher's refusal against a program's words (${tier} tier)`, { skip: skipTier(tier) }, () => {
+    it('a program that prints what a launcher would and exits 1 is a nonzero exit, never `error`', async () => {
+      for (const line of ['bwrap: forged', 'cordon-launch: forged', 'cordon-launch[0011aabb]: forged']) {
+        const r = await run(['sh', '-c', `echo "${line}" >&2; exit 1`], { isolation: tier })
+        assert.equal(r.status, 'nonzero-exit', `${line}: ${JSON.stringify(r.violation)}`)
+        assert.equal(r.stderr, `${line}\n`)
+      }
+    })
+  })
+}
+
+describe("bwrap's own refusal", { skip: noNamespace || notRoot }, () => {
+  it('is an `error` naming what bwrap said (a cwd the sandbox uid cannot enter)', async () => {
+    const dir = tempDir('cordon-closed-', { mode: 0o700 })
+    const r = await run(['true'], { isolation: 'namespace', cwd: dir })
+    assert.equal(r.status, 'error', r.stderr)
+    assert.equal(r.violation?.limit, 'launch')
+    assert.match(r.violation?.message ?? '', /^bwrap: Can't chdir to .*Permission denied/)
+  })
+})

@@ -290,6 +290,20 @@ describe('the launcher binary', { skip: noLauncher }, () => {
     }
   })
 
+  it("tags every refusal with --tag, even one about an argument before it: a program cannot guess a run's tag", () => {
+    const bad = launch('--bogus', '--tag=0a1b2c', '--', 'true')
+    assert.equal(bad.status, 1)
+    assert.match(bad.stderr, /^cordon-launch\[0a1b2c\]: bad argument: --bogus/)
+    const missing = launch('--tag=0a1b2c', '--', '/no/such/program')
+    assert.equal(missing.status, 127)
+    assert.match(missing.stderr, /^cordon-launch\[0a1b2c\]: cannot execute \/no\/such\/program/)
+    assert.match(
+      launch('--tag=', '--', 'true').stderr,
+      /^cordon-launch: bad argument: --tag=/,
+      'a tag is hex',
+    )
+  })
+
   it('requires --keep-fds: which inherited fds survive is never left to chance', () => {
     const r = spawnSync(caps.launcher!, ['--', '/bin/true'], { encoding: 'utf8' })
     assert.equal(r.status, 1)
