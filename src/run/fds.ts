@@ -43,15 +43,23 @@ export function extraFds(child: ChildProcess): ExtraFds {
   }
 }
 
-export function feedStdin(child: ChildProcess, stdin: Policy['stdin'], keepOpen: boolean): void {
+/**
+ * Feed the sandbox's stdin; returns what to do when the run ends: a Readable the program did not read to
+ * its end is destroyed then, so a file or socket behind it is not left open with nobody reading it.
+ */
+export function feedStdin(child: ChildProcess, stdin: Policy['stdin'], keepOpen: boolean): () => void {
   const pipe = child.stdin
-  if (!pipe) return
+  const nothing = () => {}
+  if (!pipe) return nothing
   pipe.on('error', () => {}) // the sandbox may exit without reading its input (EPIPE)
   if (stdin === undefined) {
     if (!keepOpen) pipe.end()
   } else if (typeof stdin === 'string' || Buffer.isBuffer(stdin)) {
     pipe.end(stdin)
   } else {
-    ;(stdin as Readable).on('error', () => pipe.end()).pipe(pipe)
+    const source = stdin as Readable
+    source.on('error', () => pipe.end()).pipe(pipe)
+    return () => source.readableEnded || source.destroy()
   }
+  return nothing
 }

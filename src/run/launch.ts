@@ -214,7 +214,7 @@ function supervise(
 
   child.stdout!.on('data', (b: Buffer) => out.push('stdout', b) || stop('output-limit', false))
   child.stderr!.on('data', (b: Buffer) => out.push('stderr', b) || stop('output-limit', false))
-  feedStdin(child, policy.stdin, keepStdinOpen)
+  const releaseStdin = feedStdin(child, policy.stdin, keepStdinOpen)
 
   const result = new Promise<RunResult>((resolve, reject) => {
     let exited: { code: number | null; signal: NodeJS.Signals | null } | null = null
@@ -247,6 +247,7 @@ function supervise(
       policy.signal?.removeEventListener('abort', onAbort)
       // Even a clean exit can leave bwrap's init tearing down its namespace for a moment: wait it out.
       if (procs) await reap(procs, 5000)
+      releaseStdin()
       const usage = cgroup?.usage() ?? null
       await Promise.all([cgroup?.remove(), proxy?.close(), releasePlan(plan)])
       exited ??= { code, signal: sig }

@@ -1,8 +1,10 @@
 // An async-iterable queue: chunks pushed by the supervisor, pulled by `for await` at the caller's pace.
+// One reader at a time: each chunk goes to exactly one, so a second concurrent one is refused, loudly.
 export class ChunkQueue<T> implements AsyncIterable<T> {
   private readonly items: T[] = []
   private waiting: ((r: IteratorResult<T>) => void) | null = null
   private ended = false
+  private reading = false
 
   push(item: T): void {
     if (this.waiting) {
@@ -18,19 +20,27 @@ export class ChunkQueue<T> implements AsyncIterable<T> {
     this.waiting = null
   }
 
-  async *[Symbol.asyncIterator](): AsyncIterator<T> {
-    for (;;) {
-      const next = this.items.shift()
-      if (next !== undefined) {
-        yield next
-        continue
-      }
-      if (this.ended) return
-      const r = await new Promise<IteratorResult<T>>((resolve) => {
-        this.waiting = resolve
-      })
-      if (r.done) return
-      yield r.value
+  [Symbol.asyncIterator](): AsyncIterator<T> {
+    if (this.reading) throw new TypeError('output is being iterated already: one reader at a time')
+    this.reading = true
+    let done = false
+    // The next reader goes on from here: a `break` (return) hands the rest over.
+    const finish = (): IteratorResult<T> => {
+      if (!done) this.reading = false
+      done = true
+      return { value: undefined, done: true }
+    }
+    return {
+      next: async () => {
+        if (done) return finish()
+        if (this.items.length > 0) return { value: this.items.shift()!, done: false }
+        if (this.ended) return finish()
+        const r = await new Promise<IteratorResult<T>>((resolve) => {
+          this.waiting = resolve
+        })
+        return r.done ? finish() : r
+      },
+      return: async () => finish(),
     }
   }
 }

@@ -1,5 +1,6 @@
 // Output through real pipes: both streams read at once, live chunks, exact bytes, split characters.
 import assert from 'node:assert/strict'
+import { PassThrough } from 'node:stream'
 import { describe, it } from 'node:test'
 import { type OutputChunk, run, start } from '../../src/index.js'
 import { marker, processesWith, skipTier, TIERS } from '../helpers.js'
@@ -96,6 +97,20 @@ for (const tier of TIERS) {
       assert.equal((await run(['cat'], { isolation, stdin: Buffer.from('xyz') })).stdout, 'xyz')
       const eof = await run(['cat'], { isolation, limits: { wallTimeMs: 5000 } })
       assert.equal(eof.status, 'ok')
+    })
+
+    it('a Readable stdin the program does not read to its end is destroyed when the run ends', async () => {
+      const stdin = new PassThrough()
+      stdin.write('more than the program reads\n')
+      const r = await run(['true'], { isolation, stdin })
+      assert.equal(r.status, 'ok')
+      assert.ok(
+        stdin.destroyed,
+        "the caller's stream is not left open (a file or socket behind it would leak)",
+      )
+      const read = new PassThrough()
+      read.end('all of it\n')
+      assert.equal((await run(['cat'], { isolation, stdin: read })).stdout, 'all of it\n')
     })
 
     it('without stdin, run() gives the sandbox /dev/null (no pipe to make and close); start() a pipe', async () => {

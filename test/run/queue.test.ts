@@ -91,4 +91,25 @@ describe('ChunkQueue', () => {
     }
     assert.deepEqual(seen, [1, 2])
   })
+
+  it('a second iterator while one is running throws at once, instead of leaving one of them hanging', async () => {
+    const queue = new ChunkQueue<number>()
+    const first = collect(queue)
+    await tick()
+    assert.throws(() => queue[Symbol.asyncIterator](), /output is being iterated already/)
+    queue.push(1)
+    queue.end()
+    assert.deepEqual(await first, [1])
+  })
+
+  it('an iterator that stopped early hands over: the next one goes on where it stopped', async () => {
+    const queue = new ChunkQueue<number>()
+    for (const n of [1, 2, 3]) queue.push(n)
+    queue.end()
+    for await (const n of queue) {
+      assert.equal(n, 1)
+      break
+    }
+    assert.deepEqual(await collect(queue), [2, 3])
+  })
 })
