@@ -3,6 +3,7 @@ import { inspect } from 'node:util'
 import { PolicyError } from '../errors.js'
 import { callFunction } from '../functions/call.js'
 import { policyInput } from './flags.js'
+import { EXIT_BROKEN_PIPE, pipeBroken, print, whileCancelable } from './pipes.js'
 import { exitCodeFor } from './run.js'
 
 function parseTarget(target: string): { file: string; exportName: string } {
@@ -35,28 +36,24 @@ export function jsonReplacer(_key: string, value: unknown): unknown {
 
 export async function callCommand(target: string, values: Record<string, unknown>): Promise<number> {
   const { file, exportName } = parseTarget(target)
-  const controller = new AbortController()
-  const cancel = () => controller.abort()
-  process.once('SIGINT', cancel)
-  try {
-    const json = values.json === true
-    // Without --json, stdout carries only the value: what the function prints goes to stderr, live.
-    const result = await callFunction(file, exportName, parseArgs(values.args), {
+  const json = values.json === true
+  // Without --json, stdout carries only the value: what the function prints goes to stderr, live.
+  const result = await whileCancelable((signal) =>
+    callFunction(file, exportName, parseArgs(values.args), {
       ...policyInput(values),
-      signal: controller.signal,
-      ...(json ? {} : { onOutput: (chunk: { data: string }) => process.stderr.write(chunk.data) }),
-    })
-    if (json) {
-      process.stdout.write(`${JSON.stringify(result, jsonReplacer)}\n`)
-    } else {
-      if ('value' in result) process.stdout.write(`${inspect(result.value, { depth: null })}\n`)
-      if (result.error)
-        process.stderr.write(`${result.error.stack ?? `${result.error.name}: ${result.error.message}`}\n`)
-      else if (result.violation)
-        process.stderr.write(`cordon: ${result.status}: ${result.violation.message}\n`)
-    }
-    return exitCodeFor(result)
-  } finally {
-    process.off('SIGINT', cancel)
+      signal,
+      ...(json ? {} : { onOutput: (chunk: { data: string }) => print(process.stderr, chunk.data) }),
+    }),
+  )
+  if (pipeBroken()) return EXIT_BROKEN_PIPE
+  if (json) {
+    print(process.stdout, `${JSON.stringify(result, jsonReplacer)}\n`)
+  } else {
+    if ('value' in result) print(process.stdout, `${inspect(result.value, { depth: null })}\n`)
+    if (result.error)
+      print(process.stderr, `${result.error.stack ?? `${result.error.name}: ${result.error.message}`}\n`)
+    else if (result.violation)
+      print(process.stderr, `cordon: ${result.status}: ${result.violation.message}\n`)
   }
+  return exitCodeFor(result)
 }

@@ -17,15 +17,20 @@ function packageVersion(): string {
 }
 
 /**
- * The `run` flags given before the command (`--` or its first word), read as commander reads them, so
- * that a usage error can still honour `--json` even when commander stopped before reaching it.
+ * The flags of `run` (before its command: `--` or its first word) or of `call` (around its target), read
+ * as commander reads them, so that a usage error can still honour `--json` when commander stopped before
+ * reaching it.
  */
-function runFlags(argv: readonly string[], options: readonly Option[]): Map<string, string | true> {
+function commandFlags(argv: readonly string[], options: readonly Option[]): Map<string, string | true> {
   const flags = new Map<string, string | true>()
-  if (argv[0] !== 'run') return flags
+  if (argv[0] !== 'run' && argv[0] !== 'call') return flags
   for (let i = 1; i < argv.length; i++) {
     const token = argv[i]!
-    if (token === '--' || !token.startsWith('-')) break
+    if (token === '--') break
+    if (!token.startsWith('-')) {
+      if (argv[0] === 'run') break
+      continue // call's target
+    }
     const eq = token.indexOf('=')
     const name = eq > 0 ? token.slice(0, eq) : token
     const option = options.find((o) => o.long === name || o.short === name)
@@ -131,8 +136,8 @@ export async function main(argv: string[]): Promise<number> {
       message = error instanceof Error ? error.message : String(error)
       print(process.stderr, `cordon: ${error instanceof Error ? (error.stack ?? message) : message}\n`)
     }
-    // `run --json` promises exactly one result object on stdout, a usage error included.
-    const flags = runFlags(argv, runCmd.options)
+    // `run --json` and `call --json` promise exactly one result object on stdout, a usage error included.
+    const flags = commandFlags(argv, argv[0] === 'call' ? callCmd.options : runCmd.options)
     if (flags.get('--json') === true)
       print(process.stdout, `${JSON.stringify(usageErrorResult(flags.get('--isolation'), limit, message))}\n`)
     return EXIT.cordon

@@ -37,3 +37,22 @@ export function onBrokenPipe(listener: () => void): () => void {
 export function print(stream: NodeJS.WriteStream, text: string): void {
   if (!broken) stream.write(text)
 }
+
+/**
+ * Run `body` with a signal that Ctrl-C, SIGTERM and a broken output pipe abort: the CLI, not the library,
+ * owns the process's signals, and nobody reading the output any more is a reason to stop as well.
+ */
+export async function whileCancelable<T>(body: (signal: AbortSignal) => Promise<T>): Promise<T> {
+  const controller = new AbortController()
+  const cancel = () => controller.abort()
+  process.once('SIGINT', cancel)
+  process.once('SIGTERM', cancel)
+  const offBrokenPipe = onBrokenPipe(cancel)
+  try {
+    return await body(controller.signal)
+  } finally {
+    offBrokenPipe()
+    process.off('SIGINT', cancel)
+    process.off('SIGTERM', cancel)
+  }
+}

@@ -9,7 +9,7 @@ import { emptyResult } from '../run/handle.js'
 import { run } from '../run/launch.js'
 import type { RunResult } from '../run/result.js'
 import { policyInput } from './flags.js'
-import { EXIT_BROKEN_PIPE, onBrokenPipe, pipeBroken, print } from './pipes.js'
+import { EXIT_BROKEN_PIPE, pipeBroken, print, whileCancelable } from './pipes.js'
 
 export const EXIT = { limit: 124, cordon: 125, denied: 126, notFound: 127, canceled: 130 } as const
 
@@ -64,30 +64,22 @@ export function usageErrorResult(isolation: unknown, limit: string, message: str
 export async function runCommand(command: string[], values: Record<string, unknown>): Promise<number> {
   const json = values.json === true
   const stdin = openStdin(values.stdin)
-  const controller = new AbortController()
-  // The CLI, not the library, owns the process's signals: Ctrl-C cancels the sandbox cleanly.
-  const cancel = () => controller.abort()
-  process.once('SIGINT', cancel)
-  process.once('SIGTERM', cancel)
-  // Nobody reads the output any more: cancel, as Ctrl-C does (the sandbox and its cgroup go too).
-  const offBrokenPipe = onBrokenPipe(cancel)
   try {
-    const result = await run(command, {
-      ...policyInput(values),
-      ...(stdin ? { stdin } : {}),
-      signal: controller.signal,
-      onOutput: json
-        ? undefined
-        : (chunk) => print(chunk.stream === 'stdout' ? process.stdout : process.stderr, chunk.data),
-    })
+    const result = await whileCancelable((signal) =>
+      run(command, {
+        ...policyInput(values),
+        ...(stdin ? { stdin } : {}),
+        signal,
+        onOutput: json
+          ? undefined
+          : (chunk) => print(chunk.stream === 'stdout' ? process.stdout : process.stderr, chunk.data),
+      }),
+    )
     if (json) print(process.stdout, `${JSON.stringify(result)}\n`)
     else if (result.violation)
       print(process.stderr, `cordon: ${result.status}: ${result.violation.message}\n`)
     return pipeBroken() ? EXIT_BROKEN_PIPE : exitCodeFor(result)
   } finally {
-    offBrokenPipe()
-    process.off('SIGINT', cancel)
-    process.off('SIGTERM', cancel)
     if (stdin && stdin !== process.stdin) stdin.destroy()
     if (stdin === process.stdin) process.stdin.pause()
   }

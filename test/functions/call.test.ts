@@ -1,6 +1,6 @@
 // callFunction for real: a child Node process in the sandbox, values by structured clone.
 import assert from 'node:assert/strict'
-import { spawnSync } from 'node:child_process'
+import { spawn, spawnSync } from 'node:child_process'
 import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 import { after, describe, it } from 'node:test'
@@ -33,6 +33,7 @@ export function forge() {
   return 'genuine'
 }
 export function spin() { for (;;) {} }
+export async function chatter() { for (;;) { console.log('x'); await new Promise((r) => setTimeout(r, 10)) } }
 export const notAFunction = 42
 `,
 )
@@ -168,5 +169,43 @@ describe('cordon call', () => {
     const bad = call(`${mod}#add`, '--args', '{1')
     assert.equal(bad.status, 125)
     assert.match(bad.stderr, /--args/)
+  })
+
+  for (const [args, flag] of [
+    [[`${mod}#add`, '--args', '{1'], '--args'],
+    [[`${mod}#add`, '--bogus'], '--bogus'],
+    [[`${mod}#add`, '--memory', 'banana'], '--memory'],
+    [['no-export-named'], 'target'],
+  ] as const) {
+    it(`--json: 125 and one error result naming ${flag} for ${args.slice(1).join(' ') || args[0]}`, () => {
+      const r = call('--json', ...args)
+      assert.equal(r.status, 125, r.stderr)
+      assert.ok(r.stderr.includes(flag), `the message still goes to stderr: ${r.stderr}`)
+      const lines = r.stdout.split('\n')
+      assert.equal(lines.length, 2, `exactly one line on stdout: ${JSON.stringify(r.stdout)}`)
+      const result = JSON.parse(lines[0]!)
+      assert.equal(result.status, 'error')
+      assert.equal(result.violation.limit, flag)
+    })
+  }
+
+  it('141, quietly, and the sandbox stopped when the reader closes its stderr', async () => {
+    const child = spawn(process.execPath, [CLI, 'call', `${mod}#chatter`, '--timeout', '60s'])
+    let printed = ''
+    child.stdout.setEncoding('utf8').on('data', (s: string) => (printed += s))
+    const timer = setTimeout(() => child.kill('SIGKILL'), 20_000)
+    try {
+      await new Promise((resolve) => child.stderr.once('data', resolve))
+      child.stderr.destroy()
+      const code = await new Promise<number | null>((resolve) => child.on('close', resolve))
+      assert.equal(code, 141, printed)
+      assert.equal(printed, '', 'nothing printed after the stderr closed')
+      const left = spawnSync('find', ['/sys/fs/cgroup', '-maxdepth', '8', '-name', `cordon-${child.pid}-*`], {
+        encoding: 'utf8',
+      })
+      assert.equal(left.stdout, '', 'its cgroup is removed')
+    } finally {
+      clearTimeout(timer)
+    }
   })
 })
