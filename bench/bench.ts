@@ -159,6 +159,7 @@ function rawLaunch(
         },
         seccomp: fenced ? seccomp : null,
         bwrapEnv: !fenced,
+        monitor: fenced,
         tag: '0123456789abcdef',
         program: inner,
       })

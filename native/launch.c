@@ -6,11 +6,13 @@
  *   cordon-launch --keep-fds=[N,...] [--cpu=S:H] [--fsize=N] [--core=N] [--data=N] [--nproc=N]
  *                 [--join=FILE]... [--unshare-net] [--unshare-ipc] [--mkdir=DIR] [--uid=N --gid=N]
  *                 [--landlock-fs [--landlock-write=PATH]...] [--scope-signals] [--scope-abstract-unix]
- *                 [--seccomp=HEX] [--bwrap-env] [--tag=HEX] -- PROGRAM [ARGS...]
+ *                 [--seccomp=HEX] [--bwrap-env] [--monitor] [--tag=HEX] -- PROGRAM [ARGS...]
  *   cordon-launch --landlock-abi        prints the kernel's Landlock ABI version (0: none)
  *
  * First every inherited fd above stderr is closed but the --keep-fds ones (cordon's pipes): an fd its host
- * left without close-on-exec must not reach the sandbox. Then, in this order: rlimits (prlimit's syntax, N or SOFT:HARD, applied as parsed); join the sandbox's cgroup
+ * left without close-on-exec must not reach the sandbox. With --monitor (the process tier) it then forks:
+ * this process stays as the program's parent, outside the sandbox (see monitor()), and the child goes on.
+ * Then, in this order: rlimits (prlimit's syntax, N or SOFT:HARD, applied as parsed); join the sandbox's cgroup
  * (write 0 to each FILE: v1 `tasks`, v2 `cgroup.procs`), so that nothing of the program ever runs outside
  * it; an empty network namespace and an IPC namespace of its own (need root; SysV IPC objects then die
  * with the sandbox instead of outliving it on the host); the sandbox's private TMPDIR, made for uid/gid; drop to
@@ -45,6 +47,8 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Landlock's ABI, defined here because distribution headers lag the kernels cordon runs on. */
@@ -223,6 +227,99 @@ static void close_inherited(const int *keep, int n_keep) {
   closedir(dir);
 }
 
+/* SIGKILL whatever is listed in a cgroup file (v1 `tasks`, v2 `cgroup.procs`); 1 when it listed someone. */
+static int kill_listed(const char *file) {
+  FILE *f = fopen(file, "r");
+  if (!f) return 0;
+  int found = 0;
+  long pid;
+  while (fscanf(f, "%ld", &pid) == 1) {
+    found = 1;
+    kill((pid_t)pid, SIGKILL);
+  }
+  fclose(f);
+  return found;
+}
+
+/*
+ * The host died (its death signal woke the monitor): kill the whole sandbox, not only the program, which
+ * dies anyway with the monitor. Everything the sandbox uid runs (from a child that takes that uid: kill(-1)
+ * then reaches exactly its processes), everything in the sandbox's cgroup, and the monitor's own process
+ * group. Each in passes, until a pass finds nobody: a killed process forks no more.
+ */
+static void sweep(long uid, long gid, const char **join, int n_join) {
+  const struct timespec pause = {0, 1000000};
+  if (uid >= 0) {
+    pid_t killer = fork();
+    if (killer == 0) {
+      if (setresgid((gid_t)gid, (gid_t)gid, (gid_t)gid) == 0 && setresuid((uid_t)uid, (uid_t)uid, (uid_t)uid) == 0)
+        for (int pass = 0; pass < 1000 && kill(-1, SIGKILL) == 0; pass++) nanosleep(&pause, NULL);
+      _exit(0);
+    }
+    if (killer > 0) waitpid(killer, NULL, 0);
+  }
+  for (int j = 0; j < n_join; j++)
+    for (int pass = 0; pass < 1000 && kill_listed(join[j]); pass++) nanosleep(&pause, NULL);
+  kill(0, SIGKILL);
+}
+
+/* Pass on how the program ended: its exit code, or its signal (a real-time one, which Node cannot name, as 128+N). */
+static void pass_on(int status) {
+  if (WIFEXITED(status)) _exit(WEXITSTATUS(status));
+  int sig = WTERMSIG(status);
+  if (sig < 32) {
+    const struct rlimit no_core = {0, 0};
+    sigset_t one;
+    setrlimit(RLIMIT_CORE, &no_core);
+    signal(sig, SIG_DFL);
+    sigemptyset(&one);
+    sigaddset(&one, sig);
+    raise(sig);
+    sigprocmask(SIG_UNBLOCK, &one, NULL);
+  }
+  _exit(128 + sig);
+}
+
+/*
+ * --monitor (the process tier): fork; the child goes on to set up and run the program, and this process
+ * stays, as root, outside the sandbox's uid and cgroup, where no sandbox process can signal it. It passes
+ * on how the program ended and, if the host dies first, kills the whole sandbox: a parent-death signal
+ * reaches only the one process that set it, so without a monitor a child that left the session would
+ * outlive a host killed with SIGKILL. Returns in the child only.
+ */
+static void monitor(long uid, long gid, const char **join, int n_join) {
+  pid_t host = getppid(), self = getpid();
+  sigset_t all, before;
+  sigfillset(&all);
+  sigprocmask(SIG_BLOCK, &all, &before);
+  pid_t child = fork();
+  if (child < 0) die("fork", "the program");
+  if (child == 0) {
+    sigprocmask(SIG_SETMASK, &before, NULL);
+    /* Set again after the uid change, which clears it. */
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) die("pdeathsig", NULL);
+    if (getppid() != self) _exit(1);
+    return;
+  }
+  /* Hold nothing open: the pipes close when the sandbox is done with them, not when the monitor is. */
+  if (syscall(SYS_close_range, 0, ~0U, 0) != 0)
+    for (int fd = 0; fd < 1024; fd++) close(fd);
+  prctl(PR_SET_PDEATHSIG, SIGHUP);
+  for (;;) {
+    if (getppid() != host) {
+      sweep(uid, gid, join, n_join);
+      _exit(1);
+    }
+    siginfo_t info;
+    /* Every signal is blocked and waited for here: SIGCHLD, the death signal, and cordon's SIGTERM of a
+       graceful stop, which is the program's to receive (cordon sends it there too), not the monitor's. */
+    if (sigwaitinfo(&all, &info) != SIGCHLD) continue;
+    int status;
+    for (pid_t pid; (pid = waitpid(-1, &status, WNOHANG)) > 0;)
+      if (pid == child) pass_on(status);
+  }
+}
+
 static void put(int fd, const char *s, size_t n) {
   while (n > 0) {
     ssize_t w = write(fd, s, n);
@@ -256,7 +353,7 @@ static const char *prefixed(const char *arg, const char *prefix) {
 
 int main(int argc, char **argv) {
   pid_t parent = getppid();
-  int unshare_net = 0, unshare_ipc = 0, landlock_fs = 0, bwrap_env = 0, keep[MAX_KEEP], n_keep = -1;
+  int unshare_net = 0, unshare_ipc = 0, landlock_fs = 0, bwrap_env = 0, monitored = 0, keep[MAX_KEEP], n_keep = -1;
   uint64_t scoped = 0;
   long uid = -1, gid = -1;
   const char *writable[MAX_WRITABLE], *join[MAX_JOIN], *scratch = NULL, *seccomp = NULL;
@@ -308,6 +405,7 @@ int main(int argc, char **argv) {
     else if (strcmp(a, "--unshare-net") == 0) unshare_net = 1;
     else if (strcmp(a, "--unshare-ipc") == 0) unshare_ipc = 1;
     else if (strcmp(a, "--bwrap-env") == 0) bwrap_env = 1;
+    else if (strcmp(a, "--monitor") == 0) monitored = 1;
     else usage(a);
   }
   if (i >= argc) usage("(no program after --)");
@@ -315,6 +413,10 @@ int main(int argc, char **argv) {
   if (n_writable > 0 && !landlock_fs) usage("--landlock-write needs --landlock-fs");
   if (n_keep < 0) usage("--keep-fds is required (empty for none)");
   close_inherited(keep, n_keep);
+  if (monitored) {
+    monitor(uid, gid, join, n_join);
+    parent = getppid();
+  }
 
   for (int j = 0; j < n_join; j++) join_cgroup(join[j]);
   if (unshare_net && unshare(CLONE_NEWNET) != 0) die("unshare", "network namespace");

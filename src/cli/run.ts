@@ -1,10 +1,10 @@
 // `cordon run [flags] -- CMD [ARGS...]`: stream live or print one JSON result; exit code says what happened.
 import { accessSync, createReadStream, constants as fsConstants, statSync } from 'node:fs'
-import { constants } from 'node:os'
 import type { Readable } from 'node:stream'
 import { PolicyError } from '../errors.js'
 import { probeCapabilities } from '../plan/capabilities.js'
 import { tierFor } from '../plan/plan.js'
+import { signalNumber } from '../run/classify.js'
 import { emptyResult } from '../run/handle.js'
 import { run } from '../run/launch.js'
 import type { RunResult } from '../run/result.js'
@@ -20,7 +20,7 @@ export function exitCodeFor(result: RunResult): number {
     case 'nonzero-exit':
       return result.exitCode ?? 1
     case 'signaled':
-      return 128 + (constants.signals[result.signal as NodeJS.Signals] ?? 0)
+      return 128 + (signalNumber(result.signal ?? '') ?? 0)
     case 'denied':
       return EXIT.denied
     case 'not-found':

@@ -28,6 +28,11 @@ export interface LauncherSpec {
   seccomp: Buffer | null
   /** `program` is bwrap: it gets the environment as arguments for the sandbox, and none of its own. */
   bwrapEnv: boolean
+  /**
+   * Stay as the program's parent (process tier): pass on how it ended, real-time signals included, and
+   * kill the whole sandbox if the host dies first.
+   */
+  monitor: boolean
   /** Hex, new for every run: the launcher names itself `cordon-launch[tag]` when it refuses (see classify). */
   tag: string
   program: readonly string[]
@@ -48,6 +53,7 @@ export function launcherArgv(spec: LauncherSpec): string[] {
     ...(spec.scope.abstractUnix ? ['--scope-abstract-unix'] : []),
     ...(spec.seccomp ? [`--seccomp=${spec.seccomp.toString('hex')}`] : []),
     ...(spec.bwrapEnv ? ['--bwrap-env'] : []),
+    ...(spec.monitor ? ['--monitor'] : []),
     `--tag=${spec.tag}`,
     '--',
     ...spec.program,

@@ -467,6 +467,8 @@ export function prepare(
       // bwrap installs the namespace tier's filter itself, from SECCOMP_FD, after its own set-up.
       seccomp: fenced ? seccomp : null,
       bwrapEnv: !fenced,
+      // bwrap is the namespace tier's monitor.
+      monitor: fenced,
       tag,
       program: inner,
     })

@@ -18,7 +18,7 @@ export interface SandboxProcesses {
 }
 
 /**
- * The process cordon spawned: the launcher, which becomes bwrap's monitor or the program. Signalled through
+ * The process cordon spawned: the launcher, which becomes bwrap's monitor or stays as the program's. Signalled through
  * its ChildProcess, which never signals a pid it has already reaped (and so might belong to someone else).
  */
 export interface Leader {
@@ -104,14 +104,15 @@ export function processTierProcesses(leader: Leader, uid: number | null): Sandbo
   // Once none is left and the launcher is gone (before it drops to the uid, it would not be counted),
   // nothing can bring one back, so an empty scan (a /proc walk: ~0.3 ms) is not repeated.
   const all = finalWhenEmpty(leader, () => (uid !== null ? livingByUid(uid) : livingInSession(leader.pid)))
-  // The leader itself too: until the launcher has dropped to the sandbox uid (or joined the cgroup), no
-  // scan finds it, and it must not go on to start the program. It never forks, so signalling it early
-  // leaves nothing behind.
+  // The leader itself too: it is the launcher's monitor, root and outside the cgroup, which no scan finds.
+  // SIGTERM it ignores (the program gets its own); SIGKILL takes the program with it (parent-death signal),
+  // also while the program is still being set up, before any scan could find it.
   const send = (sig: NodeJS.Signals) => {
     const others = all().filter((pid) => pid !== leader.pid)
     if (!leader.gone()) leader.signal(sig)
     signal(others, sig)
-    return !leader.gone() || others.length > 0
+    // Only a sandbox process counts as reached: until one is there, a graceful stop asks again.
+    return others.length > 0
   }
   return {
     term: () => send('SIGTERM'),

@@ -253,8 +253,10 @@ function supervise(
       exited ??= { code, signal: sig }
       let exitCode = exited.code
       let signal: string | null = exited.signal
-      // bwrap reports a signal death of the program as 128+N; undo that so both tiers look alike.
-      if (plan.tier === 'namespace' && signal === null) {
+      // A signal death the launcher could not pass on as itself arrives as 128+N: any from bwrap, a
+      // real-time one (which Node cannot name) from the process tier's monitor. Undone here, so both tiers
+      // look alike.
+      if (signal === null && exitCode !== null && exitCode > (plan.tier === 'namespace' ? 128 : 128 + 31)) {
         signal = effectiveSignal(exitCode, null)
         if (signal) exitCode = null
       }

@@ -15,6 +15,7 @@ const base: LauncherSpec = {
   scope: { signals: false, abstractUnix: false },
   seccomp: null,
   bwrapEnv: false,
+  monitor: false,
   tag: '0a1b',
   program: ['/usr/bin/true'],
 }
@@ -44,6 +45,7 @@ describe('launcherArgv', () => {
       scope: { signals: true, abstractUnix: true },
       seccomp: Buffer.from([0x06, 0, 0, 0, 0, 0, 0xff, 0x7f]),
       bwrapEnv: true,
+      monitor: true,
       program: ['/usr/bin/id', '-u', '--', '--uid=0'],
     })
     assert.deepEqual(argv, [
@@ -66,6 +68,7 @@ describe('launcherArgv', () => {
       '--scope-abstract-unix',
       '--seccomp=060000000000ff7f',
       '--bwrap-env',
+      '--monitor',
       '--tag=0a1b',
       '--',
       '/usr/bin/id',

@@ -1,7 +1,13 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import type { Limits } from '../../src/policy/schema.js'
-import { classify, effectiveSignal, launcherRefusal, type Outcome } from '../../src/run/classify.js'
+import {
+  classify,
+  effectiveSignal,
+  launcherRefusal,
+  type Outcome,
+  signalNumber,
+} from '../../src/run/classify.js'
 
 const limits: Limits = {
   wallTimeMs: 2000,
@@ -38,6 +44,16 @@ describe('effectiveSignal', () => {
     assert.equal(effectiveSignal(152, null), 'SIGXCPU')
     assert.equal(effectiveSignal(153, null), 'SIGXFSZ')
     assert.equal(effectiveSignal(129, null), 'SIGHUP')
+  })
+
+  it('names real-time signals, which Node has no name for, as glibc counts them: SIGRTMIN is 34', () => {
+    assert.equal(effectiveSignal(128 + 34, null), 'SIGRTMIN')
+    assert.equal(effectiveSignal(128 + 35, null), 'SIGRTMIN+1')
+    assert.equal(effectiveSignal(128 + 64, null), 'SIGRTMIN+30')
+    assert.equal(effectiveSignal(128 + 32, null), 'SIG32')
+    for (const name of ['SIGRTMIN', 'SIGRTMIN+1', 'SIGRTMIN+30', 'SIG32', 'SIGKILL', 'SIGXCPU'])
+      assert.equal(effectiveSignal(128 + signalNumber(name)!, null), name, name)
+    assert.equal(signalNumber('SIGNOPE'), null)
   })
 
   it('returns null for ordinary exit codes and out-of-range ones', () => {

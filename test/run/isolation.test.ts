@@ -235,10 +235,11 @@ for (const tier of TIERS) {
     })
 
     it('starts a new session with no controlling terminal', async () => {
-      const r = await run(['sh', '-c', 'echo $$ $(cut -d" " -f6,7 /proc/$$/stat)'], { isolation: tier })
-      const [pid, sid, tty] = r.stdout.trim().split(' ')
-      // The session leader is the program itself, or bwrap's init inside the PID namespace.
-      assert.equal(sid, tier === 'namespace' ? '1' : pid)
+      const handle = start(['sh', '-c', 'echo $(cut -d" " -f6,7 /proc/$$/stat)'], { isolation: tier })
+      const r = await handle.result
+      const [sid, tty] = r.stdout.trim().split(' ')
+      // The session leader is bwrap's init inside the PID namespace, or the process tier's monitor.
+      assert.equal(sid, tier === 'namespace' ? '1' : String(handle.pid))
       assert.equal(tty, '0')
     })
 
@@ -272,6 +273,25 @@ for (const tier of TIERS) {
         assert.equal(r.status, 'nonzero-exit', `${line}: ${JSON.stringify(r.violation)}`)
         assert.equal(r.stderr, `${line}\n`)
       }
+    })
+  })
+}
+
+for (const tier of TIERS) {
+  describe(`how the program ended (${tier} tier)`, { skip: skipTier(tier) }, () => {
+    it('a death by a real-time signal is `signaled` and names it, never `ok`', async () => {
+      const kill = 'import os, signal; os.kill(os.getpid(), signal.SIGRTMIN + 1)'
+      const r = await run(['python3', '-c', kill], { isolation: tier })
+      assert.equal(r.status, 'signaled', JSON.stringify(r))
+      assert.equal(r.signal, 'SIGRTMIN+1')
+      assert.equal(r.exitCode, null)
+    })
+
+    it('an exit code and an ordinary signal come through as they were', async () => {
+      const exited = await run(['sh', '-c', 'exit 7'], { isolation: tier })
+      assert.deepEqual([exited.status, exited.exitCode, exited.signal], ['nonzero-exit', 7, null])
+      const killed = await run(['sh', '-c', 'kill -TERM $$'], { isolation: tier })
+      assert.deepEqual([killed.status, killed.exitCode, killed.signal], ['signaled', null, 'SIGTERM'])
     })
   })
 }

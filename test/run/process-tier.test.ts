@@ -304,6 +304,22 @@ describe('the launcher binary', { skip: noLauncher }, () => {
     )
   })
 
+  it('--monitor: stays as the parent of the program, which it runs in a child, and passes on how it ended', () => {
+    const ppid = launch('--monitor', '--', '/bin/sh', '-c', 'echo $PPID')
+    assert.equal(ppid.status, 0, ppid.stderr)
+    assert.equal(Number(ppid.stdout), ppid.pid, 'the launched pid is the monitor, the parent of the program')
+    assert.equal(launch('--monitor', '--', '/bin/sh', '-c', 'exit 7').status, 7)
+    const term = launch('--monitor', '--', '/bin/sh', '-c', 'kill -TERM $$')
+    assert.deepEqual([term.status, term.signal], [null, 'SIGTERM'], 'an ordinary signal as itself')
+    const rt = launch('--monitor', '--', '/usr/bin/python3', '-c', 'import os; os.kill(os.getpid(), 35)')
+    assert.equal(rt.status, 128 + 35, 'a real-time signal, which Node cannot name, as 128+N')
+    const refused = launch('--monitor', '--tag=ab', '--mkdir=relative', '--', '/bin/true')
+    assert.equal(refused.status, 1)
+    assert.match(refused.stderr, /^cordon-launch\[ab\]: bad argument: --mkdir=relative/)
+    const missing = launch('--monitor', '--', '/no/such/program')
+    assert.equal(missing.status, 127, missing.stderr)
+  })
+
   it('requires --keep-fds: which inherited fds survive is never left to chance', () => {
     const r = spawnSync(caps.launcher!, ['--', '/bin/true'], { encoding: 'utf8' })
     assert.equal(r.status, 1)

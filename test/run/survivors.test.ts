@@ -146,6 +146,24 @@ describe('output pipes held open outside the sandbox', () => {
 })
 
 describe('host killed with SIGKILL', () => {
+  it('takes a process-tier sandbox with it, children that left its session too', {
+    skip: skipTier('process') || notRoot,
+  }, async () => {
+    const m = marker()
+    // A setsid'd child no longer has the launched process's session; the marker arrives as $1, so only
+    // the two sleeps have it after "sleep " or "1000 " in their command lines.
+    const script = 'setsid sleep 1000 "$1" & exec sleep "$1"'
+    const host = spawn(
+      process.execPath,
+      [CLI, 'run', '--isolation', 'process', '--', 'sh', '-c', script, 'sh', m],
+      { stdio: 'ignore' },
+    )
+    const started = () => processesWith(`1000 ${m}`).length === 1 && processesWith(`sleep ${m}`).length === 1
+    assert.ok(await waitFor(started, 10_000), 'both started')
+    host.kill('SIGKILL')
+    assert.ok(await waitFor(() => processesWith(m).length === 0, 10_000), 'all died with their host')
+  })
+
   for (const tier of TIERS) {
     it(`takes its ${tier}-tier sandbox with it`, { skip: skipTier(tier) }, async () => {
       const m = marker()
