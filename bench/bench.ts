@@ -119,6 +119,7 @@ function rawLaunch(
   seccomp: Buffer | null,
   uid: { uid: number; gid: number } | null = null,
   scratch: string | null = null,
+  tag = '0123456789abcdef',
 ): Launch {
   const overheadProcesses = tier === 'namespace' ? 2 : 0
   const rlimits = rlimitArgs(limits, { ownUid: caps.isRoot, overheadProcesses, cgroup })
@@ -160,7 +161,7 @@ function rawLaunch(
         seccomp: fenced ? seccomp : null,
         bwrapEnv: !fenced,
         monitor: fenced,
-        tag: '0123456789abcdef',
+        tag,
         program: inner,
       })
   // Like cordon: a pipe for bwrap's status fd and one for the log channel, besides the seccomp program.
@@ -199,7 +200,7 @@ function baselineFor(tier: Isolation, options: RunOptions, via: CordonParts['via
   }
   const uid = plan.lease && { uid: plan.lease.uid, gid: plan.lease.gid }
   const launch = (parts: CordonParts) =>
-    rawLaunch(tier, program, plan.cgroup !== null, parts, plan.seccomp, uid, plan.scratch)
+    rawLaunch(tier, program, plan.cgroup !== null, parts, plan.seccomp, uid, plan.scratch, plan.tag)
   const join = plan.cgroup ? joinFiles(plan.cgroup.support.version, plan.cgroup.dirs) : []
   const expected = launch({ join, mkdir: plan.scratch !== null, via: 'launcher' })
   const same =

@@ -42,6 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <ftw.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -244,8 +245,8 @@ static int kill_listed(const char *file) {
 /*
  * The host died (its death signal woke the monitor): kill the whole sandbox, not only the program, which
  * dies anyway with the monitor. Everything the sandbox uid runs (from a child that takes that uid: kill(-1)
- * then reaches exactly its processes), everything in the sandbox's cgroup, and the monitor's own process
- * group. Each in passes, until a pass finds nobody: a killed process forks no more.
+ * then reaches exactly its processes) and everything in the sandbox's cgroup, in passes until a pass finds
+ * nobody: a killed process forks no more.
  */
 static void sweep(long uid, long gid, const char **join, int n_join) {
   const struct timespec pause = {0, 1000000};
@@ -260,7 +261,31 @@ static void sweep(long uid, long gid, const char **join, int n_join) {
   }
   for (int j = 0; j < n_join; j++)
     for (int pass = 0; pass < 1000 && kill_listed(join[j]); pass++) nanosleep(&pause, NULL);
-  kill(0, SIGKILL);
+}
+
+static int remove_entry(const char *path, const struct stat *st, int type, struct FTW *at) {
+  (void)st, (void)type, (void)at;
+  remove(path);
+  return 0;
+}
+
+/*
+ * After the sweep, what cordon would have removed at the end of the run: the cgroup (each joined file's
+ * directory, once its last process has finished exiting) and the private TMPDIR. Nothing of the sandbox
+ * runs any more to swap a path under the walk, which follows no symlink and stays on one filesystem.
+ */
+static void clean_up(const char **join, int n_join, const char *scratch) {
+  const struct timespec pause = {0, 1000000};
+  char dir[4096];
+  for (int j = 0; j < n_join; j++) {
+    const char *slash = strrchr(join[j], '/');
+    size_t n = (size_t)(slash - join[j]);
+    if (n == 0 || n >= sizeof dir) continue;
+    memcpy(dir, join[j], n);
+    dir[n] = '\0';
+    for (int pass = 0; pass < 200 && rmdir(dir) != 0 && errno == EBUSY; pass++) nanosleep(&pause, NULL);
+  }
+  if (scratch) nftw(scratch, remove_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
 }
 
 /* Pass on how the program ended: its exit code, or its signal (a real-time one, which Node cannot name, as 128+N). */
@@ -287,7 +312,7 @@ static void pass_on(int status) {
  * reaches only the one process that set it, so without a monitor a child that left the session would
  * outlive a host killed with SIGKILL. Returns in the child only.
  */
-static void monitor(long uid, long gid, const char **join, int n_join) {
+static void monitor(long uid, long gid, const char **join, int n_join, const char *scratch) {
   pid_t host = getppid(), self = getpid();
   sigset_t all, before;
   sigfillset(&all);
@@ -308,6 +333,8 @@ static void monitor(long uid, long gid, const char **join, int n_join) {
   for (;;) {
     if (getppid() != host) {
       sweep(uid, gid, join, n_join);
+      clean_up(join, n_join, scratch);
+      kill(0, SIGKILL); /* the process group, the monitor last */
       _exit(1);
     }
     siginfo_t info;
@@ -414,7 +441,7 @@ int main(int argc, char **argv) {
   if (n_keep < 0) usage("--keep-fds is required (empty for none)");
   close_inherited(keep, n_keep);
   if (monitored) {
-    monitor(uid, gid, join, n_join);
+    monitor(uid, gid, join, n_join, scratch);
     parent = getppid();
   }
 

@@ -1,6 +1,8 @@
 // When run() resolves nothing of the sandbox is left, whatever the program did to escape.
 import assert from 'node:assert/strict'
-import { spawn } from 'node:child_process'
+import { spawn, spawnSync } from 'node:child_process'
+import { readdirSync } from 'node:fs'
+import os from 'node:os'
 import path from 'node:path'
 import { describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
@@ -162,13 +164,20 @@ describe('host killed with SIGKILL', () => {
     assert.ok(await waitFor(started, 10_000), 'both started')
     host.kill('SIGKILL')
     assert.ok(await waitFor(() => processesWith(m).length === 0, 10_000), 'all died with their host')
+    // And what the run made goes too, as cordon would have removed it: its cgroup, its private TMPDIR.
+    const left = () =>
+      [
+        ...spawnSync('find', ['/sys/fs/cgroup', '-maxdepth', '8', '-name', `cordon-${host.pid}-*`], {
+          encoding: 'utf8',
+        }).stdout.split('\n'),
+        ...readdirSync(os.tmpdir()).filter((name) => name.startsWith(`cordon-tmp-${host.pid}-`)),
+      ].filter(Boolean)
+    assert.ok(await waitFor(() => left().length === 0, 5000), `left behind: ${left().join(' ')}`)
   })
 
   for (const tier of TIERS) {
     it(`takes its ${tier}-tier sandbox with it`, { skip: skipTier(tier) }, async () => {
       const m = marker()
-      // In the process tier only the launched process carries a parent-death signal, so the program is
-      // the sandbox's only process here; deeper trees are killed when the uid is next claimed.
       const host = spawn(process.execPath, [CLI, 'run', '--isolation', tier, '--', 'sleep', m], {
         stdio: 'ignore',
       })
