@@ -242,27 +242,6 @@ static int kill_listed(const char *file) {
   return found;
 }
 
-/*
- * The host died (its death signal woke the monitor): kill the whole sandbox, not only the program, which
- * dies anyway with the monitor. Everything the sandbox uid runs (from a child that takes that uid: kill(-1)
- * then reaches exactly its processes) and everything in the sandbox's cgroup, in passes until a pass finds
- * nobody: a killed process forks no more.
- */
-static void sweep(long uid, long gid, const char **join, int n_join) {
-  const struct timespec pause = {0, 1000000};
-  if (uid >= 0) {
-    pid_t killer = fork();
-    if (killer == 0) {
-      if (setresgid((gid_t)gid, (gid_t)gid, (gid_t)gid) == 0 && setresuid((uid_t)uid, (uid_t)uid, (uid_t)uid) == 0)
-        for (int pass = 0; pass < 1000 && kill(-1, SIGKILL) == 0; pass++) nanosleep(&pause, NULL);
-      _exit(0);
-    }
-    if (killer > 0) waitpid(killer, NULL, 0);
-  }
-  for (int j = 0; j < n_join; j++)
-    for (int pass = 0; pass < 1000 && kill_listed(join[j]); pass++) nanosleep(&pause, NULL);
-}
-
 static int remove_entry(const char *path, const struct stat *st, int type, struct FTW *at) {
   (void)st, (void)type, (void)at;
   remove(path);
@@ -270,12 +249,31 @@ static int remove_entry(const char *path, const struct stat *st, int type, struc
 }
 
 /*
- * After the sweep, what cordon would have removed at the end of the run: the cgroup (each joined file's
- * directory, once its last process has finished exiting) and the private TMPDIR. Nothing of the sandbox
- * runs any more to swap a path under the walk, which follows no symlink and stays on one filesystem.
+ * The host died (its death signal woke the monitor): end the whole sandbox, not only the program (which
+ * dies with the monitor anyway), and remove what cordon would have removed at the end of the run.
+ * - Its processes: with a cgroup, its members, which are exactly this run's; without one, everything the
+ *   sandbox uid runs (from a child with that uid, where kill(-1) reaches exactly those). In passes until
+ *   one finds nobody: a killed process forks no more. The uid only without a cgroup: the host's uid lease
+ *   is already free, and a new run that took it must not be hit.
+ * - Its private TMPDIR, walked by that same child as the sandbox uid (following no symlink, on one
+ *   filesystem), so a path swapped under the walk could only reach what the sandbox may remove anyway.
+ * - Its cgroup: each joined file's directory, once its last process has finished exiting.
  */
-static void clean_up(const char **join, int n_join, const char *scratch) {
+static void end_sandbox(long uid, long gid, const char **join, int n_join, const char *scratch) {
   const struct timespec pause = {0, 1000000};
+  for (int j = 0; j < n_join; j++)
+    for (int pass = 0; pass < 1000 && kill_listed(join[j]); pass++) nanosleep(&pause, NULL);
+  pid_t helper = uid >= 0 ? fork() : 0;
+  if (helper == 0) {
+    int as_sandbox = uid < 0 || (setresgid((gid_t)gid, (gid_t)gid, (gid_t)gid) == 0 &&
+                                 setresuid((uid_t)uid, (uid_t)uid, (uid_t)uid) == 0);
+    if (as_sandbox && uid >= 0 && n_join == 0)
+      for (int pass = 0; pass < 1000 && kill(-1, SIGKILL) == 0; pass++) nanosleep(&pause, NULL);
+    if (as_sandbox && scratch) nftw(scratch, remove_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+    if (uid >= 0) _exit(0);
+  } else if (helper > 0) {
+    waitpid(helper, NULL, 0);
+  }
   char dir[4096];
   for (int j = 0; j < n_join; j++) {
     const char *slash = strrchr(join[j], '/');
@@ -285,7 +283,6 @@ static void clean_up(const char **join, int n_join, const char *scratch) {
     dir[n] = '\0';
     for (int pass = 0; pass < 200 && rmdir(dir) != 0 && errno == EBUSY; pass++) nanosleep(&pause, NULL);
   }
-  if (scratch) nftw(scratch, remove_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
 }
 
 /* Pass on how the program ended: its exit code, or its signal (a real-time one, which Node cannot name, as 128+N). */
@@ -332,8 +329,7 @@ static void monitor(long uid, long gid, const char **join, int n_join, const cha
   prctl(PR_SET_PDEATHSIG, SIGHUP);
   for (;;) {
     if (getppid() != host) {
-      sweep(uid, gid, join, n_join);
-      clean_up(join, n_join, scratch);
+      end_sandbox(uid, gid, join, n_join, scratch);
       kill(0, SIGKILL); /* the process group, the monitor last */
       _exit(1);
     }

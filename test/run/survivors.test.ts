@@ -23,6 +23,7 @@ async function within<T>(promise: Promise<T>, ms: number, why: string): Promise<
 }
 
 const CLI = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url))
+const LIBRARY = fileURLToPath(new URL('../../dist/index.js', import.meta.url))
 
 for (const tier of TIERS) {
   describe(`no survivors (${tier} tier)`, { skip: skipTier(tier) || (tier === 'process' && notRoot) }, () => {
@@ -148,32 +149,42 @@ describe('output pipes held open outside the sandbox', () => {
 })
 
 describe('host killed with SIGKILL', () => {
-  it('takes a process-tier sandbox with it, children that left its session too', {
-    skip: skipTier('process') || notRoot,
-  }, async () => {
-    const m = marker()
-    // A setsid'd child no longer has the launched process's session; the marker arrives as $1, so only
-    // the two sleeps have it after "sleep " or "1000 " in their command lines.
-    const script = 'setsid sleep 1000 "$1" & exec sleep "$1"'
-    const host = spawn(
-      process.execPath,
-      [CLI, 'run', '--isolation', 'process', '--', 'sh', '-c', script, 'sh', m],
-      { stdio: 'ignore' },
-    )
-    const started = () => processesWith(`1000 ${m}`).length === 1 && processesWith(`sleep ${m}`).length === 1
-    assert.ok(await waitFor(started, 10_000), 'both started')
-    host.kill('SIGKILL')
-    assert.ok(await waitFor(() => processesWith(m).length === 0, 10_000), 'all died with their host')
-    // And what the run made goes too, as cordon would have removed it: its cgroup, its private TMPDIR.
-    const left = () =>
-      [
-        ...spawnSync('find', ['/sys/fs/cgroup', '-maxdepth', '8', '-name', `cordon-${host.pid}-*`], {
-          encoding: 'utf8',
-        }).stdout.split('\n'),
-        ...readdirSync(os.tmpdir()).filter((name) => name.startsWith(`cordon-tmp-${host.pid}-`)),
-      ].filter(Boolean)
-    assert.ok(await waitFor(() => left().length === 0, 5000), `left behind: ${left().join(' ')}`)
-  })
+  for (const mode of ['auto', 'off'] as const) {
+    it(`takes a process-tier sandbox with it, children that left its session too (cgroup ${mode})`, {
+      skip: skipTier('process') || notRoot,
+    }, async () => {
+      const m = marker()
+      // A setsid'd child no longer has the launched process's session; the marker arrives as $1, so only
+      // the two sleeps have it after "sleep " or "1000 " in their command lines.
+      const script = 'setsid sleep 1000 "$1" & exec sleep "$1"'
+      const options = { isolation: 'process', cgroup: { mode } }
+      const host = spawn(
+        process.execPath,
+        [
+          '--input-type=module',
+          '-e',
+          `import { run } from ${JSON.stringify(LIBRARY)}
+await run(['sh', '-c', ${JSON.stringify(script)}, 'sh', process.argv[1]], ${JSON.stringify(options)})`,
+          m,
+        ],
+        { stdio: 'ignore' },
+      )
+      const started = () =>
+        processesWith(`1000 ${m}`).length === 1 && processesWith(`sleep ${m}`).length === 1
+      assert.ok(await waitFor(started, 10_000), 'both started')
+      host.kill('SIGKILL')
+      assert.ok(await waitFor(() => processesWith(m).length === 0, 10_000), 'all died with their host')
+      // And what the run made goes too, as cordon would have removed it: its cgroup, its private TMPDIR.
+      const left = () =>
+        [
+          ...spawnSync('find', ['/sys/fs/cgroup', '-maxdepth', '8', '-name', `cordon-${host.pid}-*`], {
+            encoding: 'utf8',
+          }).stdout.split('\n'),
+          ...readdirSync(os.tmpdir()).filter((name) => name.startsWith(`cordon-tmp-${host.pid}-`)),
+        ].filter(Boolean)
+      assert.ok(await waitFor(() => left().length === 0, 5000), `left behind: ${left().join(' ')}`)
+    })
+  }
 
   for (const tier of TIERS) {
     it(`takes its ${tier}-tier sandbox with it`, { skip: skipTier(tier) }, async () => {
