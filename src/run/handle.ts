@@ -3,7 +3,7 @@ import type { OutputChunk } from '../policy/schema.js'
 import type { Isolation, RunResult, Violation } from './result.js'
 
 export interface RunHandle {
-  /** Host pid of the launched process (bwrap's monitor in the namespace tier); undefined if none ran. */
+  /** Host pid of the launched process: bwrap's monitor, or the process tier's own (the program's parent); undefined if none ran. */
   readonly pid: number | undefined
   /** Output chunks as they arrive; ends when the sandbox has finished. */
   readonly output: AsyncIterable<OutputChunk>
