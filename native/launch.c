@@ -205,9 +205,10 @@ static void join_cgroup(const char *file) {
   close(fd);
 }
 
-/* Close every fd above stderr that is not in keep[]: close_range over the gaps, or /proc/self/fd before 5.9. */
-static void close_inherited(const int *keep, int n_keep) {
-  unsigned int from = 3;
+/* Close every fd from `lowest` up that is not in keep[] (ascending, all >= lowest): close_range over the
+   gaps, or /proc/self/fd before 5.9. */
+static void close_fds(unsigned int lowest, const int *keep, int n_keep) {
+  unsigned int from = lowest;
   int ok = 1;
   for (int k = 0; k <= n_keep && ok; k++) {
     unsigned int to = k < n_keep ? (unsigned int)keep[k] : ~0U;
@@ -221,7 +222,7 @@ static void close_inherited(const int *keep, int n_keep) {
   struct dirent *e;
   while ((e = readdir(dir))) {
     if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-    int fd = atoi(e->d_name), kept = fd < 3 || fd == self;
+    int fd = atoi(e->d_name), kept = fd < (int)lowest || fd == self;
     for (int k = 0; k < n_keep; k++) kept |= fd == keep[k];
     if (!kept) close(fd);
   }
@@ -324,8 +325,7 @@ static void monitor(long uid, long gid, const char **join, int n_join, const cha
     return;
   }
   /* Hold nothing open: the pipes close when the sandbox is done with them, not when the monitor is. */
-  if (syscall(SYS_close_range, 0, ~0U, 0) != 0)
-    for (int fd = 0; fd < 1024; fd++) close(fd);
+  close_fds(0, NULL, 0);
   prctl(PR_SET_PDEATHSIG, SIGHUP);
   for (;;) {
     if (getppid() != host) {
@@ -435,7 +435,7 @@ int main(int argc, char **argv) {
   if ((uid < 0) != (gid < 0)) usage("--uid and --gid go together");
   if (n_writable > 0 && !landlock_fs) usage("--landlock-write needs --landlock-fs");
   if (n_keep < 0) usage("--keep-fds is required (empty for none)");
-  close_inherited(keep, n_keep);
+  close_fds(3, keep, n_keep); /* inherited ones above stderr */
   if (monitored) {
     monitor(uid, gid, join, n_join, scratch);
     parent = getppid();
