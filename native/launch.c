@@ -92,18 +92,18 @@ struct ll_path_beneath_attr {
 #define MAX_FILTER_BYTES (4096 * sizeof(struct sock_filter))
 
 /* "cordon-launch" or "cordon-launch[TAG]": the name every refusal starts with (see --tag). */
-static char self[64] = "cordon-launch";
+static char refusal_name[64] = "cordon-launch";
 
 static void die(const char *what, const char *detail) {
   if (detail)
-    fprintf(stderr, "%s: %s %s: %s\n", self, what, detail, strerror(errno));
+    fprintf(stderr, "%s: %s %s: %s\n", refusal_name, what, detail, strerror(errno));
   else
-    fprintf(stderr, "%s: %s: %s\n", self, what, strerror(errno));
+    fprintf(stderr, "%s: %s: %s\n", refusal_name, what, strerror(errno));
   exit(1);
 }
 
 static void usage(const char *arg) {
-  fprintf(stderr, "%s: bad argument: %s\n", self, arg);
+  fprintf(stderr, "%s: bad argument: %s\n", refusal_name, arg);
   exit(1);
 }
 
@@ -114,7 +114,7 @@ static void take_tag(int argc, char **argv) {
     const char *t = argv[i] + 6;
     size_t n = strspn(t, "0123456789abcdef");
     if (n == 0 || n > 32 || t[n]) usage(argv[i]);
-    snprintf(self, sizeof self, "cordon-launch[%s]", t);
+    snprintf(refusal_name, sizeof refusal_name, "cordon-launch[%s]", t);
   }
 }
 
@@ -472,6 +472,6 @@ int main(int argc, char **argv) {
   } else {
     execv(argv[i], argv + i);
   }
-  fprintf(stderr, "%s: cannot execute %s: %s\n", self, argv[i], strerror(errno));
+  fprintf(stderr, "%s: cannot execute %s: %s\n", refusal_name, argv[i], strerror(errno));
   return errno == ENOENT ? 127 : 126;
 }
