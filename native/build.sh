@@ -1,33 +1,39 @@
 #!/bin/sh
-# Builds cordon's launcher (native/cordon-launch) from native/launch.c, always static: one exec with no
-# dynamic loader is the point of the launcher, and it starts as root with the sandbox's environment. musl
-# first: its static start-up touches about half the pages glibc's does, and every sandbox pays that exec.
-# Without a C compiler or a static C library no sandbox runs, and `cordon doctor` says how to fix it.
+# Builds cordon's native helpers, always static: cordon-launch (launch.c), which every sandbox starts
+# through, and cordon-spawner (spawner.c), which starts them for a host that opened a Spawner. One exec
+# with no dynamic loader is the point, and the launcher starts as root with the sandbox's environment.
+# musl first: its static start-up touches about half the pages glibc's does, and every sandbox pays that
+# exec. Without a C compiler or a static C library no sandbox runs, and `cordon doctor` says how to fix it.
 set -eu
 cd "$(dirname "$0")"
 cc=${CC:-cc}
-flags="-O2 -s -Wall -Wextra -Werror -o cordon-launch.tmp launch.c"
-if command -v musl-gcc >/dev/null 2>&1; then
-  # musl ships no kernel headers; the system's (linux-libc-dev) come after its own.
-  multiarch=$("$cc" -print-multiarch 2>/dev/null || true)
-  # shellcheck disable=SC2086
-  if musl-gcc -static $flags -idirafter /usr/include ${multiarch:+-idirafter /usr/include/$multiarch} 2>/dev/null; then
-    mv cordon-launch.tmp cordon-launch
-    exit 0
+# build NAME SOURCE: true when NAME was built.
+build() {
+  flags="-O2 -s -Wall -Wextra -Werror -o $1.tmp $2"
+  if command -v musl-gcc >/dev/null 2>&1; then
+    # musl ships no kernel headers; the system's (linux-libc-dev) come after its own.
+    multiarch=$("$cc" -print-multiarch 2>/dev/null || true)
+    # shellcheck disable=SC2086
+    if musl-gcc -static $flags -idirafter /usr/include ${multiarch:+-idirafter /usr/include/$multiarch} 2>/dev/null; then
+      mv "$1.tmp" "$1"
+      return 0
+    fi
+    echo "cordon: musl-gcc could not build $1, so it is built on glibc; every sandbox then starts ~0.2 ms slower" >&2
+  else
+    echo "cordon: musl-gcc is missing, so $1 is built on glibc; every sandbox then starts ~0.2 ms slower (apt-get install -y musl-tools, then npm run build)" >&2
   fi
-  echo "cordon: musl-gcc could not build the launcher, so it is built on glibc; every sandbox then starts ~0.2 ms slower" >&2
-else
-  echo "cordon: musl-gcc is missing, so the launcher is built on glibc; every sandbox then starts ~0.2 ms slower (apt-get install -y musl-tools, then npm run build)" >&2
-fi
-if ! command -v "$cc" >/dev/null 2>&1; then
-  echo "cordon: no C compiler ($cc): cordon's launcher is not built, so no sandbox runs (apt-get install -y gcc libc6-dev, then npm run build)" >&2
-  exit 0
-fi
-# Static or nothing: a dynamically linked launcher would start as root with the sandbox's environment,
-# and its loader would run whatever LD_PRELOAD the policy sets.
-# shellcheck disable=SC2086
-if ! "$cc" -static $flags; then
-  echo "cordon: no static C library: cordon's launcher is not built, so no sandbox runs (apt-get install -y libc6-dev or musl-tools, then npm run build)" >&2
-  exit 0
-fi
-mv cordon-launch.tmp cordon-launch
+  if ! command -v "$cc" >/dev/null 2>&1; then
+    echo "cordon: no C compiler ($cc): $1 is not built, so no sandbox runs (apt-get install -y gcc libc6-dev, then npm run build)" >&2
+    return 1
+  fi
+  # Static or nothing: a dynamically linked launcher would start as root with the sandbox's environment,
+  # and its loader would run whatever LD_PRELOAD the policy sets.
+  # shellcheck disable=SC2086
+  if ! "$cc" -static $flags; then
+    echo "cordon: no static C library: $1 is not built, so no sandbox runs (apt-get install -y libc6-dev or musl-tools, then npm run build)" >&2
+    return 1
+  fi
+  mv "$1.tmp" "$1"
+}
+build cordon-launch launch.c && build cordon-spawner spawner.c
+exit 0

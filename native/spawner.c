@@ -1,0 +1,285 @@
+/*
+ * cordon-spawner: starts processes for one host process, so that the host does not fork itself for every
+ * sandbox. Node's spawn forks the whole host: the kernel copies its page tables, which costs ~35 µs per MB the
+ * host holds (1.8 ms for a bare Node, ~19 ms at 580 MB), all of it with the host's event loop blocked. This
+ * process holds a few hundred KB, so a fork here costs the same small amount whatever the host's size.
+ *
+ *   cordon-spawner HOSTPID
+ *
+ * It dies with the host (parent-death SIGKILL; it refuses to start when its parent is not HOSTPID), and
+ * with it every process it started gets its own parent-death signal (cordon's launcher arms one for each
+ * sandbox). fd 1 carries events to the host, one line each:
+ *   ready REQ REP       the fds (here) of the request and reply pipes, for the host to open through
+ *                       /proc/<pid>/fd; its first request ("hello") says it has, and this closes its copies
+ *   fail ID ERRNO       process ID could not be started (chdir or exec failed); its exit follows
+ *   exit ID CODE SIGNO  process ID ended: exit code (-1 when signalled) and signal number (0 when it exited)
+ * Requests come on the request pipe: a 4-byte length in host byte order, then NUL-terminated fields:
+ *   spawn ID FILE CWD DETACHED STDIO ARGC ARG... ENVC ENV...
+ *       STDIO has one character per child fd from 0: '-' none, 'n' /dev/null, 'r' a pipe the host reads,
+ *       'w' a pipe the host writes. The reply (on the reply pipe, at once, before the exec) is
+ *       "ok PID FD..." with this process's end of each pipe (-1 for the others) or "err ERRNO".
+ *   opened ID           the host has opened its ends (through /proc); this closes its copies
+ *   kill ID SIGNO       signal process ID, unless it has already been reaped (so never a reused pid)
+ * End of the request pipe: the host is done; exit.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define MAX_STDIO 16
+#define MAX_FIELDS 65536
+#define MAX_REQUEST (64 << 20)
+/* Child fds are moved here first, above every target, so that no dup2 overwrites a source still needed. */
+#define MOVE_ABOVE 64
+
+struct slot {
+  char id[32];
+  pid_t pid; /* 0 once reaped: the slot stays until the host has opened its ends */
+  int host[MAX_STDIO];
+};
+
+static struct slot *slots;
+static size_t n_slots, cap_slots;
+static int events, reply, devnull;
+
+static void fatal(const char *what) {
+  fprintf(stderr, "cordon-spawner: %s: %s\n", what, strerror(errno));
+  exit(2);
+}
+
+static void say(int fd, const char *line) {
+  size_t len = strlen(line);
+  /* The host is gone when this fails; parent-death SIGKILL is on its way. */
+  if (write(fd, line, len) != (ssize_t)len) exit(3);
+}
+
+static struct slot *find(const char *id) {
+  for (size_t i = 0; i < n_slots; i++)
+    if (strcmp(slots[i].id, id) == 0) return &slots[i];
+  return NULL;
+}
+
+static void drop(struct slot *s) { *s = slots[--n_slots]; }
+
+/* The host has its own opens of these now (or never will): a slot whose process is reaped goes too. */
+static void close_host_ends(struct slot *s) {
+  for (int i = 0; i < MAX_STDIO; i++) {
+    if (s->host[i] >= 0) close(s->host[i]);
+    s->host[i] = -1;
+  }
+  if (s->pid == 0) drop(s);
+}
+
+static int host_ends_open(const struct slot *s) {
+  for (int i = 0; i < MAX_STDIO; i++)
+    if (s->host[i] >= 0) return 1;
+  return 0;
+}
+
+static int read_full(int fd, void *buf, size_t len) {
+  for (size_t got = 0; got < len;) {
+    ssize_t n = read(fd, (char *)buf + got, len - got);
+    if (n == 0) return 0;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      fatal("read request");
+    }
+    got += (size_t)n;
+  }
+  return 1;
+}
+
+/* In the child, before the exec: never returns. */
+static void become(const char *id, const char *file, const char *cwd, int detached, int n_fds, int *child_end,
+                   char **argv, char **envp) {
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, NULL);
+  signal(SIGPIPE, SIG_DFL); /* ignored here, and an ignored signal stays ignored across exec */
+  if (detached) setsid();
+  int moved[MAX_STDIO];
+  for (int i = 0; i < n_fds; i++) moved[i] = child_end[i] < 0 ? -1 : fcntl(child_end[i], F_DUPFD_CLOEXEC, MOVE_ABOVE);
+  for (int i = 0; i < n_fds; i++) {
+    if (moved[i] >= 0 && dup2(moved[i], i) < 0) goto failed;
+    if (moved[i] < 0 && i < 3) goto failed;
+  }
+  if (chdir(cwd) != 0) goto failed;
+  execve(file, argv, envp);
+failed:
+  dprintf(events, "fail %s %d\n", id, errno);
+  _exit(127);
+}
+
+static void spawn_request(char **f, int n) {
+  char line[64 + 12 * MAX_STDIO];
+  /* spawn ID FILE CWD DETACHED STDIO ARGC ARG... ENVC ENV... */
+  if (n < 8) goto invalid;
+  const char *id = f[1], *file = f[2], *cwd = f[3], *stdio = f[5];
+  int detached = strcmp(f[4], "1") == 0, n_fds = (int)strlen(stdio);
+  long argc = strtol(f[6], NULL, 10);
+  if (strlen(id) >= sizeof slots->id || n_fds < 3 || n_fds > MAX_STDIO || argc < 1 || 7 + argc >= n) goto invalid;
+  char **argv = f + 7;
+  long envc = strtol(f[7 + argc], NULL, 10);
+  if (envc < 0 || 8 + argc + envc != n) goto invalid;
+  char **envp = f + 8 + argc; /* ends at f[n], which is NULL */
+  argv[argc] = NULL;          /* was the ENVC field, already read */
+
+  int child_end[MAX_STDIO], host_end[MAX_STDIO];
+  for (int i = 0; i < MAX_STDIO; i++) child_end[i] = host_end[i] = -1;
+  for (int i = 0; i < n_fds; i++) {
+    int p[2];
+    switch (stdio[i]) {
+    case '-': break;
+    case 'n': child_end[i] = devnull; break;
+    case 'r':
+    case 'w':
+      if (pipe2(p, O_CLOEXEC) != 0) goto failed;
+      child_end[i] = stdio[i] == 'r' ? p[1] : p[0];
+      host_end[i] = stdio[i] == 'r' ? p[0] : p[1];
+      break;
+    default: goto invalid_fds;
+    }
+  }
+  if (n_slots == cap_slots) {
+    size_t cap = cap_slots ? cap_slots * 2 : 64;
+    struct slot *grown = realloc(slots, cap * sizeof *slots);
+    if (!grown) goto failed;
+    slots = grown;
+    cap_slots = cap;
+  }
+  pid_t pid = fork();
+  if (pid < 0) goto failed;
+  if (pid == 0) become(id, file, cwd, detached, n_fds, child_end, argv, envp);
+  struct slot *s = &slots[n_slots++];
+  snprintf(s->id, sizeof s->id, "%s", id);
+  s->pid = pid;
+  int at = snprintf(line, sizeof line, "ok %d", (int)pid);
+  for (int i = 0; i < MAX_STDIO; i++) {
+    s->host[i] = host_end[i];
+    if (i < n_fds) at += snprintf(line + at, sizeof line - (size_t)at, " %d", host_end[i]);
+    if (child_end[i] >= 0 && child_end[i] != devnull) close(child_end[i]);
+  }
+  snprintf(line + at, sizeof line - (size_t)at, "\n");
+  say(reply, line);
+  return;
+
+failed:
+  snprintf(line, sizeof line, "err %d\n", errno);
+  for (int i = 0; i < MAX_STDIO; i++) {
+    if (child_end[i] >= 0 && child_end[i] != devnull) close(child_end[i]);
+    if (host_end[i] >= 0) close(host_end[i]);
+  }
+  say(reply, line);
+  return;
+invalid_fds:
+  for (int i = 0; i < MAX_STDIO; i++) {
+    if (child_end[i] >= 0 && child_end[i] != devnull) close(child_end[i]);
+    if (host_end[i] >= 0) close(host_end[i]);
+  }
+invalid:
+  say(reply, "err 22\n");
+}
+
+static void reap(int sfd) {
+  struct signalfd_siginfo info;
+  while (read(sfd, &info, sizeof info) == sizeof info) {
+  }
+  for (;;) {
+    int status;
+    pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid <= 0) return;
+    for (size_t i = 0; i < n_slots; i++) {
+      if (slots[i].pid != pid) continue;
+      char line[96];
+      snprintf(line, sizeof line, "exit %s %d %d\n", slots[i].id, WIFEXITED(status) ? WEXITSTATUS(status) : -1,
+               WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+      say(events, line);
+      /* A quick process can end before the host has opened its ends: they stay until it has. */
+      if (host_ends_open(&slots[i])) slots[i].pid = 0;
+      else drop(&slots[i]);
+      break;
+    }
+  }
+}
+
+int main(int argc, char **argv) {
+  if (argc != 2) {
+    fprintf(stderr, "usage: cordon-spawner HOSTPID\n");
+    return 2;
+  }
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) fatal("parent-death signal");
+  if (getppid() != (pid_t)strtol(argv[1], NULL, 10)) return 1; /* the host is already gone */
+  /* What the host left open without close-on-exec would reach every process started here. */
+  if (syscall(SYS_close_range, 3U, ~0U, 0U) != 0)
+    for (int fd = 3; fd < 1024; fd++) close(fd);
+  signal(SIGPIPE, SIG_IGN);
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &chld, NULL);
+  int sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+  devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+  events = fcntl(1, F_DUPFD_CLOEXEC, 3);
+  int req[2], rep[2];
+  if (sfd < 0 || devnull < 0 || events < 0 || pipe2(req, O_CLOEXEC) != 0 || pipe2(rep, O_CLOEXEC) != 0)
+    fatal("set-up");
+  dup2(devnull, 1); /* fd 1 stays taken, by nothing that matters */
+  reply = rep[1];
+  char line[64];
+  snprintf(line, sizeof line, "ready %d %d\n", req[1], rep[0]);
+  say(events, line);
+
+  size_t cap = 4096;
+  char *buf = malloc(cap);
+  char **fields = malloc(MAX_FIELDS * sizeof *fields);
+  if (!buf || !fields) fatal("memory");
+  for (;;) {
+    struct pollfd p[2] = {{.fd = req[0], .events = POLLIN}, {.fd = sfd, .events = POLLIN}};
+    if (poll(p, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      fatal("poll");
+    }
+    if (p[1].revents) reap(sfd);
+    if (!p[0].revents) continue;
+    uint32_t len;
+    if (!read_full(req[0], &len, sizeof len)) return 0;
+    if (len == 0 || len > MAX_REQUEST) fatal("request length");
+    if (len + 1 > cap) {
+      cap = len + 1;
+      free(buf);
+      buf = malloc(cap);
+      if (!buf) fatal("memory");
+    }
+    if (!read_full(req[0], buf, len)) return 0;
+    buf[len] = '\0';
+    int n = 0;
+    for (char *at = buf; at < buf + len && n < MAX_FIELDS - 1; at += strlen(at) + 1) fields[n++] = at;
+    fields[n] = NULL;
+    if (strcmp(fields[0], "hello") == 0) {
+      close(req[1]);
+      close(rep[0]);
+    } else if (strcmp(fields[0], "spawn") == 0) {
+      spawn_request(fields, n);
+    } else if (strcmp(fields[0], "opened") == 0 && n == 2) {
+      struct slot *s = find(fields[1]);
+      if (s) close_host_ends(s);
+    } else if (strcmp(fields[0], "kill") == 0 && n == 3) {
+      struct slot *s = find(fields[1]);
+      if (s && s->pid > 0) kill(s->pid, (int)strtol(fields[2], NULL, 10));
+    } else {
+      errno = EINVAL;
+      fatal(fields[0]);
+    }
+  }
+}
