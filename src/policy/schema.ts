@@ -5,6 +5,7 @@ import { z } from 'zod'
 import { PolicyError } from '../errors.js'
 import { parseRule } from '../net/rules.js'
 import { syscallNumber } from '../plan/seccomp.js'
+import { Spawner } from '../spawner/spawner.js'
 import { parseDuration, parseSize } from './units.js'
 
 export interface CliMeta {
@@ -228,6 +229,8 @@ export const policySchema = z.strictObject({
     .register(cli, { flag: 'isolation', arg: 'auto|namespace|process', description: 'isolation tier' }),
   stdin: stdinSchema.optional(),
   signal: z.custom<AbortSignal>((v) => v instanceof AbortSignal, 'must be an AbortSignal').optional(),
+  /** Start the sandbox through this spawner instead of forking the host (see openSpawner). */
+  spawner: z.custom<Spawner>((v) => v instanceof Spawner, 'must be a Spawner from openSpawner()').optional(),
   redact: z
     .array(z.union([z.string().min(1, 'must not be empty'), z.instanceof(RegExp)]))
     .default([])

@@ -4,6 +4,10 @@ import type { ChildProcess } from 'node:child_process'
 import type { Readable, Writable } from 'node:stream'
 import { CALL_FDS, type LaunchPlan, LOG_FD, SECCOMP_FD, STATUS_FD } from '../plan/plan.js'
 import type { Policy } from '../policy/schema.js'
+import type { SpawnedProcess, SpawnStdio } from '../spawner/spawner.js'
+
+/** A started sandbox: by Node's spawn, or by a spawner. */
+export type Child = ChildProcess | SpawnedProcess
 
 type Stdio = 'pipe' | 'ignore'
 
@@ -20,6 +24,16 @@ export function stdioFor(plan: LaunchPlan, stdin: boolean): Stdio[] {
   return stdio
 }
 
+/** The fds cordon writes to; the rest of the pipes it reads. */
+const HOST_WRITES: ReadonlySet<number> = new Set([0, SECCOMP_FD, CALL_FDS.request])
+
+/** The same layout for a spawner, whose pipes go one way each (Node's are socketpairs, both ways). */
+export function spawnerStdio(stdio: readonly Stdio[]): SpawnStdio[] {
+  return stdio.map((s, fd) =>
+    s === 'ignore' ? (fd < 3 ? 'null' : 'none') : HOST_WRITES.has(fd) ? 'write' : 'read',
+  )
+}
+
 export interface ExtraFds {
   /** bwrap's --json-status-fd. */
   status: Readable | undefined
@@ -29,7 +43,7 @@ export interface ExtraFds {
   reply: Readable | undefined
 }
 
-export function extraFds(child: ChildProcess): ExtraFds {
+export function extraFds(child: Child): ExtraFds {
   const pipes = child.stdio as unknown as ((Readable & Writable) | null | undefined)[]
   // bwrap closes these when it is done with them; a reset then is expected, not an error.
   for (const pipe of pipes.slice(3)) pipe?.on('error', () => {})
@@ -47,7 +61,7 @@ export function extraFds(child: ChildProcess): ExtraFds {
  * Feed the sandbox's stdin; returns what to do when the run ends: a Readable the program did not read to
  * its end is destroyed then, so a file or socket behind it is not left open with nobody reading it.
  */
-export function feedStdin(child: ChildProcess, stdin: Policy['stdin'], keepOpen: boolean): () => void {
+export function feedStdin(child: Child, stdin: Policy['stdin'], keepOpen: boolean): () => void {
   const pipe = child.stdin
   const nothing = () => {}
   if (!pipe) return nothing

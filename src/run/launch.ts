@@ -13,7 +13,7 @@ import {
 } from '../policy/schema.js'
 import { SandboxCgroup } from './cgroup.js'
 import { classify, effectiveSignal, launcherRefusal, type StopReason } from './classify.js'
-import { extraFds, feedStdin, stdioFor } from './fds.js'
+import { type Child, extraFds, feedStdin, spawnerStdio, stdioFor } from './fds.js'
 import { emptyResult, finishedHandle, type RunHandle } from './handle.js'
 import {
   cgroupProcesses,
@@ -73,6 +73,7 @@ export function launch(
 ): RunHandle {
   const argv = parseCommand(command)
   const policy = parsePolicy(options)
+  policy.spawner?.assertOpen()
   // An allowlist gets this run's own proxies; they live exactly as long as the run.
   const proxy = typeof policy.network === 'object' ? new NetworkProxy(policy.network) : null
   const finish = (isolation: Isolation, violation: Violation) => {
@@ -147,12 +148,12 @@ function supervise(
   )
   const logs = new LogCollector(limits.maxLogBytes, redact, guarded(policy.onLog))
   const started = performance.now()
-  const child = spawn(plan.file, plan.args, {
-    cwd: plan.cwd,
-    env: plan.env,
-    stdio: stdioFor(plan, keepStdinOpen || policy.stdin !== undefined),
-    detached: true, // own session and process group, away from the host's terminal
-  })
+  const stdio = stdioFor(plan, keepStdinOpen || policy.stdin !== undefined)
+  const { file, args, cwd, env } = plan
+  // detached: own session and process group, away from the host's terminal.
+  const child: Child = policy.spawner
+    ? policy.spawner.spawn({ file, args, cwd, env, detached: true, stdio: spawnerStdio(stdio) })
+    : spawn(file, args, { cwd, env, stdio, detached: true })
   let launchError: string | null = null
   const fail = (message: string) => {
     launchError ??= message

@@ -1,0 +1,339 @@
+// A spawner: a small helper process that starts the sandboxes of one host, so that the host is not forked
+// for each (see native/spawner.c for why, and for the protocol). Opt-in and owned by whoever opens it:
+// no helper exists until `openSpawner()`, and each one is its own (no process-wide state).
+import { type ChildProcess, spawn } from 'node:child_process'
+import { EventEmitter } from 'node:events'
+import { closeSync, existsSync, openSync, readSync, writeSync } from 'node:fs'
+import { Socket } from 'node:net'
+import { constants } from 'node:os'
+import { fileURLToPath } from 'node:url'
+import { CordonError } from '../errors.js'
+
+/** Where `npm run build` (native/build.sh) puts the spawner: the same place from src/ and from dist/. */
+export const SPAWNER_PATH = fileURLToPath(new URL('../../native/cordon-spawner', import.meta.url))
+
+/** Per child fd: nothing, /dev/null, a pipe the host reads (the child writes), a pipe the host writes. */
+export type SpawnStdio = 'none' | 'null' | 'read' | 'write'
+const STDIO_CODE: Record<SpawnStdio, string> = { none: '-', null: 'n', read: 'r', write: 'w' }
+
+export interface SpawnRequest {
+  file: string
+  args: readonly string[]
+  cwd: string
+  env: Readonly<Record<string, string>>
+  /** Own session and process group (setsid). */
+  detached: boolean
+  /** From fd 0 up; fds 0–2 must not be 'none'. */
+  stdio: readonly SpawnStdio[]
+}
+
+const signalNames = new Map(Object.entries(constants.signals).map(([name, n]) => [n, name as NodeJS.Signals]))
+
+/**
+ * One process the spawner started, with the part of ChildProcess's interface cordon's supervisor uses:
+ * 'exit' (code, signal), then 'close' once the pipes it reads are closed too; 'error' when it could not be
+ * started (or the spawner died under it). An exit by a signal Node has no name for reads as 128+N.
+ */
+export class SpawnedProcess extends EventEmitter {
+  exitCode: number | null = null
+  signalCode: NodeJS.Signals | null = null
+  readonly stdin: Socket | null
+  readonly stdout: Socket | null
+  readonly stderr: Socket | null
+  private exited = false
+  private openReads: number
+
+  constructor(
+    readonly pid: number | undefined,
+    readonly stdio: readonly (Socket | null)[],
+    private readonly send: (signal: number) => void,
+  ) {
+    super()
+    ;[this.stdin = null, this.stdout = null, this.stderr = null] = stdio
+    const reads = stdio.filter((s): s is Socket => s?.readable === true)
+    this.openReads = reads.length
+    for (const s of reads) s.once('close', () => --this.openReads === 0 && this.maybeClose())
+  }
+
+  kill(signal: NodeJS.Signals | number = 'SIGTERM'): boolean {
+    if (this.exited) return false
+    const n = typeof signal === 'number' ? signal : constants.signals[signal]
+    if (n === undefined) throw new TypeError(`unknown signal: ${String(signal)}`)
+    try {
+      this.send(n)
+      return true
+    } catch {
+      return false // the spawner is gone, and with it the process
+    }
+  }
+
+  /** A process that could not be started: 'error', then 'close', as a ChildProcess does. */
+  static failed(error: Error): SpawnedProcess {
+    const child = new SpawnedProcess(undefined, [], () => {})
+    child.exited = true
+    process.nextTick(() => {
+      child.emit('error', error)
+      child.emit('close', null, null)
+    })
+    return child
+  }
+
+  /** From the spawner: the process ended (code -1: by signal `signo`). */
+  ended(code: number, signo: number): void {
+    if (this.exited) return
+    this.exited = true
+    const name = signo === 0 ? null : (signalNames.get(signo) ?? null)
+    this.exitCode = signo === 0 ? code : name === null ? 128 + signo : null
+    this.signalCode = name
+    // Like Node: what the host writes is of no use once the process is gone.
+    for (const s of this.stdio) if (s?.writable && !s.readable) s.destroy()
+    this.emit('exit', this.exitCode, this.signalCode)
+    this.maybeClose()
+  }
+
+  failed(error: Error): void {
+    this.emit('error', error)
+  }
+
+  private maybeClose(): void {
+    if (this.exited && this.openReads === 0) this.emit('close', this.exitCode, this.signalCode)
+  }
+}
+
+/** A spawner could not start, or a request to it failed. */
+export class SpawnerError extends CordonError {
+  override readonly name = 'SpawnerError'
+}
+
+function errnoName(errno: number): string {
+  for (const [name, n] of Object.entries(constants.errno)) if (n === errno) return name
+  return `errno ${errno}`
+}
+
+export class Spawner {
+  private readonly running = new Map<string, SpawnedProcess>()
+  private nextId = 1
+  private closing: Promise<void> | null = null
+  private idle: (() => void) | null = null
+  private readonly exited: Promise<void>
+  private gone = false
+
+  private constructor(
+    private readonly helper: ChildProcess,
+    private readonly requests: number,
+    private readonly replies: number,
+    private readonly stderr: { tail: string },
+  ) {
+    this.exited = new Promise((resolve) => helper.once('close', () => resolve()))
+    // 'close', not 'exit': the events it wrote before it died are read first.
+    helper.once('close', () => this.lost())
+    this.unref()
+  }
+
+  /** Start a spawner for this process. */
+  static async open(path = SPAWNER_PATH): Promise<Spawner> {
+    if (!existsSync(path)) {
+      throw new SpawnerError(`the spawner is not built (${path}): apt-get install -y gcc musl-tools; npm run build`)
+    }
+    const helper = spawn(path, [String(process.pid)], { stdio: ['ignore', 'pipe', 'pipe'] })
+    // What it says on stderr before dying goes into the errors that report its death.
+    const stderr = { tail: '' }
+    helper.stderr!.setEncoding('utf8').on('data', (s: string) => {
+      stderr.tail = (stderr.tail + s).slice(-2000)
+    })
+    const ready = await new Promise<string>((resolve, reject) => {
+      let text = ''
+      const onData = (chunk: Buffer) => {
+        text += chunk.toString('latin1')
+        const end = text.indexOf('\n')
+        if (end < 0) return
+        helper.stdout!.off('data', onData)
+        helper.stdout!.pause()
+        if (text.length > end + 1) helper.stdout!.unshift(Buffer.from(text.slice(end + 1), 'latin1'))
+        resolve(text.slice(0, end))
+      }
+      helper.stdout!.on('data', onData)
+      helper.once('error', reject)
+      helper.once('exit', (code, sig) =>
+        reject(new SpawnerError(`the spawner exited at start (${sig ?? code}): ${stderr.tail.trim()}`)),
+      )
+    })
+    const [word, req, rep] = ready.split(' ')
+    if (word !== 'ready') throw new SpawnerError(`the spawner said "${ready}" instead of ready`)
+    const requests = openSync(`/proc/${helper.pid}/fd/${req}`, 'w')
+    const replies = openSync(`/proc/${helper.pid}/fd/${rep}`, 'r')
+    const spawner = new Spawner(helper, requests, replies, stderr)
+    spawner.request(['hello'])
+    spawner.listen()
+    return spawner
+  }
+
+  /** The spawner's own pid. */
+  get pid(): number {
+    return this.helper.pid!
+  }
+
+  /**
+   * Start a process (synchronously, like child_process.spawn: the host waits for the spawner's fork, not
+   * its own). Throws when the spawner is closed or gone.
+   */
+  spawn(request: SpawnRequest): SpawnedProcess {
+    this.assertOpen()
+    if (request.stdio.length < 3 || request.stdio.slice(0, 3).includes('none')) {
+      throw new TypeError('stdio: fds 0-2 must be given')
+    }
+    const id = String(this.nextId++)
+    const env = Object.entries(request.env).map(([k, v]) => `${k}=${v}`)
+    const stdio = request.stdio.map((s) => STDIO_CODE[s]).join('')
+    const answer = this.request([
+      'spawn',
+      id,
+      request.file,
+      request.cwd,
+      request.detached ? '1' : '0',
+      stdio,
+      String(request.args.length + 1),
+      request.file,
+      ...request.args,
+      String(env.length),
+      ...env,
+    ])
+    const [word, ...rest] = answer.split(' ')
+    if (word !== 'ok') {
+      const reason = errnoName(Number(rest[0]))
+      return SpawnedProcess.failed(new SpawnerError(`the spawner could not start ${request.file}: ${reason}`))
+    }
+    const [pid, ...ends] = rest.map(Number)
+    const sockets: (Socket | null)[] = []
+    try {
+      for (const [fd, kind] of request.stdio.entries()) {
+        if (kind !== 'read' && kind !== 'write') {
+          sockets.push(null)
+          continue
+        }
+        // A new open of the spawner's end of the pipe; the spawner closes its own once told.
+        const own = openSync(`/proc/${this.pid}/fd/${ends[fd]}`, kind === 'read' ? 'r' : 'w')
+        sockets.push(new Socket({ fd: own, readable: kind === 'read', writable: kind === 'write' }))
+      }
+    } catch (error) {
+      // Out of fds, say: the process must not run on without its pipes.
+      for (const s of sockets) s?.destroy()
+      this.request(['kill', id, String(constants.signals.SIGKILL)])
+      this.request(['opened', id])
+      return SpawnedProcess.failed(new SpawnerError(`could not open the pipes: ${(error as Error).message}`))
+    }
+    this.request(['opened', id])
+    const child = new SpawnedProcess(pid!, sockets, (signal) => this.request(['kill', id, String(signal)]))
+    this.running.set(id, child)
+    this.ref()
+    return child
+  }
+
+  /** Throws unless new processes can be started. */
+  assertOpen(): void {
+    if (this.closing) throw new SpawnerError('the spawner is closed')
+    if (this.gone) throw new SpawnerError('the spawner has exited')
+  }
+
+  /**
+   * Stop taking new processes; resolves once those running have ended and the spawner has exited.
+   */
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      if (this.running.size > 0) await new Promise<void>((resolve) => (this.idle = resolve))
+      closeSync(this.requests)
+      closeSync(this.replies)
+      this.ref() // until it has exited: the caller awaits that
+      await this.exited
+    })()
+    return this.closing
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close()
+  }
+
+  /** Write one request; `spawn` also reads its reply, which the spawner writes before anything else. */
+  private request(fields: readonly string[]): string {
+    const body = Buffer.from(`${fields.join('\0')}\0`)
+    const frame = Buffer.allocUnsafe(4 + body.length)
+    frame.writeUInt32LE(body.length, 0)
+    body.copy(frame, 4)
+    try {
+      for (let at = 0; at < frame.length; ) at += writeSync(this.requests, frame, at)
+    } catch (error) {
+      throw new SpawnerError(`the spawner is gone: ${(error as Error).message} ${this.stderr.tail.trim()}`)
+    }
+    return fields[0] === 'spawn' ? this.readReply() : ''
+  }
+
+  private readReply(): string {
+    const buf = Buffer.allocUnsafe(256)
+    let text = ''
+    while (!text.endsWith('\n')) {
+      const n = readSync(this.replies, buf, 0, buf.length, null)
+      if (n === 0) throw new SpawnerError(`the spawner exited: ${this.stderr.tail.trim()}`)
+      text += buf.toString('latin1', 0, n)
+    }
+    return text.slice(0, -1)
+  }
+
+  private listen(): void {
+    let text = ''
+    const out = this.helper.stdout!
+    out.setEncoding('latin1')
+    out.on('data', (chunk: string) => {
+      text += chunk
+      for (let end = text.indexOf('\n'); end >= 0; end = text.indexOf('\n')) {
+        this.event(text.slice(0, end).split(' '))
+        text = text.slice(end + 1)
+      }
+    })
+    out.resume()
+  }
+
+  private event([word, id = '', a = '', b = '']: string[]): void {
+    const child = this.running.get(id)
+    if (!child) return
+    if (word === 'fail')
+      child.failed(new SpawnerError(`could not start the process: ${errnoName(Number(a))}`))
+    if (word !== 'exit') return
+    this.running.delete(id)
+    child.ended(Number(a), Number(b))
+    this.settle()
+  }
+
+  /** The spawner exited: its processes die with it (parent-death signals); nothing more will be said of them. */
+  private lost(): void {
+    this.gone = true
+    for (const [id, child] of this.running) {
+      this.running.delete(id)
+      child.failed(new SpawnerError(`the spawner exited under the process: ${this.stderr.tail.trim()}`))
+      child.ended(-1, constants.signals.SIGKILL)
+    }
+    this.settle()
+  }
+
+  /** With nothing running the spawner must not keep the host alive; with something, it must. */
+  private settle(): void {
+    if (this.running.size > 0) return
+    this.unref()
+    this.idle?.()
+  }
+
+  private ref(): void {
+    this.helper.ref()
+    ;(this.helper.stdout as Socket).ref()
+  }
+
+  private unref(): void {
+    this.helper.unref()
+    ;(this.helper.stdout as Socket).unref()
+    ;(this.helper.stderr as Socket).unref()
+  }
+}
+
+/** Open a spawner: pass it as `spawner` in run options; `close()` it when done. */
+export function openSpawner(): Promise<Spawner> {
+  return Spawner.open()
+}
