@@ -10,7 +10,7 @@ import type { Writable } from 'node:stream'
 import { StringDecoder } from 'node:string_decoder'
 import { setFlagsFromString } from 'node:v8'
 import { runInNewContext } from 'node:vm'
-import { type Isolation, probeCapabilities, type RunOptions, run } from '../src/index.js'
+import { type Isolation, openSpawner, probeCapabilities, type RunOptions, run } from '../src/index.js'
 import { bwrapArgs } from '../src/plan/bwrap.js'
 import { cgroupDirs, joinFiles, sandboxCgroupName } from '../src/plan/cgroups.js'
 import { LANDLOCK_SCOPES, launcherArgv } from '../src/plan/launcher.js'
@@ -42,6 +42,7 @@ const IDLE_MS = 50
 const OUTPUT_BYTES = 256 * MiB
 const OUTPUT_ROUNDS = quick ? 1 : 7
 const OUTPUT_WARMUP = 2
+const HOST_EXTRA = 512 * MiB
 
 // A full collection between heavy steps keeps one variant's garbage from being billed to the next.
 setFlagsFromString('--expose-gc')
@@ -462,6 +463,9 @@ async function main(): Promise<void> {
   // With a cgroup available cordon uses one by default; the same runs without it show what it costs.
   const cgroups = caps.cgroup.version !== null
   const noCgroup = (options: RunOptions): RunOptions => ({ ...options, cgroup: { mode: 'off' } })
+  // The same runs started by a spawner instead of a fork of this (bench) process.
+  const spawner = await openSpawner()
+  const viaSpawner = (options: RunOptions): RunOptions => ({ ...options, spawner })
 
   console.log(
     `cordon bench${quick ? ' --quick' : ''}: node ${process.version}, ${os.cpus().length} cpus, ` +
@@ -481,10 +485,20 @@ async function main(): Promise<void> {
   const rows: Row[] = []
 
   // 1. One `true` in the namespace tier.
-  const nsTasks = [() => cordonRun(trueCmd, nsOptions), () => rawRun(rawNs), () => rawRun(rawNsLauncher)]
+  const nsTasks = [
+    () => cordonRun(trueCmd, nsOptions),
+    () => rawRun(rawNs),
+    () => rawRun(rawNsLauncher),
+    () => cordonRun(trueCmd, viaSpawner(nsOptions)),
+  ]
   if (cgroups) nsTasks.push(() => cordonRun(trueCmd, noCgroup(nsOptions)))
-  const [ns, nsRaw, nsLauncher, nsOff] = await interleavedLatency(nsTasks, LATENCY_RUNS, LATENCY_WARMUP)
+  const [ns, nsRaw, nsLauncher, nsSpawner, nsOff] = await interleavedLatency(
+    nsTasks,
+    LATENCY_RUNS,
+    LATENCY_WARMUP,
+  )
   rows.push(...latencyRows('namespace `true` vs prlimit+bwrap', ns!, nsRaw!, 1.2))
+  rows.push(...latencyRows('  same, through a spawner:', nsSpawner!, nsRaw!, 1.2))
   rows.push(...latencyRows('  raw launcher+bwrap vs prlimit+bwrap:', nsLauncher!, nsRaw!).slice(0, 1))
   rows.push(...latencyRows('  cordon vs raw launcher+bwrap:', ns!, nsLauncher!).slice(0, 1))
   if (nsOff) rows.push(...latencyRows('  cordon cgroup off vs prlimit+bwrap:', nsOff, nsRaw!).slice(0, 1))
@@ -503,27 +517,42 @@ async function main(): Promise<void> {
     () => cordonRun(trueCmd, procOptions),
     () => spawnPiped('true', [], {}, 'collect'),
     () => rawRun(rawProc),
+    () => cordonRun(trueCmd, viaSpawner(procOptions)),
   ]
   if (cgroups) procTasks.push(() => cordonRun(trueCmd, noCgroup(procOptions)))
-  const [proc, bare, procRaw, procOff] = await interleavedLatency(procTasks, LATENCY_RUNS, LATENCY_WARMUP)
+  const [proc, bare, procRaw, procSpawner, procOff] = await interleavedLatency(
+    procTasks,
+    LATENCY_RUNS,
+    LATENCY_WARMUP,
+  )
   rows.push(...latencyRows('process `true`', proc!, bare!, 1.5))
+  rows.push(...latencyRows('  same, through a spawner:', procSpawner!, bare!, 1.5))
   rows.push(...latencyRows('  raw launcher vs bare:', procRaw!, bare!).slice(0, 1))
   rows.push(...latencyRows('  cordon vs raw launcher:', proc!, procRaw!).slice(0, 1))
   if (procOff)
     rows.push(...latencyRows('  cordon cgroup off vs raw launcher:', procOff, procRaw!).slice(0, 1))
 
   // 3. Throughput at concurrency 16, namespace tier.
-  const [tput, tputRaw] = await interleavedThroughput(
-    [() => cordonRun(trueCmd, nsOptions), () => rawRun(rawNs)],
+  const [tput, tputRaw, tputSpawner] = await interleavedThroughput(
+    [
+      () => cordonRun(trueCmd, nsOptions),
+      () => rawRun(rawNs),
+      () => cordonRun(trueCmd, viaSpawner(nsOptions)),
+    ],
     THROUGHPUT_RUNS,
   )
-  rows.push({
-    metric: `namespace runs/s @${CONCURRENCY}`,
-    cordon: perSec(tput!),
-    baseline: perSec(tputRaw!),
-    ratio: tput! / tputRaw!,
-    target: { op: '>=', value: 0.8 },
-  })
+  for (const [metric, rate] of [
+    [`namespace runs/s @${CONCURRENCY}`, tput!],
+    ['  same, through a spawner', tputSpawner!],
+  ] as const) {
+    rows.push({
+      metric,
+      cordon: perSec(rate),
+      baseline: perSec(tputRaw!),
+      ratio: rate / tputRaw!,
+      target: { op: '>=', value: 0.8 },
+    })
+  }
 
   // 4. 256 MiB through stdout: cordon keeps the text; one bare pipe only counts, one decodes it into a
   // string (StringDecoder and `+=`, the plain way to get what cordon returns). A third only holds on to
@@ -531,12 +560,13 @@ async function main(): Promise<void> {
   // its ratio to counting bounds what keeping 256 MiB costs on this machine (fresh pages, faulted in).
   const outCmd = ['head', '-c', String(OUTPUT_BYTES), '/dev/zero']
   const outOptions: RunOptions = { isolation: 'namespace', limits: { maxOutputBytes: 300 * MiB } }
-  const [out, outCount, outDecode, outKeep] = await interleavedOutput(
+  const [out, outCount, outDecode, outKeep, outSpawner] = await interleavedOutput(
     [
       () => cordonRun(outCmd, outOptions, OUTPUT_BYTES),
       () => spawnPiped(outCmd[0]!, outCmd.slice(1), {}, 'count'),
       () => spawnPiped(outCmd[0]!, outCmd.slice(1), {}, 'decode'),
       () => spawnPiped(outCmd[0]!, outCmd.slice(1), {}, 'keep'),
+      () => cordonRun(outCmd, viaSpawner(outOptions), OUTPUT_BYTES),
     ],
     OUTPUT_ROUNDS,
   )
@@ -553,11 +583,38 @@ async function main(): Promise<void> {
     })
   }
   rows.push({
+    metric: '  same, through a spawner, vs counting',
+    cordon: mibs(outSpawner!),
+    baseline: mibs(outCount!),
+    ratio: outSpawner! / outCount!,
+    target: { op: '>=', value: 0.85 },
+  })
+  rows.push({
     metric: '  bare pipe holding its chunks vs counting',
     cordon: mibs(outKeep!),
     baseline: mibs(outCount!),
     ratio: outKeep! / outCount!,
   })
+
+  // 5. A host that holds memory: Node's spawn forks the host, so its cost grows with the host's size (page
+  // tables to copy); a spawner's fork does not. The same process tier `true`, with HOST_EXTRA more in this
+  // process, touched so it is really there.
+  const ballast = Buffer.alloc(HOST_EXTRA, 1)
+  const [bigBare, bigCordon, bigSpawner] = await interleavedLatency(
+    [
+      () => spawnPiped('true', [], {}, 'collect'),
+      () => cordonRun(trueCmd, procOptions),
+      () => cordonRun(trueCmd, viaSpawner(procOptions)),
+    ],
+    LATENCY_RUNS / 4,
+    LATENCY_WARMUP / 4,
+  )
+  const hostMiB = `+${HOST_EXTRA / MiB} MiB host`
+  rows.push(...latencyRows(`process \`true\`, ${hostMiB}:`, bigCordon!, bigBare!).slice(0, 1))
+  rows.push(...latencyRows(`  same, through a spawner, ${hostMiB}:`, bigSpawner!, bigBare!).slice(0, 1))
+  rows.push(...latencyRows(`  bare spawn, ${hostMiB} vs without:`, bigBare!, bare!).slice(0, 1))
+  if (ballast.at(-1) !== 1) throw new Error('the ballast must stay alive through the runs above')
+  await spawner.close()
 
   printTable(rows)
 
