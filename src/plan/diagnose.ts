@@ -1,9 +1,10 @@
 // What `cordon doctor` prints: each check with what it means for enforcement and how to fix it.
 import { spawnSync } from 'node:child_process'
-import { resolveProgram } from '../policy/command.js'
+import { isExecutableFile, resolveProgram } from '../policy/command.js'
 import { SAFE_PATH } from '../policy/env.js'
 import { uidPoolSchema } from '../policy/schema.js'
 import { listRootfs, rootfsCacheDir } from '../rootfs/rootfs.js'
+import { SPAWNER_PATH } from '../spawner/spawner.js'
 import { type Capabilities, probeCapabilities } from './capabilities.js'
 import { detectCgroups } from './cgroups.js'
 import { LANDLOCK_SCOPES, LAUNCHER_PATH } from './launcher.js'
@@ -171,6 +172,16 @@ export function diagnose(): Diagnosis {
         ? `default filter on every sandbox, both tiers (${DEFAULT_DENIED.length} calls refused, namespace flags, TIOCSTI/TIOCLINUX, personality; non-native ABIs killed); the process tier with network "none" may open unix sockets only`
         : `no filter: cordon builds one for x86_64 only, this is ${process.arch}; denySyscalls is refused`,
       fix: seccompSupported() ? null : 'run on x86_64',
+    },
+    {
+      name: 'spawner',
+      ok: isExecutableFile(SPAWNER_PATH),
+      detail: isExecutableFile(SPAWNER_PATH)
+        ? `${SPAWNER_PATH}: openSpawner() starts sandboxes without forking the host (optional)`
+        : `not built (${SPAWNER_PATH}): openSpawner() throws; run() forks the host as without one`,
+      fix: isExecutableFile(SPAWNER_PATH)
+        ? null
+        : 'apt-get install -y gcc musl-tools, then npm run build (native/build.sh)',
     },
     {
       name: 'network allowlist',

@@ -239,6 +239,7 @@ describe('cordon doctor', () => {
       'rlimits',
       'cgroups',
       'seccomp',
+      'spawner',
     ]) {
       assert.ok(names.includes(name), name)
     }
