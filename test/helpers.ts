@@ -5,6 +5,8 @@ import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:
 import os from 'node:os'
 import path from 'node:path'
 import { probeCapabilities } from '../src/plan/capabilities.js'
+import { isExecutableFile } from '../src/policy/command.js'
+import { SPAWNER_PATH } from '../src/spawner/spawner.js'
 
 const caps = probeCapabilities()
 
@@ -19,6 +21,11 @@ export const noNamespace: string | false = !caps.bwrap
 export const noLauncher: string | false = caps.launcher
   ? false
   : 'the launcher (native/cordon-launch) is not built: no C compiler'
+
+/** Reason a spawner cannot be opened here (it is built by `npm run build`), or false. */
+export const noSpawner: string | false = isExecutableFile(SPAWNER_PATH)
+  ? false
+  : 'the spawner (native/cordon-spawner) is not built: no C compiler'
 
 export const notRoot: string | false = caps.isRoot
   ? false
@@ -61,6 +68,15 @@ export function processesWith(marker: string): number[] {
 /** A unique number usable as a `sleep` duration, so a test can find exactly its own processes. */
 export function marker(): string {
   return `${60 + Math.floor(Math.random() * 30)}.${process.pid}${Math.floor(Math.random() * 1e6)}`
+}
+
+/** Cgroups and private TMPDIRs a cordon host with this pid made and did not remove. */
+export function leftBehind(hostPid: number): string[] {
+  const cgroups = spawnSync('find', ['/sys/fs/cgroup', '-maxdepth', '8', '-name', `cordon-${hostPid}-*`], {
+    encoding: 'utf8',
+  }).stdout.split('\n')
+  const tmp = readdirSync(os.tmpdir()).filter((name) => name.startsWith(`cordon-tmp-${hostPid}-`))
+  return [...cgroups, ...tmp].filter(Boolean)
 }
 
 export async function waitFor(check: () => boolean, timeoutMs: number): Promise<boolean> {

@@ -133,7 +133,9 @@ export class Spawner {
   /** Start a spawner for this process. */
   static async open(path = SPAWNER_PATH): Promise<Spawner> {
     if (!existsSync(path)) {
-      throw new SpawnerError(`the spawner is not built (${path}): apt-get install -y gcc musl-tools; npm run build`)
+      throw new SpawnerError(
+        `the spawner is not built (${path}): apt-get install -y gcc musl-tools; npm run build`,
+      )
     }
     const helper = spawn(path, [String(process.pid)], { stdio: ['ignore', 'pipe', 'pipe'] })
     // What it says on stderr before dying goes into the errors that report its death.
