@@ -171,7 +171,10 @@ function parseNetworkFlag(value: unknown): unknown {
 export const policySchema = z.strictObject({
   limits: limitsSchema.prefault({}),
   env: z
-    .record(envName, z.string())
+    .record(
+      envName,
+      z.string().refine((v) => !v.includes('\0'), 'must not contain NUL'),
+    )
     .default({})
     .register(cli, { flag: 'env', arg: 'K=V', description: 'set a variable in the sandbox (repeatable)' }),
   passEnv: z.array(envName).default([]).register(cli, {

@@ -11,6 +11,7 @@ import {
   parsePolicy,
   type RunOptions,
 } from '../policy/schema.js'
+import { SpawnedProcess } from '../spawner/spawner.js'
 import { SandboxCgroup } from './cgroup.js'
 import { classify, effectiveSignal, launcherRefusal, type StopReason } from './classify.js'
 import { type Child, extraFds, feedStdin, spawnerStdio, stdioFor } from './fds.js'
@@ -105,6 +106,24 @@ export function launch(
   return supervise(plan, policy, cgroup, interactive, call, proxy)
 }
 
+/**
+ * Spawn the plan's launcher: through the policy's spawner, else by forking this process (detached: its own
+ * session and process group, away from the host's terminal). What cannot start at all (exec refuses the
+ * environment's size, the spawner is gone) is a process that failed: 'error', then 'close', so the run
+ * ends through the one path that gives everything back.
+ */
+function startChild(plan: LaunchPlan, policy: Policy, stdin: boolean): Child {
+  const stdio = stdioFor(plan, stdin)
+  const { file, args, cwd, env } = plan
+  try {
+    return policy.spawner
+      ? policy.spawner.spawn({ file, args, cwd, env, detached: true, stdio: spawnerStdio(stdio) })
+      : spawn(file, args, { cwd, env, stdio, detached: true })
+  } catch (error) {
+    return SpawnedProcess.failed(error as Error)
+  }
+}
+
 function supervise(
   plan: LaunchPlan,
   policy: Policy,
@@ -148,12 +167,7 @@ function supervise(
   )
   const logs = new LogCollector(limits.maxLogBytes, redact, guarded(policy.onLog))
   const started = performance.now()
-  const stdio = stdioFor(plan, keepStdinOpen || policy.stdin !== undefined)
-  const { file, args, cwd, env } = plan
-  // detached: own session and process group, away from the host's terminal.
-  const child: Child = policy.spawner
-    ? policy.spawner.spawn({ file, args, cwd, env, detached: true, stdio: spawnerStdio(stdio) })
-    : spawn(file, args, { cwd, env, stdio, detached: true })
+  const child = startChild(plan, policy, keepStdinOpen || policy.stdin !== undefined)
   let launchError: string | null = null
   const fail = (message: string) => {
     launchError ??= message
@@ -213,8 +227,8 @@ function supervise(
   const onAbort = () => stop('canceled', true)
   policy.signal?.addEventListener('abort', onAbort, { once: true })
 
-  child.stdout!.on('data', (b: Buffer) => out.push('stdout', b) || stop('output-limit', false))
-  child.stderr!.on('data', (b: Buffer) => out.push('stderr', b) || stop('output-limit', false))
+  child.stdout?.on('data', (b: Buffer) => out.push('stdout', b) || stop('output-limit', false))
+  child.stderr?.on('data', (b: Buffer) => out.push('stderr', b) || stop('output-limit', false))
   const releaseStdin = feedStdin(child, policy.stdin, keepStdinOpen)
 
   const result = new Promise<RunResult>((resolve, reject) => {

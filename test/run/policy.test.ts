@@ -1,11 +1,11 @@
 // Secure defaults and command policy, end to end through run().
 import assert from 'node:assert/strict'
-import { lchownSync, symlinkSync } from 'node:fs'
+import { existsSync, lchownSync, readdirSync, readlinkSync, symlinkSync } from 'node:fs'
 import path from 'node:path'
 import { describe, it } from 'node:test'
 import { PolicyError, type RunOptions, run } from '../../src/index.js'
-import { parsePolicy } from '../../src/policy/schema.js'
-import { notRoot, tempDir, worldWritableDir } from '../helpers.js'
+import { parsePolicy, uidPoolSchema } from '../../src/policy/schema.js'
+import { leftBehind, notRoot, skipTier, tempDir, worldWritableDir } from '../helpers.js'
 
 describe('policy through run()', () => {
   it('defaults are on: limits set, network none, auto isolation', () => {
@@ -85,6 +85,26 @@ describe('policy through run()', () => {
     assert.match(r.violation?.message ?? '', /cgroup.parent \/cordon-no-such-parent cannot hold sandboxes/)
   })
 
+  it('what exec refuses (an environment too big) is an error result, and leaves no uid lock or cgroup', async () => {
+    const lockDir = uidPoolSchema.parse({}).lockDir
+    const ours = () =>
+      (existsSync(lockDir) ? readdirSync(lockDir) : []).filter((f) => {
+        try {
+          return readlinkSync(path.join(lockDir, f)) === String(process.pid)
+        } catch {
+          return false
+        }
+      })
+    for (const isolation of ['process', 'namespace'] as const) {
+      if (skipTier(isolation)) continue
+      const r = await run(['true'], { isolation, env: { BIG: 'x'.repeat(3 << 20) } })
+      assert.equal(r.status, 'error')
+      assert.match(r.violation?.message ?? '', /E2BIG/)
+      assert.deepEqual(ours(), [])
+      assert.deepEqual(leftBehind(process.pid), [])
+    }
+  })
+
   it('invalid options throw a PolicyError naming the field', async () => {
     const cases: [unknown[], unknown, string][] = [
       [['true'], { cwd: '/does/not/exist' }, 'cwd'],
@@ -98,6 +118,8 @@ describe('policy through run()', () => {
       // The sandbox's /proc is its own (namespace tier) or the host's kernel interface (process tier).
       [['true'], { writable: ['/tmp', '/proc/sys'] }, 'writable.1'],
       [['true'], { writable: ['/proc'] }, 'writable.0'],
+      // exec cannot pass a NUL inside a variable.
+      [['true'], { env: { A: 'x\0y' } }, 'env.A'],
     ]
     for (const [command, options, field] of cases) {
       await assert.rejects(
