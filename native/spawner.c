@@ -7,22 +7,26 @@
  *   cordon-spawner HOSTPID
  *
  * It dies with the host (parent-death SIGKILL; it refuses to start when its parent is not HOSTPID), and
- * with it every process it started gets its own parent-death signal (cordon's launcher arms one for each
- * sandbox). fd 1 carries events to the host, one line each:
+ * every process it starts dies with it (parent-death SIGKILL again, which cordon's launcher then replaces
+ * with its own). fd 1 carries events to the host, one line each:
  *   ready REQ REP       the fds (here) of the request and reply pipes, for the host to open through
  *                       /proc/<pid>/fd; its first request ("hello") says it has, and this closes its copies
  *   fail ID ERRNO       process ID could not be started (chdir or exec failed); its exit follows
  *   exit ID CODE SIGNO  process ID ended: exit code (-1 when signalled) and signal number (0 when it exited)
- * Requests come on the request pipe: a 4-byte length in host byte order, then NUL-terminated fields:
+ * Events are queued here and written as the host reads them: this process never waits for the host to
+ * read, because the host may be waiting for the reply to its next request.
+ * Requests come on the request pipe: a 4-byte little-endian length, then NUL-terminated fields:
  *   spawn ID FILE CWD DETACHED STDIO ARGC ARG... ENVC ENV...
  *       STDIO has one character per child fd from 0: '-' none, 'n' /dev/null, 'r' a pipe the host reads,
  *       'w' a pipe the host writes. The reply (on the reply pipe, at once, before the exec) is
- *       "ok PID FD..." with this process's end of each pipe (-1 for the others) or "err ERRNO".
+ *       "ok PID FD..." with this process's end of each pipe (-1 for the others) or "err ERRNO". A request
+ *       longer than MAX_REQUEST (more than exec takes) is read and refused with E2BIG.
  *   opened ID           the host has opened its ends (through /proc); this closes its copies
  *   kill ID SIGNO       signal process ID, unless it has already been reaped (so never a reused pid)
  * End of the request pipe: the host is done; exit.
  */
 #define _GNU_SOURCE
+#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -38,7 +42,6 @@
 #include <unistd.h>
 
 #define MAX_STDIO 16
-#define MAX_FIELDS 65536
 #define MAX_REQUEST (64 << 20)
 /* Child fds are moved here first, above every target, so that no dup2 overwrites a source still needed. */
 #define MOVE_ABOVE 64
@@ -47,21 +50,52 @@ struct slot {
   char id[32];
   pid_t pid; /* 0 once reaped: the slot stays until the host has opened its ends */
   int host[MAX_STDIO];
+  int failure; /* read end of a close-on-exec pipe: the child's errno when its exec failed, else EOF */
 };
 
 static struct slot *slots;
 static size_t n_slots, cap_slots;
 static int events, reply, devnull;
+static pid_t spawner_pid;
+
+/* Event lines not yet written to the host. */
+static char *queue;
+static size_t queued, queue_cap;
 
 static void fatal(const char *what) {
   fprintf(stderr, "cordon-spawner: %s: %s\n", what, strerror(errno));
   exit(2);
 }
 
-static void say(int fd, const char *line) {
+static void flush_events(void) {
+  while (queued > 0) {
+    ssize_t n = write(events, queue, queued);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN) return;
+      exit(3); /* the host is gone; parent-death SIGKILL is on its way */
+    }
+    memmove(queue, queue + n, queued - (size_t)n);
+    queued -= (size_t)n;
+  }
+}
+
+static void event(const char *line) {
   size_t len = strlen(line);
-  /* The host is gone when this fails; parent-death SIGKILL is on its way. */
-  if (write(fd, line, len) != (ssize_t)len) exit(3);
+  if (queued + len > queue_cap) {
+    queue_cap = (queued + len) * 2;
+    queue = realloc(queue, queue_cap);
+    if (!queue) fatal("memory");
+  }
+  memcpy(queue + queued, line, len);
+  queued += len;
+  flush_events();
+}
+
+static void answer(const char *line) {
+  size_t len = strlen(line);
+  /* The host reads the reply at once (it waits for it), so this never blocks for long. */
+  if (write(reply, line, len) != (ssize_t)len) exit(3);
 }
 
 static struct slot *find(const char *id) {
@@ -71,6 +105,21 @@ static struct slot *find(const char *id) {
 }
 
 static void drop(struct slot *s) { *s = slots[--n_slots]; }
+
+/* Queue "fail" if the child reported a failed exec; close the pipe once it has said all it will. */
+static void read_failure(struct slot *s) {
+  if (s->failure < 0) return;
+  int err;
+  ssize_t n = read(s->failure, &err, sizeof err);
+  if (n < 0 && errno == EAGAIN) return;
+  if (n == (ssize_t)sizeof err) {
+    char line[64];
+    snprintf(line, sizeof line, "fail %s %d\n", s->id, err);
+    event(line);
+  }
+  close(s->failure);
+  s->failure = -1;
+}
 
 /* The host has its own opens of these now (or never will): a slot whose process is reaped goes too. */
 static void close_host_ends(struct slot *s) {
@@ -101,12 +150,14 @@ static int read_full(int fd, void *buf, size_t len) {
 }
 
 /* In the child, before the exec: never returns. */
-static void become(const char *id, const char *file, const char *cwd, int detached, int n_fds, int *child_end,
+static void become(int failure, const char *file, const char *cwd, int detached, int n_fds, int *child_end,
                    char **argv, char **envp) {
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, NULL);
   signal(SIGPIPE, SIG_DFL); /* ignored here, and an ignored signal stays ignored across exec */
+  /* Dies with the spawner; the check closes the window in which it died before the prctl. */
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != spawner_pid) goto failed;
   if (detached) setsid();
   int moved[MAX_STDIO];
   for (int i = 0; i < n_fds; i++) moved[i] = child_end[i] < 0 ? -1 : fcntl(child_end[i], F_DUPFD_CLOEXEC, MOVE_ABOVE);
@@ -116,9 +167,17 @@ static void become(const char *id, const char *file, const char *cwd, int detach
   }
   if (chdir(cwd) != 0) goto failed;
   execve(file, argv, envp);
-failed:
-  dprintf(events, "fail %s %d\n", id, errno);
+failed:;
+  int err = errno;
+  if (write(failure, &err, sizeof err) != (ssize_t)sizeof err) _exit(127);
   _exit(127);
+}
+
+static void close_ends(const int *child_end, const int *host_end) {
+  for (int i = 0; i < MAX_STDIO; i++) {
+    if (child_end[i] >= 0 && child_end[i] != devnull) close(child_end[i]);
+    if (host_end[i] >= 0) close(host_end[i]);
+  }
 }
 
 static void spawn_request(char **f, int n) {
@@ -135,7 +194,7 @@ static void spawn_request(char **f, int n) {
   char **envp = f + 8 + argc; /* ends at f[n], which is NULL */
   argv[argc] = NULL;          /* was the ENVC field, already read */
 
-  int child_end[MAX_STDIO], host_end[MAX_STDIO];
+  int child_end[MAX_STDIO], host_end[MAX_STDIO], failure[2] = {-1, -1};
   for (int i = 0; i < MAX_STDIO; i++) child_end[i] = host_end[i] = -1;
   for (int i = 0; i < n_fds; i++) {
     int p[2];
@@ -148,7 +207,7 @@ static void spawn_request(char **f, int n) {
       child_end[i] = stdio[i] == 'r' ? p[1] : p[0];
       host_end[i] = stdio[i] == 'r' ? p[0] : p[1];
       break;
-    default: goto invalid_fds;
+    default: close_ends(child_end, host_end); goto invalid;
     }
   }
   if (n_slots == cap_slots) {
@@ -158,12 +217,16 @@ static void spawn_request(char **f, int n) {
     slots = grown;
     cap_slots = cap;
   }
+  if (pipe2(failure, O_CLOEXEC) != 0) goto failed;
   pid_t pid = fork();
   if (pid < 0) goto failed;
-  if (pid == 0) become(id, file, cwd, detached, n_fds, child_end, argv, envp);
+  if (pid == 0) become(failure[1], file, cwd, detached, n_fds, child_end, argv, envp);
+  close(failure[1]);
+  fcntl(failure[0], F_SETFL, O_NONBLOCK);
   struct slot *s = &slots[n_slots++];
   snprintf(s->id, sizeof s->id, "%s", id);
   s->pid = pid;
+  s->failure = failure[0];
   int at = snprintf(line, sizeof line, "ok %d", (int)pid);
   for (int i = 0; i < MAX_STDIO; i++) {
     s->host[i] = host_end[i];
@@ -171,24 +234,18 @@ static void spawn_request(char **f, int n) {
     if (child_end[i] >= 0 && child_end[i] != devnull) close(child_end[i]);
   }
   snprintf(line + at, sizeof line - (size_t)at, "\n");
-  say(reply, line);
+  answer(line);
   return;
 
 failed:
   snprintf(line, sizeof line, "err %d\n", errno);
-  for (int i = 0; i < MAX_STDIO; i++) {
-    if (child_end[i] >= 0 && child_end[i] != devnull) close(child_end[i]);
-    if (host_end[i] >= 0) close(host_end[i]);
-  }
-  say(reply, line);
+  close_ends(child_end, host_end);
+  if (failure[0] >= 0) close(failure[0]);
+  if (failure[1] >= 0) close(failure[1]);
+  answer(line);
   return;
-invalid_fds:
-  for (int i = 0; i < MAX_STDIO; i++) {
-    if (child_end[i] >= 0 && child_end[i] != devnull) close(child_end[i]);
-    if (host_end[i] >= 0) close(host_end[i]);
-  }
 invalid:
-  say(reply, "err 22\n");
+  answer("err 22\n");
 }
 
 static void reap(int sfd) {
@@ -201,16 +258,75 @@ static void reap(int sfd) {
     if (pid <= 0) return;
     for (size_t i = 0; i < n_slots; i++) {
       if (slots[i].pid != pid) continue;
+      read_failure(&slots[i]); /* written before it exited: "fail" goes before "exit" */
       char line[96];
       snprintf(line, sizeof line, "exit %s %d %d\n", slots[i].id, WIFEXITED(status) ? WEXITSTATUS(status) : -1,
                WIFSIGNALED(status) ? WTERMSIG(status) : 0);
-      say(events, line);
+      event(line);
       /* A quick process can end before the host has opened its ends: they stay until it has. */
       if (host_ends_open(&slots[i])) slots[i].pid = 0;
       else drop(&slots[i]);
       break;
     }
   }
+}
+
+/* Read and handle one request; 0 at the end of the request pipe. */
+static int request(int req, int *hello_fds) {
+  static char *buf;
+  static size_t cap;
+  static char **fields;
+  static size_t fields_cap;
+  uint32_t len;
+  if (!read_full(req, &len, sizeof len)) return 0;
+  len = le32toh(len);
+  if (len == 0) fatal("empty request");
+  if (len > MAX_REQUEST) {
+    /* Only a spawn request can be this long: read it away and refuse it, as exec would. */
+    char sink[65536];
+    for (uint32_t left = len; left > 0;) {
+      uint32_t chunk = left < sizeof sink ? left : (uint32_t)sizeof sink;
+      if (!read_full(req, sink, chunk)) return 0;
+      left -= chunk;
+    }
+    answer("err 7\n");
+    return 1;
+  }
+  if (len + 1 > cap) {
+    free(buf);
+    cap = len + 1;
+    buf = malloc(cap);
+    if (!buf) fatal("memory");
+  }
+  if (!read_full(req, buf, len)) return 0;
+  buf[len] = '\0';
+  size_t n = 0;
+  for (uint32_t i = 0; i < len; i++) n += buf[i] == '\0';
+  if (buf[len - 1] != '\0') n++;
+  if (n + 1 > fields_cap) {
+    free(fields);
+    fields_cap = n + 1;
+    fields = malloc(fields_cap * sizeof *fields);
+    if (!fields) fatal("memory");
+  }
+  n = 0;
+  for (char *at = buf; at < buf + len; at += strlen(at) + 1) fields[n++] = at;
+  fields[n] = NULL;
+  if (strcmp(fields[0], "hello") == 0) {
+    for (int i = 0; i < 2; i++) close(hello_fds[i]);
+  } else if (strcmp(fields[0], "spawn") == 0) {
+    spawn_request(fields, (int)n);
+  } else if (strcmp(fields[0], "opened") == 0 && n == 2) {
+    struct slot *s = find(fields[1]);
+    if (s) close_host_ends(s);
+  } else if (strcmp(fields[0], "kill") == 0 && n == 3) {
+    struct slot *s = find(fields[1]);
+    if (s && s->pid > 0) kill(s->pid, (int)strtol(fields[2], NULL, 10));
+  } else {
+    errno = EINVAL;
+    fatal(fields[0]);
+  }
+  return 1;
 }
 
 int main(int argc, char **argv) {
@@ -220,6 +336,7 @@ int main(int argc, char **argv) {
   }
   if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) fatal("parent-death signal");
   if (getppid() != (pid_t)strtol(argv[1], NULL, 10)) return 1; /* the host is already gone */
+  spawner_pid = getpid();
   /* What the host left open without close-on-exec would reach every process started here. */
   if (syscall(SYS_close_range, 3U, ~0U, 0U) != 0)
     for (int fd = 3; fd < 1024; fd++) close(fd);
@@ -230,56 +347,39 @@ int main(int argc, char **argv) {
   sigprocmask(SIG_BLOCK, &chld, NULL);
   int sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
   devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
-  events = fcntl(1, F_DUPFD_CLOEXEC, 3);
+  events = fcntl(1, F_DUPFD_CLOEXEC, 3); /* this process's end of the socket: non-blocking changes only it */
   int req[2], rep[2];
   if (sfd < 0 || devnull < 0 || events < 0 || pipe2(req, O_CLOEXEC) != 0 || pipe2(rep, O_CLOEXEC) != 0)
     fatal("set-up");
+  fcntl(events, F_SETFL, O_NONBLOCK);
   dup2(devnull, 1); /* fd 1 stays taken, by nothing that matters */
   reply = rep[1];
   char line[64];
   snprintf(line, sizeof line, "ready %d %d\n", req[1], rep[0]);
-  say(events, line);
+  event(line);
 
-  size_t cap = 4096;
-  char *buf = malloc(cap);
-  char **fields = malloc(MAX_FIELDS * sizeof *fields);
-  if (!buf || !fields) fatal("memory");
+  int hello_fds[2] = {req[1], rep[0]};
+  struct pollfd *p = NULL;
+  size_t p_cap = 0;
   for (;;) {
-    struct pollfd p[2] = {{.fd = req[0], .events = POLLIN}, {.fd = sfd, .events = POLLIN}};
-    if (poll(p, 2, -1) < 0) {
+    size_t n_p = 3 + n_slots;
+    if (n_p > p_cap) {
+      p_cap = n_p * 2;
+      p = realloc(p, p_cap * sizeof *p);
+      if (!p) fatal("memory");
+    }
+    p[0] = (struct pollfd){.fd = req[0], .events = POLLIN};
+    p[1] = (struct pollfd){.fd = sfd, .events = POLLIN};
+    p[2] = (struct pollfd){.fd = queued > 0 ? events : -1, .events = POLLOUT};
+    for (size_t i = 0; i < n_slots; i++) p[3 + i] = (struct pollfd){.fd = slots[i].failure, .events = POLLIN};
+    if (poll(p, (nfds_t)n_p, -1) < 0) {
       if (errno == EINTR) continue;
       fatal("poll");
     }
+    for (size_t i = 0; i < n_slots && 3 + i < n_p; i++)
+      if (p[3 + i].revents && slots[i].failure == p[3 + i].fd) read_failure(&slots[i]);
     if (p[1].revents) reap(sfd);
-    if (!p[0].revents) continue;
-    uint32_t len;
-    if (!read_full(req[0], &len, sizeof len)) return 0;
-    if (len == 0 || len > MAX_REQUEST) fatal("request length");
-    if (len + 1 > cap) {
-      cap = len + 1;
-      free(buf);
-      buf = malloc(cap);
-      if (!buf) fatal("memory");
-    }
-    if (!read_full(req[0], buf, len)) return 0;
-    buf[len] = '\0';
-    int n = 0;
-    for (char *at = buf; at < buf + len && n < MAX_FIELDS - 1; at += strlen(at) + 1) fields[n++] = at;
-    fields[n] = NULL;
-    if (strcmp(fields[0], "hello") == 0) {
-      close(req[1]);
-      close(rep[0]);
-    } else if (strcmp(fields[0], "spawn") == 0) {
-      spawn_request(fields, n);
-    } else if (strcmp(fields[0], "opened") == 0 && n == 2) {
-      struct slot *s = find(fields[1]);
-      if (s) close_host_ends(s);
-    } else if (strcmp(fields[0], "kill") == 0 && n == 3) {
-      struct slot *s = find(fields[1]);
-      if (s && s->pid > 0) kill(s->pid, (int)strtol(fields[2], NULL, 10));
-    } else {
-      errno = EINVAL;
-      fatal(fields[0]);
-    }
+    if (p[2].revents) flush_events();
+    if (p[0].revents && !request(req[0], hello_fds)) return 0;
   }
 }

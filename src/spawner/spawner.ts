@@ -12,6 +12,9 @@ import { CordonError } from '../errors.js'
 /** Where `npm run build` (native/build.sh) puts the spawner: the same place from src/ and from dist/. */
 export const SPAWNER_PATH = fileURLToPath(new URL('../../native/cordon-spawner', import.meta.url))
 
+/** The longest request the spawner reads (native/spawner.c); exec takes far less. */
+const MAX_REQUEST = 64 * 2 ** 20
+
 /** Per child fd: nothing, /dev/null, a pipe the host reads (the child writes), a pipe the host writes. */
 export type SpawnStdio = 'none' | 'null' | 'read' | 'write'
 const STDIO_CODE: Record<SpawnStdio, string> = { none: '-', null: 'n', read: 'r', write: 'w' }
@@ -137,34 +140,43 @@ export class Spawner {
         `the spawner is not built (${path}): apt-get install -y gcc musl-tools; npm run build`,
       )
     }
-    const helper = spawn(path, [String(process.pid)], { stdio: ['ignore', 'pipe', 'pipe'] })
+    // Its own session: Ctrl-C at the host's terminal is the host's to handle, not a kill of every run.
+    const helper = spawn(path, [String(process.pid)], { stdio: ['ignore', 'pipe', 'pipe'], detached: true })
     // What it says on stderr before dying goes into the errors that report its death.
     const stderr = { tail: '' }
     helper.stderr!.setEncoding('utf8').on('data', (s: string) => {
       stderr.tail = (stderr.tail + s).slice(-2000)
     })
-    const ready = await new Promise<string>((resolve, reject) => {
-      let text = ''
-      const onData = (chunk: Buffer) => {
-        text += chunk.toString('latin1')
-        const end = text.indexOf('\n')
-        if (end < 0) return
-        helper.stdout!.off('data', onData)
-        helper.stdout!.pause()
-        if (text.length > end + 1) helper.stdout!.unshift(Buffer.from(text.slice(end + 1), 'latin1'))
-        resolve(text.slice(0, end))
-      }
-      helper.stdout!.on('data', onData)
-      helper.once('error', reject)
-      helper.once('exit', (code, sig) =>
-        reject(new SpawnerError(`the spawner exited at start (${sig ?? code}): ${stderr.tail.trim()}`)),
-      )
-    })
-    const [word, req, rep] = ready.split(' ')
-    if (word !== 'ready') throw new SpawnerError(`the spawner said "${ready}" instead of ready`)
-    const requests = openSync(`/proc/${helper.pid}/fd/${req}`, 'w')
-    const replies = openSync(`/proc/${helper.pid}/fd/${rep}`, 'r')
-    const spawner = new Spawner(helper, requests, replies, stderr)
+    const opened: number[] = []
+    try {
+      const ready = await new Promise<string>((resolve, reject) => {
+        let text = ''
+        const onData = (chunk: Buffer) => {
+          text += chunk.toString('latin1')
+          const end = text.indexOf('\n')
+          if (end < 0) return
+          helper.stdout!.off('data', onData)
+          helper.stdout!.pause()
+          if (text.length > end + 1) helper.stdout!.unshift(Buffer.from(text.slice(end + 1), 'latin1'))
+          resolve(text.slice(0, end))
+        }
+        helper.stdout!.on('data', onData)
+        helper.once('error', reject)
+        helper.once('exit', (code, sig) =>
+          reject(new SpawnerError(`the spawner exited at start (${sig ?? code}): ${stderr.tail.trim()}`)),
+        )
+      })
+      const [word, req, rep] = ready.split(' ')
+      if (word !== 'ready') throw new SpawnerError(`the spawner said "${ready}" instead of ready`)
+      opened.push(openSync(`/proc/${helper.pid}/fd/${req}`, 'w'))
+      opened.push(openSync(`/proc/${helper.pid}/fd/${rep}`, 'r'))
+    } catch (error) {
+      // It would wait for a hello that never comes, holding this process's event loop open.
+      for (const fd of opened) closeSync(fd)
+      helper.kill('SIGKILL')
+      throw error
+    }
+    const spawner = new Spawner(helper, opened[0]!, opened[1]!, stderr)
     spawner.request(['hello'])
     spawner.listen()
     return spawner
@@ -243,8 +255,7 @@ export class Spawner {
   close(): Promise<void> {
     this.closing ??= (async () => {
       if (this.running.size > 0) await new Promise<void>((resolve) => (this.idle = resolve))
-      closeSync(this.requests)
-      closeSync(this.replies)
+      this.closeFds()
       this.ref() // until it has exited: the caller awaits that
       await this.exited
     })()
@@ -258,6 +269,10 @@ export class Spawner {
   /** Write one request; `spawn` also reads its reply, which the spawner writes before anything else. */
   private request(fields: readonly string[]): string {
     const body = Buffer.from(`${fields.join('\0')}\0`)
+    // More than exec takes: refused here, without the spawner reading it all to refuse it too.
+    if (body.length > MAX_REQUEST) return `err ${constants.errno.E2BIG}`
+    // Closed once the spawner is gone: the numbers may name someone else's files by now.
+    if (!this.fdsOpen) throw new SpawnerError('the spawner has exited')
     const frame = Buffer.allocUnsafe(4 + body.length)
     frame.writeUInt32LE(body.length, 0)
     body.copy(frame, 4)
@@ -308,12 +323,23 @@ export class Spawner {
   /** The spawner exited: its processes die with it (parent-death signals); nothing more will be said of them. */
   private lost(): void {
     this.gone = true
+    this.closeFds()
     for (const [id, child] of this.running) {
       this.running.delete(id)
       child.failed(new SpawnerError(`the spawner exited under the process: ${this.stderr.tail.trim()}`))
       child.ended(-1, constants.signals.SIGKILL)
     }
     this.settle()
+  }
+
+  private fdsOpen = true
+
+  /** The end of the request pipe is what tells the spawner to exit. */
+  private closeFds(): void {
+    if (!this.fdsOpen) return
+    this.fdsOpen = false
+    closeSync(this.requests)
+    closeSync(this.replies)
   }
 
   /** With nothing running the spawner must not keep the host alive; with something, it must. */

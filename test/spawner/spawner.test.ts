@@ -2,10 +2,11 @@
 // limits and clean-up as without one, and its own contract (pipes, exit, kill, close, death).
 import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
-import { existsSync, readdirSync, readFileSync } from 'node:fs'
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
+import path from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
-import { openSpawner, run, type Spawner, SpawnerError, start } from '../../src/index.js'
+import { openSpawner, run, Spawner, SpawnerError, start } from '../../src/index.js'
 import { uidPoolSchema } from '../../src/policy/schema.js'
 import { listProcesses } from '../../src/run/procs.js'
 import type { SpawnedProcess, SpawnRequest } from '../../src/spawner/spawner.js'
@@ -16,6 +17,7 @@ import {
   processesWith,
   skipTier,
   TIERS,
+  tempDir,
   waitFor,
   worldWritableDir,
 } from '../helpers.js'
@@ -128,6 +130,28 @@ describe('spawner: its own contract', { skip: noSpawner }, () => {
     await closed(child)
     assert.equal(Number(await out), fixture.it.pid)
   })
+
+  it('never blocks on its events: 400 quick processes started in one synchronous stretch', async () => {
+    // Their exit lines pile up unread until this loop yields; a spawner that waited for the host to read
+    // them would never answer the next spawn, and the host would wait for that answer forever.
+    const children = Array.from({ length: 400 }, () =>
+      fixture.it.spawn({ ...sh('true'), stdio: ['null', 'null', 'null'] }),
+    )
+    const ends = await Promise.all(children.map(closed))
+    assert.ok(
+      ends.every((e) => e.code === 0),
+      'all exited 0',
+    )
+  })
+
+  it("is a session of its own: Ctrl-C at the host's terminal does not reach it", () => {
+    const [sid, pgrp] = [
+      Number(stat(fixture.it.pid).split(' ')[3]),
+      Number(stat(fixture.it.pid).split(' ')[2]),
+    ]
+    assert.equal(pgrp, fixture.it.pid)
+    assert.equal(sid, fixture.it.pid)
+  })
 })
 
 describe('spawner: close and death', { skip: noSpawner }, () => {
@@ -155,6 +179,54 @@ describe('spawner: close and death', { skip: noSpawner }, () => {
     assert.match(r.violation?.message ?? '', /spawner exited/)
     assert.ok(await waitFor(() => processesWith(m).length === 0, 10_000), 'sandbox gone')
     await assert.rejects(run(['true'], { spawner }), /the spawner has exited/)
+  })
+
+  it('when it dies, what it started dies too, and the host closes its ends', async () => {
+    const spawner = await openSpawner()
+    const fds = () => readdirSync('/proc/self/fd').length
+    const before = fds()
+    const m = marker()
+    const child = spawner.spawn({ ...sh(`exec sleep ${m}`), stdio: ['null', 'null', 'null'] })
+    assert.ok(await waitFor(() => processesWith(m).length === 1, 10_000), 'started')
+    const error = new Promise<Error>((resolve) => child.once('error', resolve))
+    process.kill(spawner.pid, 'SIGKILL')
+    await closed(child)
+    assert.match((await error).message, /spawner exited/)
+    assert.ok(await waitFor(() => processesWith(m).length === 0, 10_000), 'its process died with it')
+    assert.ok(fds() <= before - 2, `the request and reply fds are closed (${before} → ${fds()})`)
+    await spawner.close()
+  })
+
+  it('a helper that fails at start is killed, not left running', async () => {
+    const dir = tempDir('cordon-fake-spawner-')
+    const m = marker()
+    // Says ready with fds that do not exist, then stays: open() must fail and take it down.
+    writeFileSync(path.join(dir, 'fake'), `#!/bin/sh\necho ready 900 901\nexec sleep ${m}\n`, { mode: 0o755 })
+    await assert.rejects(Spawner.open(path.join(dir, 'fake')), /ENOENT/)
+    assert.ok(await waitFor(() => processesWith(m).length === 0, 5000), 'the helper is gone')
+  })
+
+  it("a request too large for exec is that run's error; the spawner and its other runs go on", {
+    skip: skipTier('process'),
+  }, async () => {
+    const spawner = await openSpawner()
+    const neighbour = run(['sh', '-c', 'sleep 0.5; echo fine'], { isolation: 'process', spawner })
+    const big = await run(['true'], { isolation: 'process', spawner, env: { BIG: 'x'.repeat(65 << 20) } })
+    assert.equal(big.status, 'error')
+    assert.match(big.violation?.message ?? '', /E2BIG/)
+    assert.equal((await neighbour).stdout, 'fine\n')
+    assert.equal((await run(['true'], { isolation: 'process', spawner })).status, 'ok')
+    await spawner.close()
+  })
+
+  it('more arguments than 65,536 start as they do without a spawner', async () => {
+    const spawner = await openSpawner()
+    const args = Array.from({ length: 70_000 }, () => 'x')
+    const child = spawner.spawn({ ...sh('echo $#'), args: ['-c', 'echo $#', 'sh', ...args] })
+    const out = text(child.stdout)
+    assert.deepEqual(await closed(child), { code: 0, signal: null })
+    assert.equal(await out, '70000\n')
+    await spawner.close()
   })
 
   it('an idle spawner does not keep its host alive, and dies with it', async () => {
