@@ -120,6 +120,8 @@ export class Spawner {
   private idle: (() => void) | null = null
   private readonly exited: Promise<void>
   private gone = false
+  /** The request and reply fds, until the spawner is closed or gone. */
+  private fdsOpen = true
 
   private constructor(
     private readonly helper: ChildProcess,
@@ -331,8 +333,6 @@ export class Spawner {
     }
     this.settle()
   }
-
-  private fdsOpen = true
 
   /** The end of the request pipe is what tells the spawner to exit. */
   private closeFds(): void {
