@@ -7,7 +7,7 @@
 set -eu
 cd "$(dirname "$0")"
 cc=${CC:-cc}
-# build NAME SOURCE: true when NAME was built.
+# build NAME SOURCE WITHOUT: true when NAME was built; WITHOUT says what is lost when it is not.
 build() {
   flags="-O2 -s -Wall -Wextra -Werror -o $1.tmp $2"
   if command -v musl-gcc >/dev/null 2>&1; then
@@ -23,17 +23,17 @@ build() {
     echo "cordon: musl-gcc is missing, so $1 is built on glibc; every sandbox then starts ~0.2 ms slower (apt-get install -y musl-tools, then npm run build)" >&2
   fi
   if ! command -v "$cc" >/dev/null 2>&1; then
-    echo "cordon: no C compiler ($cc): $1 is not built, so no sandbox runs (apt-get install -y gcc libc6-dev, then npm run build)" >&2
+    echo "cordon: no C compiler ($cc): $1 is not built, so $3 (apt-get install -y gcc libc6-dev, then npm run build)" >&2
     return 1
   fi
   # Static or nothing: a dynamically linked launcher would start as root with the sandbox's environment,
   # and its loader would run whatever LD_PRELOAD the policy sets.
   # shellcheck disable=SC2086
   if ! "$cc" -static $flags; then
-    echo "cordon: no static C library: $1 is not built, so no sandbox runs (apt-get install -y libc6-dev or musl-tools, then npm run build)" >&2
+    echo "cordon: no static C library: $1 is not built, so $3 (apt-get install -y libc6-dev or musl-tools, then npm run build)" >&2
     return 1
   fi
   mv "$1.tmp" "$1"
 }
-build cordon-launch launch.c && build cordon-spawner spawner.c
+build cordon-launch launch.c "no sandbox runs" && build cordon-spawner spawner.c "openSpawner() is unavailable"
 exit 0

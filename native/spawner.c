@@ -16,7 +16,7 @@
  * Events are queued here and written as the host reads them: this process never waits for the host to
  * read, because the host may be waiting for the reply to its next request.
  * Requests come on the request pipe: a 4-byte little-endian length, then NUL-terminated fields:
- *   spawn ID FILE CWD DETACHED STDIO ARGC ARG... ENVC ENV...
+ *   spawn ID FILE CWD DETACHED UMASK STDIO ARGC ARG... ENVC ENV...   (UMASK in octal)
  *       STDIO has one character per child fd from 0: '-' none, 'n' /dev/null, 'r' a pipe the host reads,
  *       'w' a pipe the host writes. The reply (on the reply pipe, at once, before the exec) is
  *       "ok PID FD..." with this process's end of each pipe (-1 for the others) or "err ERRNO". A request
@@ -37,12 +37,16 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #define MAX_STDIO 16
-#define MAX_REQUEST (64 << 20)
+/* exec takes at most 6 MiB of arguments and environment (3/4 of the 8 MiB stack limit's cap), so longer
+ * requests are refused unread; buffers over BIG_REQUEST are freed after use: every fork copies them. */
+#define MAX_REQUEST (8 << 20)
+#define BIG_REQUEST (1 << 20)
 /* Child fds are moved here first, above every target, so that no dup2 overwrites a source still needed. */
 #define MOVE_ABOVE 64
 
@@ -150,8 +154,8 @@ static int read_full(int fd, void *buf, size_t len) {
 }
 
 /* In the child, before the exec: never returns. */
-static void become(int failure, const char *file, const char *cwd, int detached, int n_fds, int *child_end,
-                   char **argv, char **envp) {
+static void become(int failure, const char *file, const char *cwd, int detached, mode_t mask, int n_fds,
+                   int *child_end, char **argv, char **envp) {
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, NULL);
@@ -159,12 +163,14 @@ static void become(int failure, const char *file, const char *cwd, int detached,
   /* Dies with the spawner; the check closes the window in which it died before the prctl. */
   if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != spawner_pid) goto failed;
   if (detached) setsid();
+  umask(mask); /* the host's of the moment, as a fork of the host would have */
   int moved[MAX_STDIO];
-  for (int i = 0; i < n_fds; i++) moved[i] = child_end[i] < 0 ? -1 : fcntl(child_end[i], F_DUPFD_CLOEXEC, MOVE_ABOVE);
   for (int i = 0; i < n_fds; i++) {
-    if (moved[i] >= 0 && dup2(moved[i], i) < 0) goto failed;
-    if (moved[i] < 0 && i < 3) goto failed;
+    moved[i] = child_end[i] < 0 ? -1 : fcntl(child_end[i], F_DUPFD_CLOEXEC, MOVE_ABOVE);
+    if (child_end[i] >= 0 && moved[i] < 0) goto failed;
   }
+  for (int i = 0; i < n_fds; i++)
+    if (moved[i] >= 0 && dup2(moved[i], i) < 0) goto failed;
   if (chdir(cwd) != 0) goto failed;
   execve(file, argv, envp);
 failed:;
@@ -182,16 +188,17 @@ static void close_ends(const int *child_end, const int *host_end) {
 
 static void spawn_request(char **f, int n) {
   char line[64 + 12 * MAX_STDIO];
-  /* spawn ID FILE CWD DETACHED STDIO ARGC ARG... ENVC ENV... */
-  if (n < 8) goto invalid;
-  const char *id = f[1], *file = f[2], *cwd = f[3], *stdio = f[5];
+  /* spawn ID FILE CWD DETACHED UMASK STDIO ARGC ARG... ENVC ENV... */
+  if (n < 9) goto invalid;
+  const char *id = f[1], *file = f[2], *cwd = f[3], *stdio = f[6];
   int detached = strcmp(f[4], "1") == 0, n_fds = (int)strlen(stdio);
-  long argc = strtol(f[6], NULL, 10);
-  if (strlen(id) >= sizeof slots->id || n_fds < 3 || n_fds > MAX_STDIO || argc < 1 || 7 + argc >= n) goto invalid;
-  char **argv = f + 7;
-  long envc = strtol(f[7 + argc], NULL, 10);
-  if (envc < 0 || 8 + argc + envc != n) goto invalid;
-  char **envp = f + 8 + argc; /* ends at f[n], which is NULL */
+  mode_t mask = (mode_t)strtol(f[5], NULL, 8) & 0777;
+  long argc = strtol(f[7], NULL, 10);
+  if (strlen(id) >= sizeof slots->id || n_fds < 3 || n_fds > MAX_STDIO || argc < 1 || argc > n - 9) goto invalid;
+  char **argv = f + 8;
+  long envc = strtol(f[8 + argc], NULL, 10);
+  if (envc < 0 || 9 + argc + envc != n) goto invalid;
+  char **envp = f + 9 + argc; /* ends at f[n], which is NULL */
   argv[argc] = NULL;          /* was the ENVC field, already read */
 
   int child_end[MAX_STDIO], host_end[MAX_STDIO], failure[2] = {-1, -1};
@@ -220,7 +227,7 @@ static void spawn_request(char **f, int n) {
   if (pipe2(failure, O_CLOEXEC) != 0) goto failed;
   pid_t pid = fork();
   if (pid < 0) goto failed;
-  if (pid == 0) become(failure[1], file, cwd, detached, n_fds, child_end, argv, envp);
+  if (pid == 0) become(failure[1], file, cwd, detached, mask, n_fds, child_end, argv, envp);
   close(failure[1]);
   fcntl(failure[0], F_SETFL, O_NONBLOCK);
   struct slot *s = &slots[n_slots++];
@@ -326,6 +333,13 @@ static int request(int req, int *hello_fds) {
     errno = EINVAL;
     fatal(fields[0]);
   }
+  if (cap > BIG_REQUEST) {
+    free(buf);
+    free(fields);
+    buf = NULL;
+    fields = NULL;
+    cap = fields_cap = 0;
+  }
   return 1;
 }
 
@@ -347,7 +361,7 @@ int main(int argc, char **argv) {
   sigprocmask(SIG_BLOCK, &chld, NULL);
   int sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
   devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
-  events = fcntl(1, F_DUPFD_CLOEXEC, 3); /* this process's end of the socket: non-blocking changes only it */
+  events = fcntl(1, F_DUPFD_CLOEXEC, 3); /* this process's end of the socket (fd 1 is /dev/null from here) */
   int req[2], rep[2];
   if (sfd < 0 || devnull < 0 || events < 0 || pipe2(req, O_CLOEXEC) != 0 || pipe2(rep, O_CLOEXEC) != 0)
     fatal("set-up");

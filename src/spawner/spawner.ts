@@ -12,8 +12,8 @@ import { CordonError } from '../errors.js'
 /** Where `npm run build` (native/build.sh) puts the spawner: the same place from src/ and from dist/. */
 export const SPAWNER_PATH = fileURLToPath(new URL('../../native/cordon-spawner', import.meta.url))
 
-/** The longest request the spawner reads (native/spawner.c); exec takes far less. */
-const MAX_REQUEST = 64 * 2 ** 20
+/** The longest request the spawner reads (native/spawner.c): more than exec ever takes (6 MiB). */
+const MAX_REQUEST = 8 * 2 ** 20
 
 /** Per child fd: nothing, /dev/null, a pipe the host reads (the child writes), a pipe the host writes. */
 export type SpawnStdio = 'none' | 'null' | 'read' | 'write'
@@ -30,7 +30,11 @@ export interface SpawnRequest {
   stdio: readonly SpawnStdio[]
 }
 
-const signalNames = new Map(Object.entries(constants.signals).map(([name, n]) => [n, name as NodeJS.Signals]))
+/** Signal names by number; of two names for one number, the first (Node's own choice: SIGABRT, not SIGIOT). */
+const signalNames = new Map<number, NodeJS.Signals>()
+for (const [name, n] of Object.entries(constants.signals)) {
+  if (!signalNames.has(n)) signalNames.set(n, name as NodeJS.Signals)
+}
 
 /**
  * One process the spawner started, with the part of ChildProcess's interface cordon's supervisor uses:
@@ -44,6 +48,8 @@ export class SpawnedProcess extends EventEmitter {
   readonly stdout: Socket | null
   readonly stderr: Socket | null
   private exited = false
+  /** It never ran (its exec failed): like Node, no 'exit', and 'close' without a code. */
+  private notStarted = false
   private openReads: number
 
   constructor(
@@ -74,6 +80,7 @@ export class SpawnedProcess extends EventEmitter {
   static failed(error: Error): SpawnedProcess {
     const child = new SpawnedProcess(undefined, [], () => {})
     child.exited = true
+    child.notStarted = true
     process.nextTick(() => {
       child.emit('error', error)
       child.emit('close', null, null)
@@ -85,16 +92,20 @@ export class SpawnedProcess extends EventEmitter {
   ended(code: number, signo: number): void {
     if (this.exited) return
     this.exited = true
-    const name = signo === 0 ? null : (signalNames.get(signo) ?? null)
-    this.exitCode = signo === 0 ? code : name === null ? 128 + signo : null
-    this.signalCode = name
     // Like Node: what the host writes is of no use once the process is gone.
     for (const s of this.stdio) if (s?.writable && !s.readable) s.destroy()
-    this.emit('exit', this.exitCode, this.signalCode)
+    if (!this.notStarted) {
+      const name = signo === 0 ? null : (signalNames.get(signo) ?? null)
+      this.exitCode = signo === 0 ? code : name === null ? 128 + signo : null
+      this.signalCode = name
+      this.emit('exit', this.exitCode, this.signalCode)
+    }
     this.maybeClose()
   }
 
-  failed(error: Error): void {
+  /** From the spawner: its exec failed (`started`: false) or the spawner died under it. */
+  failed(error: Error, started: boolean): void {
+    this.notStarted ||= !started
     this.emit('error', error)
   }
 
@@ -103,9 +114,15 @@ export class SpawnedProcess extends EventEmitter {
   }
 }
 
-/** A spawner could not start, or a request to it failed. */
+/** A spawner could not start, or a request to it failed; `code` is the errno's name when there is one. */
 export class SpawnerError extends CordonError {
   override readonly name = 'SpawnerError'
+  constructor(
+    message: string,
+    readonly code?: string,
+  ) {
+    super(message)
+  }
 }
 
 function errnoName(errno: number): string {
@@ -122,6 +139,7 @@ export class Spawner {
   private gone = false
   /** The request and reply fds, until the spawner is closed or gone. */
   private fdsOpen = true
+  private readonly uid = process.getuid?.()
 
   private constructor(
     private readonly helper: ChildProcess,
@@ -207,6 +225,9 @@ export class Spawner {
       request.file,
       request.cwd,
       request.detached ? '1' : '0',
+      // The host's umask of the moment, as a fork of the host would have. Reading it writes it back at once
+      // (why DEP0139 deprecates it, in docs only: a race with worker threads that change it); /proc costs 30 µs.
+      process.umask().toString(8),
       stdio,
       String(request.args.length + 1),
       request.file,
@@ -216,8 +237,10 @@ export class Spawner {
     ])
     const [word, ...rest] = answer.split(' ')
     if (word !== 'ok') {
-      const reason = errnoName(Number(rest[0]))
-      return SpawnedProcess.failed(new SpawnerError(`the spawner could not start ${request.file}: ${reason}`))
+      const code = errnoName(Number(rest[0]))
+      return SpawnedProcess.failed(
+        new SpawnerError(`the spawner could not start ${request.file}: ${code}`, code),
+      )
     }
     const [pid, ...ends] = rest.map(Number)
     const sockets: (Socket | null)[] = []
@@ -231,14 +254,18 @@ export class Spawner {
         const own = openSync(`/proc/${this.pid}/fd/${ends[fd]}`, kind === 'read' ? 'r' : 'w')
         sockets.push(new Socket({ fd: own, readable: kind === 'read', writable: kind === 'write' }))
       }
-    } catch (error) {
-      // Out of fds, say: the process must not run on without its pipes.
-      for (const s of sockets) s?.destroy()
-      this.request(['kill', id, String(constants.signals.SIGKILL)])
       this.request(['opened', id])
+    } catch (error) {
+      // Out of fds, or the spawner died meanwhile: the process must not run on without its pipes.
+      for (const s of sockets) s?.destroy()
+      try {
+        this.request(['kill', id, String(constants.signals.SIGKILL)])
+        this.request(['opened', id])
+      } catch {
+        // The spawner is gone, and the process with it.
+      }
       return SpawnedProcess.failed(new SpawnerError(`could not open the pipes: ${(error as Error).message}`))
     }
-    this.request(['opened', id])
     const child = new SpawnedProcess(pid!, sockets, (signal) => this.request(['kill', id, String(signal)]))
     this.running.set(id, child)
     this.ref()
@@ -249,6 +276,13 @@ export class Spawner {
   assertOpen(): void {
     if (this.closing) throw new SpawnerError('the spawner is closed')
     if (this.gone) throw new SpawnerError('the spawner has exited')
+    // The host opens the spawner's pipe ends through /proc, which needs the uid it had when it opened it.
+    const uid = process.getuid?.()
+    if (uid !== this.uid) {
+      throw new SpawnerError(
+        `the spawner was opened as uid ${this.uid}, this process is now uid ${uid}: open a new spawner after changing uid`,
+      )
+    }
   }
 
   /**
@@ -314,8 +348,10 @@ export class Spawner {
   private event([word, id = '', a = '', b = '']: string[]): void {
     const child = this.running.get(id)
     if (!child) return
-    if (word === 'fail')
-      child.failed(new SpawnerError(`could not start the process: ${errnoName(Number(a))}`))
+    if (word === 'fail') {
+      const code = errnoName(Number(a))
+      child.failed(new SpawnerError(`could not start the process: ${code}`, code), false)
+    }
     if (word !== 'exit') return
     this.running.delete(id)
     child.ended(Number(a), Number(b))
@@ -328,7 +364,7 @@ export class Spawner {
     this.closeFds()
     for (const [id, child] of this.running) {
       this.running.delete(id)
-      child.failed(new SpawnerError(`the spawner exited under the process: ${this.stderr.tail.trim()}`))
+      child.failed(new SpawnerError(`the spawner exited under the process: ${this.stderr.tail.trim()}`), true)
       child.ended(-1, constants.signals.SIGKILL)
     }
     this.settle()

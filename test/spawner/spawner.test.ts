@@ -86,6 +86,11 @@ describe('spawner: its own contract', { skip: noSpawner }, () => {
     assert.deepEqual(await closed(term), { code: null, signal: 'SIGTERM' })
     const rt = fixture.it.spawn(sh('kill -35 $$'))
     assert.deepEqual(await closed(rt), { code: 128 + 35, signal: null })
+    // Numbers with two names get Node's: SIGABRT (not SIGIOT), SIGIO (not SIGPOLL).
+    for (const name of ['ABRT', 'IO']) {
+      const child = fixture.it.spawn(sh(`kill -${name} $$`))
+      assert.deepEqual(await closed(child), { code: null, signal: `SIG${name}` })
+    }
   })
 
   it('kill() signals the process, and after its end returns false', async () => {
@@ -113,11 +118,14 @@ describe('spawner: its own contract', { skip: noSpawner }, () => {
     assert.equal(sid, child.pid)
   })
 
-  it('a program that cannot be started is an error, then close', async () => {
+  it('a program that cannot be started is an error, then close, as with Node: no exit, no code', async () => {
     const child = fixture.it.spawn({ ...sh(''), file: '/nonexistent/program' })
-    const error = new Promise<Error>((resolve) => child.once('error', resolve))
-    await closed(child)
-    assert.match((await error).message, /ENOENT/)
+    const events: string[] = []
+    child.on('exit', () => events.push('exit'))
+    const error = new Promise<NodeJS.ErrnoException>((resolve) => child.once('error', resolve))
+    assert.deepEqual(await closed(child), { code: null, signal: null })
+    assert.equal((await error).code, 'ENOENT')
+    assert.deepEqual(events, [])
     const inMissingDir = fixture.it.spawn({ ...sh('true'), cwd: '/nonexistent' })
     const error2 = new Promise<Error>((resolve) => inMissingDir.once('error', resolve))
     await closed(inMissingDir)
@@ -211,9 +219,16 @@ describe('spawner: close and death', { skip: noSpawner }, () => {
   }, async () => {
     const spawner = await openSpawner()
     const neighbour = run(['sh', '-c', 'sleep 0.5; echo fine'], { isolation: 'process', spawner })
-    const big = await run(['true'], { isolation: 'process', spawner, env: { BIG: 'x'.repeat(65 << 20) } })
-    assert.equal(big.status, 'error')
-    assert.match(big.violation?.message ?? '', /E2BIG/)
+    // Over what exec could ever take (6 MiB), refused before the spawner reads it; below, exec refuses it.
+    for (const size of [65 << 20, 7 << 20, 3 << 20]) {
+      const big = await run(['true'], { isolation: 'process', spawner, env: { BIG: 'x'.repeat(size) } })
+      assert.equal(big.status, 'error')
+      assert.equal(big.exitCode, null, 'it never ran, as without a spawner')
+      assert.match(big.violation?.message ?? '', /E2BIG/)
+    }
+    // And the spawner does not keep the memory it read them into: every later fork would copy it.
+    const rss = Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${spawner.pid}/status`, 'utf8'))?.[1])
+    assert.ok(rss < 4096, `spawner RSS ${rss} kB`)
     assert.equal((await neighbour).stdout, 'fine\n')
     assert.equal((await run(['true'], { isolation: 'process', spawner })).status, 'ok')
     await spawner.close()
@@ -227,6 +242,35 @@ describe('spawner: close and death', { skip: noSpawner }, () => {
     assert.deepEqual(await closed(child), { code: 0, signal: null })
     assert.equal(await out, '70000\n')
     await spawner.close()
+  })
+
+  it("a run gets the host's umask of the moment, as with a fork of the host", async () => {
+    const spawner = await openSpawner()
+    const previous = process.umask(0o027)
+    try {
+      const r = await run(['sh', '-c', 'umask'], { spawner })
+      assert.equal(r.stdout.trim(), '0027')
+    } finally {
+      process.umask(previous)
+      await spawner.close()
+    }
+  })
+
+  it('a host that changed its uid since opening is told so up front', { skip: notRoot }, () => {
+    const host = spawnSync(
+      process.execPath,
+      [
+        '--input-type=module',
+        '-e',
+        `import { openSpawner, run } from ${JSON.stringify(LIBRARY)}
+const spawner = await openSpawner()
+process.setuid(65534)
+try { await run(['true'], { spawner }); console.log('ran') } catch (e) { console.log(e.name, e.message) }
+process.exit(0)`,
+      ],
+      { encoding: 'utf8', timeout: 20_000 },
+    )
+    assert.match(host.stdout, /SpawnerError .*uid 0, this process is now uid 65534/, host.stderr)
   })
 
   it('an idle spawner does not keep its host alive, and dies with it', async () => {
