@@ -24,6 +24,15 @@ import {
 
 const LIBRARY = fileURLToPath(new URL('../../dist/index.js', import.meta.url))
 
+/** Run `code` as a host process of its own, with openSpawner and run imported from the built library. */
+function asHost(code: string) {
+  const module = `import { openSpawner, run } from ${JSON.stringify(LIBRARY)}\n${code}`
+  return spawnSync(process.execPath, ['--input-type=module', '-e', module], {
+    encoding: 'utf8',
+    timeout: 20_000,
+  })
+}
+
 /** Everything a process wrote to `stream`, once it ends. */
 function text(stream: NodeJS.ReadableStream | null): Promise<string> {
   return new Promise((resolve, reject) => {
@@ -257,35 +266,17 @@ describe('spawner: close and death', { skip: noSpawner }, () => {
   })
 
   it('a host that changed its uid since opening is told so up front', { skip: notRoot }, () => {
-    const host = spawnSync(
-      process.execPath,
-      [
-        '--input-type=module',
-        '-e',
-        `import { openSpawner, run } from ${JSON.stringify(LIBRARY)}
-const spawner = await openSpawner()
+    const host = asHost(`const spawner = await openSpawner()
 process.setuid(65534)
 try { await run(['true'], { spawner }); console.log('ran') } catch (e) { console.log(e.name, e.message) }
-process.exit(0)`,
-      ],
-      { encoding: 'utf8', timeout: 20_000 },
-    )
+process.exit(0)`)
     assert.match(host.stdout, /SpawnerError .*uid 0, this process is now uid 65534/, host.stderr)
   })
 
   it('an idle spawner does not keep its host alive, and dies with it', async () => {
-    const host = spawnSync(
-      process.execPath,
-      [
-        '--input-type=module',
-        '-e',
-        `import { openSpawner, run } from ${JSON.stringify(LIBRARY)}
-const spawner = await openSpawner()
+    const host = asHost(`const spawner = await openSpawner()
 const r = await run(['true'], { spawner })
-console.log(spawner.pid, r.status)`,
-      ],
-      { encoding: 'utf8', timeout: 20_000 },
-    )
+console.log(spawner.pid, r.status)`)
     assert.equal(host.status, 0, host.stderr)
     const [pid, status] = host.stdout.trim().split(' ')
     assert.equal(status, 'ok')
