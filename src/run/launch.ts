@@ -120,7 +120,7 @@ function startChild(plan: LaunchPlan, policy: Policy, stdin: boolean): Child {
       ? policy.spawner.spawn({ file, args, cwd, env, detached: true, stdio: spawnerStdio(stdio) })
       : spawn(file, args, { cwd, env, stdio, detached: true })
   } catch (error) {
-    return SpawnedProcess.failed(error as Error)
+    return SpawnedProcess.couldNotStart(error as Error)
   }
 }
 

@@ -77,7 +77,7 @@ export class SpawnedProcess extends EventEmitter {
   }
 
   /** A process that could not be started: 'error', then 'close', as a ChildProcess does. */
-  static failed(error: Error): SpawnedProcess {
+  static couldNotStart(error: Error): SpawnedProcess {
     const child = new SpawnedProcess(undefined, [], () => {})
     child.exited = true
     child.notStarted = true
@@ -238,7 +238,7 @@ export class Spawner {
     const [word, ...rest] = answer.split(' ')
     if (word !== 'ok') {
       const code = errnoName(Number(rest[0]))
-      return SpawnedProcess.failed(
+      return SpawnedProcess.couldNotStart(
         new SpawnerError(`the spawner could not start ${request.file}: ${code}`, code),
       )
     }
@@ -264,7 +264,9 @@ export class Spawner {
       } catch {
         // The spawner is gone, and the process with it.
       }
-      return SpawnedProcess.failed(new SpawnerError(`could not open the pipes: ${(error as Error).message}`))
+      return SpawnedProcess.couldNotStart(
+        new SpawnerError(`could not open the pipes: ${(error as Error).message}`),
+      )
     }
     const child = new SpawnedProcess(pid!, sockets, (signal) => this.request(['kill', id, String(signal)]))
     this.running.set(id, child)
