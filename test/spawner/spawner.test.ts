@@ -11,9 +11,11 @@ import { uidPoolSchema } from '../../src/policy/schema.js'
 import { listProcesses } from '../../src/run/procs.js'
 import type { SpawnedProcess, SpawnRequest } from '../../src/spawner/spawner.js'
 import {
+  asUnprivileged,
   marker,
   noSpawner,
   notRoot,
+  noUnprivileged,
   processesWith,
   skipTier,
   TIERS,
@@ -393,6 +395,29 @@ for (const tier of TIERS) {
     })
   })
 }
+
+describe('spawner: an unprivileged host', { skip: noSpawner || noUnprivileged() }, () => {
+  for (const tier of TIERS) {
+    it(`runs ${tier}-tier sandboxes through its spawner as without one`, {
+      skip: skipTier(tier),
+    }, async () => {
+      const out = await asUnprivileged<[string, string, string][]>(`
+const { openSpawner } = await import(${JSON.stringify(LIBRARY)})
+const spawner = await openSpawner()
+const results = []
+for (const [script, limits] of [['echo hi', {}], ['echo hi; sleep 5', { wallTimeMs: 300 }]]) {
+  for (const via of [{}, { spawner }]) {
+    const r = await run(['sh', '-c', script], { isolation: '${tier}', limits, ...via })
+    results.push([r.status, r.stdout, r.isolation])
+  }
+}
+await spawner.close()
+return results`)
+      const [ok, timeout] = (['ok', 'timeout'] as const).map((status) => [status, 'hi\n', tier])
+      assert.deepEqual(out, [ok, ok, timeout, timeout])
+    })
+  }
+})
 
 describe('spawner: load', { skip: noSpawner || skipTier('namespace') }, () => {
   it('300 runs at concurrency 30 through one spawner leak no fds or processes', async () => {
