@@ -45,9 +45,14 @@ const FILE_SIZE_SIGNS = [/File too large/]
 const RTMIN = 34
 const SIGNAL_MAX = 64
 
+/** Node's name for a signal, the first it lists for a number (SIGABRT, not SIGIOT); null for real-time ones. */
+export function nodeSignalName(n: number): NodeJS.Signals | null {
+  return (Object.entries(constants.signals).find(([, v]) => v === n)?.[0] as NodeJS.Signals) ?? null
+}
+
 /** A signal's name; Node has none for the real-time ones, which become SIGRTMIN+k (and SIG32, SIG33). */
 function signalName(n: number): string | null {
-  const named = Object.entries(constants.signals).find(([, v]) => v === n)?.[0]
+  const named = nodeSignalName(n)
   if (named) return named
   if (n < 32 || n > SIGNAL_MAX) return null
   return n < RTMIN ? `SIG${n}` : n === RTMIN ? 'SIGRTMIN' : `SIGRTMIN+${n - RTMIN}`

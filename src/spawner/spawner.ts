@@ -8,6 +8,7 @@ import { Socket } from 'node:net'
 import { constants } from 'node:os'
 import { fileURLToPath } from 'node:url'
 import { CordonError } from '../errors.js'
+import { nodeSignalName } from '../run/classify.js'
 
 /** Where `npm run build` (native/build.sh) puts the spawner: the same place from src/ and from dist/. */
 export const SPAWNER_PATH = fileURLToPath(new URL('../../native/cordon-spawner', import.meta.url))
@@ -28,12 +29,6 @@ export interface SpawnRequest {
   detached: boolean
   /** From fd 0 up; fds 0–2 must not be 'none'. */
   stdio: readonly SpawnStdio[]
-}
-
-/** Signal names by number; of two names for one number, the first (Node's own choice: SIGABRT, not SIGIOT). */
-const signalNames = new Map<number, NodeJS.Signals>()
-for (const [name, n] of Object.entries(constants.signals)) {
-  if (!signalNames.has(n)) signalNames.set(n, name as NodeJS.Signals)
 }
 
 /**
@@ -95,7 +90,7 @@ export class SpawnedProcess extends EventEmitter {
     // Like Node: what the host writes is of no use once the process is gone.
     for (const s of this.stdio) if (s?.writable && !s.readable) s.destroy()
     if (!this.notStarted) {
-      const name = signo === 0 ? null : (signalNames.get(signo) ?? null)
+      const name = signo === 0 ? null : nodeSignalName(signo)
       this.exitCode = signo === 0 ? code : name === null ? 128 + signo : null
       this.signalCode = name
       this.emit('exit', this.exitCode, this.signalCode)
