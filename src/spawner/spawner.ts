@@ -7,6 +7,7 @@ import { closeSync, existsSync, openSync, readSync, writeSync } from 'node:fs'
 import { Socket } from 'node:net'
 import { constants } from 'node:os'
 import { fileURLToPath } from 'node:url'
+import { getSystemErrorName } from 'node:util'
 import { CordonError } from '../errors.js'
 import { nodeSignalName } from '../run/classify.js'
 
@@ -120,11 +121,6 @@ export class SpawnerError extends CordonError {
   }
 }
 
-function errnoName(errno: number): string {
-  for (const [name, n] of Object.entries(constants.errno)) if (n === errno) return name
-  return `errno ${errno}`
-}
-
 export class Spawner {
   private readonly running = new Map<string, SpawnedProcess>()
   private nextId = 1
@@ -232,7 +228,7 @@ export class Spawner {
     ])
     const [word, ...rest] = answer.split(' ')
     if (word !== 'ok') {
-      const code = errnoName(Number(rest[0]))
+      const code = getSystemErrorName(-Number(rest[0]))
       return SpawnedProcess.couldNotStart(
         new SpawnerError(`the spawner could not start ${request.file}: ${code}`, code),
       )
@@ -346,7 +342,7 @@ export class Spawner {
     const child = this.running.get(id)
     if (!child) return
     if (word === 'fail') {
-      const code = errnoName(Number(a))
+      const code = getSystemErrorName(-Number(a))
       child.failed(new SpawnerError(`could not start the process: ${code}`, code), false)
     }
     if (word !== 'exit') return
