@@ -7,6 +7,7 @@ import { listRootfs, rootfsCacheDir } from '../rootfs/rootfs.js'
 import { SPAWNER_PATH } from '../spawner/spawner.js'
 import { type Capabilities, probeCapabilities } from './capabilities.js'
 import { detectCgroups } from './cgroups.js'
+import { clockEnv } from './clock.js'
 import { LANDLOCK_SCOPES, LAUNCHER_PATH } from './launcher.js'
 import { DEFAULT_DENIED, seccompSupported } from './seccomp.js'
 
@@ -42,6 +43,43 @@ function bwrapProbe(caps: Capabilities): { ok: boolean; detail: string } {
       detail: `${version}; a sandbox launched as ${caps.isRoot ? 'a pool uid' : 'this user'}`,
     }
   return { ok: false, detail: `${version} failed: ${(probe.stderr || probe.error?.message || '').trim()}` }
+}
+
+/**
+ * The clock, tried rather than assumed: a dynamically linked `date` under the variables a sandbox gets
+ * must show the fake instant, one second later still near it (the clock runs on from there).
+ */
+function clockCheck(caps: Capabilities): Check {
+  const name = 'clock'
+  if (!caps.faketime) {
+    return {
+      name,
+      ok: false,
+      detail: 'libfaketime is not installed: the `clock` option is refused',
+      fix: 'apt-get install -y faketime',
+    }
+  }
+  const instant = Date.parse('2001-01-01T00:00:00Z')
+  const probe = spawnSync('date', ['+%s'], {
+    encoding: 'utf8',
+    timeout: 10_000,
+    env: { PATH: SAFE_PATH, ...clockEnv(new Date(instant).toISOString(), caps.faketime, {}) },
+  })
+  const seen = Number(probe.stdout.trim()) * 1000
+  if (probe.status === 0 && Math.abs(seen - instant) < 60_000) {
+    return {
+      name,
+      ok: true,
+      detail: `libfaketime at ${caps.faketime}: \`clock\` gives dynamically linked programs (C, Python, Node) one sandbox-wide wall clock that starts at the instant and runs on; statically linked ones (Go) keep the real time`,
+      fix: null,
+    }
+  }
+  return {
+    name,
+    ok: false,
+    detail: `libfaketime at ${caps.faketime} did not set the clock (date printed ${JSON.stringify(probe.stdout.trim())}): \`clock\` would not hold`,
+    fix: 'reinstall it: apt-get install --reinstall -y libfaketime',
+  }
 }
 
 function processTierCheck(caps: Capabilities): Check {
@@ -213,14 +251,7 @@ export function diagnose(): Diagnosis {
           ? null
           : 'apt-get install -y debootstrap',
     },
-    {
-      name: 'clock',
-      ok: caps.faketime !== null,
-      detail: caps.faketime
-        ? `libfaketime at ${caps.faketime}: \`clock\` sets the wall clock of dynamically linked programs (C, Python, Node); statically linked ones (Go) keep the real time`
-        : 'libfaketime is not installed: the `clock` option is refused',
-      fix: caps.faketime ? null : 'apt-get install -y faketime',
-    },
+    clockCheck(caps),
   ]
   return { capabilities: caps, autoTier: namespaceOk ? 'namespace' : 'process', checks }
 }

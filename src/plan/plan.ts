@@ -23,6 +23,7 @@ import {
   joinFiles,
   sandboxCgroupName,
 } from './cgroups.js'
+import { clockEnv } from './clock.js'
 import { LANDLOCK_SCOPES, launcherArgv } from './launcher.js'
 import { rlimitArgs } from './rlimits.js'
 import { seccompProgram, seccompSupported } from './seccomp.js'
@@ -189,35 +190,6 @@ function hiddenPaths(paths: readonly string[]): { path: string; dir: boolean }[]
     }
   }
   return out
-}
-
-/**
- * libfaketime starts the sandbox's wall clock at `start` and lets it run; monotonic clocks stay real so
- * timeouts and sleeps behave. The start is written in the sandbox's own time zone (UTC unless env.TZ).
- */
-function clockEnv(
-  start: string,
-  lib: string,
-  env: Record<string, string>,
-): { TZ: string; FAKETIME: string; FAKETIME_DONT_FAKE_MONOTONIC: string; LD_PRELOAD: string } {
-  const tz = env.TZ ?? 'UTC'
-  let local: string
-  try {
-    local = new Intl.DateTimeFormat('sv-SE', {
-      timeZone: tz,
-      dateStyle: 'short',
-      timeStyle: 'medium',
-      hourCycle: 'h23',
-    }).format(new Date(start))
-  } catch {
-    throw new PolicyError('env.TZ', `"${tz}" is not a time zone the clock can use`)
-  }
-  return {
-    TZ: tz,
-    FAKETIME: `@${local}`,
-    FAKETIME_DONT_FAKE_MONOTONIC: '1',
-    LD_PRELOAD: env.LD_PRELOAD ? `${lib}:${env.LD_PRELOAD}` : lib,
-  }
 }
 
 /** Permission bits (r=4, w=2, x=1) that apply to uid/gid on `file` (the sandbox has no supplementary groups). */

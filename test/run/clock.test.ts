@@ -26,6 +26,23 @@ for (const tier of TIERS) {
       assert.equal(node, '2024-01-01T00:00 true')
     })
 
+    it('one clock for the whole sandbox: it runs on across processes, and sleeps work', async () => {
+      const script = [
+        'date +%s',
+        'sleep 1',
+        'date +%s',
+        'python3 -c "import time; a = time.time(); time.sleep(0.2); print(int(time.time()), time.time() - a >= 0.2)"',
+      ].join('; ')
+      const r = await run(['sh', '-c', script], { isolation: tier, clock })
+      assert.equal(r.status, 'ok', r.stderr)
+      const [first, second, python] = r.stdout.trim().split('\n')
+      assert.ok(Math.abs(Number(first) - 1704067200) < 10, `first date ${first}`)
+      assert.ok(Number(second) >= Number(first) + 1, `the clock stood still: ${first} then ${second}`)
+      const [epoch, slept] = python!.split(' ')
+      assert.ok(Number(epoch) >= Number(second), `python ${epoch} after ${second}`)
+      assert.equal(slept, 'True')
+    })
+
     it('the start is an instant: a sandbox time zone shows it in local time', async () => {
       const r = await run(['date', '+%F %H:%M %Z'], {
         isolation: tier,
