@@ -9,6 +9,10 @@ cd "$(dirname "$0")"
 cc=${CC:-cc}
 # build NAME SOURCE WITHOUT: true when NAME was built; WITHOUT says what is lost when it is not.
 build() {
+  if [ ! -f "$2" ]; then
+    echo "cordon: native/$2 is missing (an incomplete checkout or package): $1 is not built, so $3" >&2
+    return 1
+  fi
   flags="-O2 -s -Wall -Wextra -Werror -o $1.tmp $2"
   if command -v musl-gcc >/dev/null 2>&1; then
     # musl ships no kernel headers; the system's (linux-libc-dev) come after its own.

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what cordon needs on a Debian machine: bubblewrap, util-linux and a C compiler from Debian (when
-# root and missing), then the npm packages from the lockfile, then builds (TypeScript and the launcher).
+# root and missing), then the npm packages from the lockfile, whose scripts build it (TypeScript and the
+# native helpers) once.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 missing=()
@@ -24,5 +25,5 @@ if [ ${#missing[@]} -gt 0 ]; then
     echo "cordon: please install: ${missing[*]} (sudo apt-get install -y ${missing[*]})" >&2
   fi
 fi
+# npm ci builds everything once: its install script the native helpers, its prepare script the TypeScript.
 npm ci --no-audit --no-fund
-npm run build
