@@ -1,15 +1,22 @@
-import { diagnose } from '../plan/diagnose.js'
+import { type Diagnosis, diagnose } from '../plan/diagnose.js'
 
-export function doctorCommand(values: Record<string, unknown>): number {
-  const report = diagnose()
-  if (values.json === true) {
-    process.stdout.write(`${JSON.stringify(report, null, 2)}\n`)
-    return 0
-  }
+/** What `cordon doctor` prints and its exit code: 1 when no tier can run a sandbox here at all. */
+export function doctorReport(report: Diagnosis, json: boolean): { text: string; code: number } {
+  const code = report.autoTier === null ? 1 : 0
+  if (json) return { text: `${JSON.stringify(report, null, 2)}\n`, code }
   const lines = report.checks.map((c) => {
     const head = `${c.ok ? 'ok  ' : 'NO  '} ${c.name.padEnd(18)} ${c.detail}`
     return c.fix ? `${head}\n      fix: ${c.fix}` : head
   })
-  process.stdout.write(`${lines.join('\n')}\n\nisolation "auto" runs the ${report.autoTier} tier here.\n`)
-  return 0
+  const verdict =
+    report.autoTier === null
+      ? 'no isolation tier can run here: every run ends `error` until the fixes above are made.'
+      : `isolation "auto" runs the ${report.autoTier} tier here.`
+  return { text: `${lines.join('\n')}\n\n${verdict}\n`, code }
+}
+
+export function doctorCommand(values: Record<string, unknown>): number {
+  const { text, code } = doctorReport(diagnose(), values.json === true)
+  process.stdout.write(text)
+  return code
 }

@@ -21,8 +21,8 @@ export interface Check {
 
 export interface Diagnosis {
   capabilities: Capabilities
-  /** The tier `isolation: 'auto'` picks on this machine. */
-  autoTier: 'namespace' | 'process'
+  /** The tier `isolation: 'auto'` picks on this machine; null when no tier can run here at all. */
+  autoTier: 'namespace' | 'process' | null
   checks: Check[]
 }
 
@@ -253,5 +253,7 @@ export function diagnose(): Diagnosis {
     },
     clockCheck(caps),
   ]
-  return { capabilities: caps, autoTier: namespaceOk ? 'namespace' : 'process', checks }
+  // Both tiers start through the launcher: without it nothing runs.
+  const autoTier = namespaceOk ? 'namespace' : caps.launcher ? 'process' : null
+  return { capabilities: caps, autoTier, checks }
 }
