@@ -1,5 +1,4 @@
 // `cordon call FILE#export --args '[1, 2]' [run flags]`: print the function's value, or the whole result.
-import { inspect } from 'node:util'
 import { PolicyError } from '../errors.js'
 import { callFunction } from '../functions/call.js'
 import { policyInput } from './flags.js'
@@ -34,6 +33,15 @@ export function jsonReplacer(_key: string, value: unknown): unknown {
   return value
 }
 
+/**
+ * The value as `cordon call` prints it: whole, a string raw (like `jq -r`), anything else as one line of
+ * JSON (see jsonReplacer); null for undefined, which prints nothing.
+ */
+export function printedValue(value: unknown): string | null {
+  if (typeof value === 'string') return value
+  return JSON.stringify(value, jsonReplacer) ?? null
+}
+
 export async function callCommand(target: string, values: Record<string, unknown>): Promise<number> {
   const { file, exportName } = parseTarget(target)
   const json = values.json === true
@@ -49,7 +57,10 @@ export async function callCommand(target: string, values: Record<string, unknown
   if (json) {
     print(process.stdout, `${JSON.stringify(result, jsonReplacer)}\n`)
   } else {
-    if ('value' in result) print(process.stdout, `${inspect(result.value, { depth: null })}\n`)
+    if ('value' in result) {
+      const text = printedValue(result.value)
+      if (text !== null) print(process.stdout, `${text}\n`)
+    }
     if (result.error)
       print(process.stderr, `${result.error.stack ?? `${result.error.name}: ${result.error.message}`}\n`)
     else if (result.violation)

@@ -151,7 +151,7 @@ describe('cordon call', () => {
   it('prints the value; what the function prints goes to stderr', () => {
     const r = call(`${mod}#noisy`)
     assert.equal(r.status, 0, r.stderr)
-    assert.equal(r.stdout, "'value'\n")
+    assert.equal(r.stdout, 'value\n')
     assert.match(r.stderr, /hello from the function/)
   })
 
