@@ -152,20 +152,39 @@ export const networkAllowSchema = z.strictObject({
   allowPrivate: z.boolean().default(false),
 })
 
-/** `allow:pypi.org,*.pythonhosted.org,!evil.pythonhosted.org,+loopback,+private` (the CLI's --net form). */
-function parseNetworkFlag(value: unknown): unknown {
+const NETWORK_OPTIONS = { '+loopback': 'allowLoopback', '+private': 'allowPrivate' } as const
+
+/**
+ * `allow:pypi.org,*.pythonhosted.org,!evil.pythonhosted.org,+loopback,+private` (the CLI's --net form). A
+ * token it does not know (`+lopback`, a bare `!`) is an error naming it, never dropped.
+ */
+function parseNetworkFlag(value: unknown, ctx: z.core.$RefinementCtx): unknown {
   if (typeof value !== 'string' || !value.startsWith('allow:')) return value
   const items = value
     .slice('allow:'.length)
     .split(',')
     .map((s) => s.trim())
     .filter(Boolean)
-  return {
-    allow: items.filter((s) => !s.startsWith('!') && !s.startsWith('+')),
-    deny: items.filter((s) => s.startsWith('!')).map((s) => s.slice(1)),
-    allowLoopback: items.includes('+loopback'),
-    allowPrivate: items.includes('+private'),
+  const parsed = { allow: [] as string[], deny: [] as string[], allowLoopback: false, allowPrivate: false }
+  for (const item of items) {
+    if (item.startsWith('+')) {
+      const option = NETWORK_OPTIONS[item as keyof typeof NETWORK_OPTIONS]
+      if (option) parsed[option] = true
+      else
+        ctx.addIssue({
+          code: 'custom',
+          input: value,
+          message: `unknown option "${item}" (the options are ${Object.keys(NETWORK_OPTIONS).join(', ')})`,
+        })
+    } else if (item.startsWith('!')) {
+      if (item.length === 1)
+        ctx.addIssue({ code: 'custom', input: value, message: '"!" names no host to deny' })
+      parsed.deny.push(item.slice(1))
+    } else {
+      parsed.allow.push(item)
+    }
   }
+  return parsed
 }
 
 export const policySchema = z.strictObject({

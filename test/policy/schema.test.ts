@@ -267,3 +267,19 @@ describe('parseCommand', () => {
     throwsField(() => parseCommand(null), 'command')
   })
 })
+
+describe("the CLI's --net allow: form", () => {
+  it('reads hosts, !denied hosts and the two +options', () => {
+    assert.deepEqual(parsePolicy({ network: 'allow:pypi.org,!bad.pypi.org,+loopback,+private' }).network, {
+      allow: ['pypi.org'],
+      deny: ['bad.pypi.org'],
+      allowLoopback: true,
+      allowPrivate: true,
+    })
+  })
+
+  it('refuses an unknown +option or an empty !, naming it', () => {
+    throwsField(() => parsePolicy({ network: 'allow:pypi.org,+lopback' }), 'network', /\+lopback/)
+    throwsField(() => parsePolicy({ network: 'allow:pypi.org,!' }), 'network', /"!"/)
+  })
+})
