@@ -38,8 +38,8 @@ const FORK_SIGNS = [
   /fork: (?:retry: )?Resource temporarily unavailable/,
   /BlockingIOError/,
 ]
-/** EFBIG's text: Python and Node ignore SIGXFSZ, so the write fails instead. No counter exists for it. */
-const FILE_SIZE_SIGNS = [/File too large/]
+/** EFBIG's text (Python's `File too large`, Node's `EFBIG: file too large`): both ignore SIGXFSZ, so the write fails instead. No counter exists for it. */
+const FILE_SIZE_SIGNS = [/File too large/i, /\bEFBIG\b/]
 
 /** glibc's SIGRTMIN (the kernel's 32 and 33 are its own): real-time signals are named from it, as `kill -l` does. */
 const RTMIN = 34
@@ -107,8 +107,12 @@ export function classify(o: Outcome): { status: Status; violation: Violation | n
   })
   if (o.launchError) return v('error', 'launch', o.launchError)
   if (o.stoppedFor === 'canceled') return v('canceled', 'signal', 'canceled by the caller')
+  // One rule for every limit: it is the status when it ended the run. A program that exits 0 without
+  // being stopped coped with whatever a child of its hit (a counter says OOM kill, a child died of SIGXFSZ:
+  // the same), so its run is ok.
+  if (o.exitCode === 0 && o.stoppedFor === null) return { status: 'ok', violation: null }
   // The kernel's counters are causes: a fork bomb that then runs out the clock is a process-limit hit,
-  // and they win over whatever exit the program managed afterwards.
+  // and they win over the failure or the stop they led to.
   if (o.kernel && o.kernel.oomKills > 0) {
     return v('memory', l.memoryBytes, `memory exceeded ${formatBytes(l.memoryBytes)} (OOM kill)`)
   }

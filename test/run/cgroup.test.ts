@@ -47,7 +47,9 @@ for (const tier of TIERS) {
 
     it('memory is limited on the tree: four 48M children under a 128M limit', async () => {
       const child = 'import time; b = bytearray(48 << 20); b[::4096] = b"x" * len(b[::4096]); time.sleep(2)'
-      const r = await run(['sh', '-c', `for i in 1 2 3 4; do python3 -c '${child}' & done; wait`], {
+      // The shell fails when a child did (a bare `wait` exits 0 whatever its children did, which is ok).
+      const script = `for i in 1 2 3 4; do python3 -c '${child}' & p="$p $!"; done; for c in $p; do wait $c || rc=1; done; exit \${rc:-0}`
+      const r = await run(['sh', '-c', script], {
         isolation,
         limits: { memoryBytes: '128M' },
       })

@@ -216,14 +216,16 @@ describe('classify', () => {
 })
 
 describe('classify with kernel counters', () => {
-  it('an OOM kill is memory, whatever the exit and even after a timeout', () => {
-    assert.equal(classify(outcome({ exitCode: 0, kernel: kernel(1, 0) })).status, 'memory')
+  it('an OOM kill is memory, whatever the failure and even after a timeout; a program that exits 0 coped', () => {
+    assert.equal(classify(outcome({ exitCode: 0, kernel: kernel(1, 0) })).status, 'ok')
+    assert.equal(classify(outcome({ exitCode: 0, kernel: kernel(0, 2) })).status, 'ok')
+    assert.equal(classify(outcome({ exitCode: 1, kernel: kernel(1, 0) })).status, 'memory')
     assert.equal(
       classify(outcome({ stoppedFor: 'timeout', exitCode: null, signal: 'SIGKILL', kernel: kernel(2, 0) }))
         .status,
       'memory',
     )
-    assert.match(classify(outcome({ kernel: kernel(1, 0) })).violation!.message, /OOM kill/)
+    assert.match(classify(outcome({ exitCode: 137, kernel: kernel(1, 0) })).violation!.message, /OOM kill/)
   })
 
   it('a refused fork is process-limit, even when the program then ran out the clock', () => {
