@@ -211,8 +211,20 @@ describe('process tier launcher', { skip: noLauncher }, () => {
     const name = `cordon-test-${process.pid}-${Date.now()}`
     const server = net.createServer((s) => s.end('reached\n'))
     await new Promise<void>((r) => server.listen(`\0${name}`, r))
-    // Node binds an abstract name padded with NULs to the whole sun_path (108 bytes): connect to the same.
-    const probe = `import socket\ns = socket.socket(socket.AF_UNIX)\ntry:\n  s.connect("\\0${name}".ljust(108, "\\0")); print(s.recv(9).decode().strip())\nexcept OSError as e:\n  print("refused", e.errno)`
+    // Node 20 binds an abstract name padded with NULs to the whole sun_path (108 bytes), Node 24 the name
+    // alone: try both, and report the answer of the one that exists (a name nobody bound is ECONNREFUSED).
+    const probe = [
+      'import socket',
+      `names = ["\\0${name}", "\\0${name}".ljust(108, "\\0")]`,
+      'answer = "refused 111"',
+      'for n in names:',
+      '  s = socket.socket(socket.AF_UNIX)',
+      '  try:',
+      '    s.connect(n); answer = s.recv(9).decode().strip(); break',
+      '  except OSError as e:',
+      '    if e.errno != 111: answer = f"refused {e.errno}"; break',
+      'print(answer)',
+    ].join('\n')
     try {
       const none = await python(probe)
       assert.equal(none.stdout, 'refused 1\n', none.stderr)
