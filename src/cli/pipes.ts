@@ -39,20 +39,20 @@ export function print(stream: NodeJS.WriteStream, text: string): void {
 }
 
 /**
- * Run `body` with a signal that Ctrl-C, SIGTERM and a broken output pipe abort: the CLI, not the library,
- * owns the process's signals, and nobody reading the output any more is a reason to stop as well.
+ * Run `body` with a signal that Ctrl-C, SIGTERM, a closed terminal (SIGHUP) and a broken output pipe
+ * abort: the CLI, not the library, owns the process's signals, and nobody reading the output any more is a
+ * reason to stop as well.
  */
 export async function whileCancelable<T>(body: (signal: AbortSignal) => Promise<T>): Promise<T> {
   const controller = new AbortController()
   const cancel = () => controller.abort()
-  process.once('SIGINT', cancel)
-  process.once('SIGTERM', cancel)
+  const signals = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const
+  for (const sig of signals) process.once(sig, cancel)
   const offBrokenPipe = onBrokenPipe(cancel)
   try {
     return await body(controller.signal)
   } finally {
     offBrokenPipe()
-    process.off('SIGINT', cancel)
-    process.off('SIGTERM', cancel)
+    for (const sig of signals) process.off(sig, cancel)
   }
 }
