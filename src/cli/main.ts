@@ -6,7 +6,7 @@ import { callCommand } from './call.js'
 import { doctorCommand } from './doctor.js'
 import { commanderOptions, flagFor } from './flags.js'
 import { EXIT_BROKEN_PIPE, pipeBroken, print, watchOwnPipes } from './pipes.js'
-import { rootfsCreateCommand, rootfsListCommand } from './rootfs.js'
+import { rootfsCreateCommand, rootfsDeleteCommand, rootfsListCommand } from './rootfs.js'
 import { EXIT, runCommand, usageErrorResult } from './run.js'
 
 /** package.json is two levels up from both src/cli/main.ts and dist/cli/main.js. */
@@ -102,6 +102,14 @@ export async function main(argv: string[]): Promise<number> {
     .addOption(new Option('--json', 'print them as JSON'))
     .action((values: Record<string, unknown>) => {
       code = rootfsListCommand(values)
+    })
+
+  rootfs
+    .command('delete')
+    .description('remove a root filesystem from the cache')
+    .argument('<name>', 'its name, as `cordon rootfs list` shows it')
+    .action((name: string) => {
+      code = rootfsDeleteCommand(name)
     })
 
   program

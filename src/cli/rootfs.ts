@@ -1,5 +1,5 @@
-// `cordon rootfs create NAME --packages python3,...` and `cordon rootfs list`.
-import { createRootfs, listRootfs, rootfsCacheDir } from '../rootfs/rootfs.js'
+// `cordon rootfs create NAME --packages python3,...`, `cordon rootfs list` and `cordon rootfs delete NAME`.
+import { createRootfs, deleteRootfs, listRootfs, rootfsCacheDir } from '../rootfs/rootfs.js'
 
 export async function rootfsCreateCommand(name: string, values: Record<string, unknown>): Promise<number> {
   const packages = String(values.packages ?? '')
@@ -16,5 +16,10 @@ export function rootfsListCommand(values: Record<string, unknown>): number {
   if (values.json === true)
     process.stdout.write(`${JSON.stringify({ cacheDir: rootfsCacheDir(), rootfs: list })}\n`)
   else for (const r of list) process.stdout.write(`${r.name}\t${r.dir}\t${r.os ?? ''}\n`)
+  return 0
+}
+
+export function rootfsDeleteCommand(name: string): number {
+  deleteRootfs(name)
   return 0
 }

@@ -165,3 +165,13 @@ export async function createRootfs(name: string, options: CreateOptions = {}): P
   renameSync(partial, dir)
   return listRootfs(cacheDir).find((r) => r.name === name)!
 }
+
+/** Remove the named tree from the cache (never a path: only what `create` made can be deleted by name). */
+export function deleteRootfs(name: string, cacheDir = rootfsCacheDir()): void {
+  if (!NAME_RE.test(name)) throw new PolicyError('name', `"${name}" is not a root filesystem name`)
+  const dir = path.join(cacheDir, name)
+  const st = lstatSync(dir, { throwIfNoEntry: false })
+  if (!st?.isDirectory() || !existsSync(path.join(dir, 'usr')))
+    throw new PolicyError('name', `${name} is not a root filesystem in ${cacheDir} (cordon rootfs list)`)
+  rmSync(dir, { recursive: true, force: true })
+}
