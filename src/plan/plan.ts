@@ -327,6 +327,14 @@ export function prepare(
   if (!check.ok) return refuse({ kind: check.kind, limit: check.limit, message: check.message })
 
   const lease = caps.isRoot ? claimUid(policy.uidPool) : null
+  if (caps.isRoot && !lease) {
+    const { first, count } = policy.uidPool
+    return refuse({
+      kind: 'error',
+      limit: 'uidPool',
+      message: `all ${count} sandbox uids from ${first} are in use: wait for a run to end, or give uidPool more`,
+    })
+  }
   try {
     const shown = (visible ?? []).map((p) => realpathSync(p))
     if (lease) {

@@ -88,10 +88,11 @@ function tryLock(file: string): 'fresh' | 'inherited' | false {
 }
 
 /**
- * Claim a free uid. All sandboxes share one gid (the pool's first id) so an operator can hand a
- * directory to every sandbox with one `chgrp`; the uid alone keeps them apart.
+ * Claim a free uid; null when every uid of the pool is in use (the run then ends as an `error` result).
+ * All sandboxes share one gid (the pool's first id) so an operator can hand a directory to every sandbox
+ * with one `chgrp`; the uid alone keeps them apart.
  */
-export function claimUid(pool: UidPool): UidLease {
+export function claimUid(pool: UidPool): UidLease | null {
   const start = Math.floor(Math.random() * pool.count)
   for (let i = 0; i < pool.count; i++) {
     const uid = pool.first + ((start + i) % pool.count)
@@ -111,5 +112,5 @@ export function claimUid(pool: UidPool): UidLease {
       }
     }
   }
-  throw new Error(`all ${pool.count} sandbox uids from ${pool.first} are in use (uidPool)`)
+  return null
 }
