@@ -59,6 +59,7 @@ export function policyInput(values: Record<string, unknown>): Record<string, unk
     let value = values[camel(f.flag)]
     if (value === undefined) continue
     if (f.numeric && typeof value === 'string' && /^\d+$/.test(value)) value = Number(value)
+    if (typeof value === 'string') refuseBareNumber(f, value)
     if (f.field === 'env') value = Object.fromEntries((value as string[]).map(splitAssignment))
     const path = f.field.split('.')
     let target = input
@@ -69,6 +70,19 @@ export function policyInput(values: Record<string, unknown>): Record<string, unk
     target[path.at(-1)!] = value
   }
   return input
+}
+
+/**
+ * A duration or size flag needs its unit: `--timeout 2` read as 2 ms (the library's number) surprised
+ * everyone who meant seconds, and `--memory 512` as 512 bytes.
+ */
+function refuseBareNumber(f: FlagSpec, value: string): void {
+  if (!/^\d+(?:\.\d+)?$/.test(value.trim())) return
+  const n = value.trim()
+  if (f.arg === 'DURATION')
+    throw new PolicyError(f.field, `"${value}" needs a unit: ${n}s or ${n}ms (also m, h)`)
+  if (f.arg === 'SIZE')
+    throw new PolicyError(f.field, `"${value}" needs a unit: ${n}M, ${n}K or ${n}G (B for bytes)`)
 }
 
 function splitAssignment(text: string): [string, string] {

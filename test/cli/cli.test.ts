@@ -135,7 +135,7 @@ describe('cordon run', () => {
   })
 
   it('--json prints exactly one result object on stdout', () => {
-    const r = cordon(['run', '--json', '--max-output', '10', '--', 'sh', '-c', 'echo 0123456789abcdef'])
+    const r = cordon(['run', '--json', '--max-output', '10B', '--', 'sh', '-c', 'echo 0123456789abcdef'])
     assert.equal(r.status, 124)
     const lines = r.stdout.trim().split('\n')
     assert.equal(lines.length, 1)
