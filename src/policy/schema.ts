@@ -121,7 +121,9 @@ export interface LogEntry {
 }
 
 const isReadable = (v: unknown): v is Readable => v instanceof Readable
-const stdinSchema = z.union([z.string(), z.instanceof(Buffer), z.custom<Readable>(isReadable)])
+const stdinSchema = z.union([z.string(), z.instanceof(Buffer), z.custom<Readable>(isReadable)], {
+  error: 'must be a string, a Buffer or a Readable',
+})
 
 export const uidPoolSchema = z.strictObject({
   first: z.number().int().positive().default(60_000),
@@ -228,7 +230,12 @@ export const policySchema = z.strictObject({
       "hide a path: a directory shows empty, a file as /dev/null (repeatable; default: cordon's home)",
   }),
   network: z
-    .preprocess(parseNetworkFlag, z.union([z.enum(['none', 'host']), networkAllowSchema]))
+    .preprocess(
+      parseNetworkFlag,
+      z.union([z.enum(['none', 'host']), networkAllowSchema], {
+        error: 'must be "none", "host" or an allowlist { allow, deny, allowLoopback, allowPrivate }',
+      }),
+    )
     .default('none')
     .register(cli, {
       flag: 'net',
@@ -254,7 +261,11 @@ export const policySchema = z.strictObject({
   /** Start the sandbox through this spawner instead of forking the host (see openSpawner). */
   spawner: z.custom<Spawner>((v) => v instanceof Spawner, 'must be a Spawner from openSpawner()').optional(),
   redact: z
-    .array(z.union([z.string().min(1, 'must not be empty'), z.instanceof(RegExp)]))
+    .array(
+      z.union([z.string().min(1, 'must not be empty'), z.instanceof(RegExp)], {
+        error: 'must be a string or a RegExp',
+      }),
+    )
     .default([])
     .register(cli, {
       flag: 'redact',
@@ -299,26 +310,72 @@ export const commandSchema = z
   .min(1, 'must name a program')
   .refine((argv) => argv[0] !== '', { message: 'must not be empty', path: [0] })
 
+/** A value as an error message quotes it: JSON where it can, cut short. */
+function shown(value: unknown): string {
+  if (typeof value === 'function') return 'a function'
+  if (typeof value === 'bigint') return `${value}n`
+  if (value instanceof RegExp) return String(value)
+  try {
+    const text = JSON.stringify(value)
+    if (text !== undefined) return text.length > 60 ? `${text.slice(0, 57)}...` : text
+  } catch {
+    // circular: named by its kind below
+  }
+  return Object.prototype.toString.call(value)
+}
+
+const TYPE_NAMES: Record<string, string> = {
+  string: 'a string',
+  number: 'a number',
+  int: 'a whole number',
+  boolean: 'true or false',
+  array: 'an array',
+  object: 'an object',
+  record: 'an object',
+}
+
+/** What was wrong, in words that name what is accepted and the value given (zod's own say "Invalid input"). */
+function reason(issue: z.core.$ZodIssue): string {
+  const got = 'input' in issue ? `, got ${shown(issue.input)}` : ''
+  if (issue.code === 'unrecognized_keys') return 'unknown option'
+  // Our own messages (units, names, NUL, unions) say what is accepted and may quote the value already.
+  if (!/^(Invalid|Too (small|big)|Expected)/.test(issue.message))
+    return /\bgot\b/.test(issue.message) ? issue.message : `${issue.message}${got}`
+  switch (issue.code) {
+    case 'invalid_key':
+      return issue.issues[0] ? reason(issue.issues[0]) : `is not a valid key${got}`
+    case 'invalid_type':
+      return `must be ${TYPE_NAMES[issue.expected] ?? issue.expected}${got}`
+    case 'invalid_value':
+      return `must be one of ${issue.values.map((v) => JSON.stringify(v)).join(', ')}${got}`
+    case 'too_small':
+      return `must be ${issue.inclusive ? 'at least' : 'more than'} ${issue.minimum}${got}`
+    case 'too_big':
+      return `must be ${issue.inclusive ? 'at most' : 'less than'} ${issue.maximum}${got}`
+    default:
+      return `${issue.message}${got}`
+  }
+}
+
 function toPolicyError(error: z.ZodError, prefix = ''): PolicyError {
   const issue = error.issues[0]!
   const path = [...issue.path.map(String)]
   if (issue.code === 'unrecognized_keys') path.push(issue.keys[0]!)
   const field = [prefix, ...path].filter(Boolean).join('.')
-  const message = issue.code === 'unrecognized_keys' ? 'unknown option' : issue.message
-  return new PolicyError(field, message)
+  return new PolicyError(field, reason(issue))
 }
 
 /** What the namespace tier hides when the policy names nothing: cordon's home. */
 export const defaultHide = (): string[] => [os.homedir()]
 
 export function parsePolicy(options: unknown): Policy {
-  const parsed = policySchema.safeParse(options ?? {})
+  const parsed = policySchema.safeParse(options ?? {}, { reportInput: true })
   if (!parsed.success) throw toPolicyError(parsed.error)
   return parsed.data
 }
 
 export function parseCommand(command: unknown): string[] {
-  const parsed = commandSchema.safeParse(command)
+  const parsed = commandSchema.safeParse(command, { reportInput: true })
   if (!parsed.success) throw toPolicyError(parsed.error, 'command')
   return parsed.data
 }

@@ -283,3 +283,26 @@ describe("the CLI's --net allow: form", () => {
     throwsField(() => parsePolicy({ network: 'allow:pypi.org,!' }), 'network', /"!"/)
   })
 })
+
+describe('every option error names the field, the value and what is accepted', () => {
+  for (const [input, field, message] of [
+    [{ isolation: 'foo' }, 'isolation', /one of "auto", "namespace", "process", got "foo"/],
+    [{ network: 123 }, 'network', /"none", "host" or an allowlist.*got 123/],
+    [{ env: { '1x': 'a' } }, 'env.1x', /must be an environment variable name.*got "1x"/],
+    [{ env: { A: 1 } }, 'env.A', /must be a string, got 1/],
+    [{ limits: { maxProcesses: 1.5 } }, 'limits.maxProcesses', /whole number.*got 1\.5/],
+    [{ limits: { maxProcesses: '8' } }, 'limits.maxProcesses', /must be a number, got "8"/],
+    [{ writable: 'x' }, 'writable', /must be an array, got "x"/],
+    [{ redact: [1] }, 'redact.0', /a string or a RegExp, got 1/],
+    [{ stdin: 5 }, 'stdin', /a string, a Buffer or a Readable, got 5/],
+    [{ uidPool: { first: 'x' } }, 'uidPool.first', /must be a number, got "x"/],
+  ] as const) {
+    it(`${JSON.stringify(input)}`, () => {
+      throwsField(() => parsePolicy(input), field, message)
+      assert.throws(
+        () => parsePolicy(input),
+        (e: unknown) => e instanceof Error && !/Invalid (input|key|option)/.test(e.message),
+      )
+    })
+  }
+})
