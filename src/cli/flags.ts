@@ -3,12 +3,15 @@ import { Option } from 'commander'
 import type { z } from 'zod'
 import { PolicyError } from '../errors.js'
 import { type CliMeta, cli, policySchema } from '../policy/schema.js'
+import { formatBytes, formatDuration } from '../policy/units.js'
 
 export interface FlagSpec extends CliMeta {
   /** Dotted policy path, e.g. 'limits.memoryBytes'. */
   field: string
   repeatable: boolean
   numeric: boolean
+  /** The schema's default as the flag would spell it (`30s`, `512M`, `none`); null when there is none to show. */
+  defaultText: string | null
 }
 
 const WRAPPERS = new Set(['optional', 'default', 'prefault', 'nullable'])
@@ -17,6 +20,16 @@ function innerType(schema: z.ZodType): z.ZodType {
   let s = schema
   while (WRAPPERS.has(s.def.type)) s = (s.def as unknown as { innerType: z.ZodType }).innerType
   return s
+}
+
+/** The default of a field as its flag would spell it; null for none (or an empty list). */
+function defaultText(schema: z.ZodType, arg: string | undefined): string | null {
+  if (schema.def.type !== 'default') return null
+  const value: unknown = (schema.def as unknown as { defaultValue: unknown }).defaultValue
+  if (typeof value === 'number') {
+    return arg === 'DURATION' ? formatDuration(value) : arg === 'SIZE' ? formatBytes(value) : String(value)
+  }
+  return typeof value === 'string' ? value : null
 }
 
 /** Flags for every registered field, walking into nested objects (limits, clock). */
@@ -35,6 +48,7 @@ function collect(shape: Record<string, z.ZodType>, prefix: string): FlagSpec[] {
       field: prefix + key,
       repeatable: type === 'array' || type === 'record',
       numeric: type === 'number',
+      defaultText: defaultText(schema, meta.arg),
     })
   }
   return out
@@ -44,7 +58,9 @@ export const FLAGS: FlagSpec[] = collect(policySchema.shape, '')
 
 export function commanderOptions(): Option[] {
   return FLAGS.map((f) => {
-    const option = new Option(`--${f.flag} <${f.arg ?? 'VALUE'}>`, f.description)
+    // The default is shown, not set: the schema applies it itself when the flag is absent.
+    const shown = f.defaultText === null ? f.description : `${f.description} (default: ${f.defaultText})`
+    const option = new Option(`--${f.flag} <${f.arg ?? 'VALUE'}>`, shown)
     if (f.repeatable) option.argParser((value: string, previous: string[] = []) => [...previous, value])
     return option
   })

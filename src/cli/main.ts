@@ -50,6 +50,38 @@ function commanderSubject(message: string): string {
   return /'(-{0,2}[\w-]+)/.exec(message)?.[1] ?? 'cordon'
 }
 
+const EXIT_CODES = `
+Exit codes:
+  N      the program's own exit code (0: ok)
+  128+N  the program died of signal N
+  124    a limit was hit (timeout, cpu-time, memory, output-limit, process-limit, file-size)
+  125    cordon itself could not run (a bad flag: the message names it)
+  126    denied (--allow/--deny)
+  127    command not found
+  130    canceled (Ctrl-C, SIGTERM, SIGHUP)
+  141    the reader of cordon's output went away`
+
+const RUN_HELP = `
+Examples:
+  cordon run -- python3 -c 'print(1)'
+  cordon run --timeout 2s --memory 256M --net none -- sh -c 'make test'
+  cordon run --net 'allow:pypi.org,*.pythonhosted.org' --writable . -- pip download requests
+  cordon run --json --max-output 64K -- ./untrusted   (one JSON result on stdout)
+${EXIT_CODES}`
+
+const CALL_HELP = `
+Examples:
+  cordon call ./tools.mjs#add --args '[1, 2]'
+  cordon call ./grade.mjs#grade --args '["submission.py"]' --timeout 10s --json
+
+Exit codes:
+  0      the function returned (its value is on stdout)
+  1      the function threw (its stack is on stderr)
+  124    a limit was hit (timeout, cpu-time, memory, output-limit, process-limit, file-size)
+  125    cordon could not run or the call could not be made (bad flag, module did not load, no such export)
+  130    canceled (Ctrl-C, SIGTERM, SIGHUP)
+  141    the reader of cordon's output went away`
+
 export async function main(argv: string[]): Promise<number> {
   let code = 0
   const program = new Command('cordon')
@@ -75,6 +107,7 @@ export async function main(argv: string[]): Promise<number> {
       code = await runCommand(command, values)
     })
   for (const option of commanderOptions()) runCmd.addOption(option)
+  runCmd.addHelpText('after', RUN_HELP)
 
   const callCmd = program
     .command('call')
@@ -86,6 +119,7 @@ export async function main(argv: string[]): Promise<number> {
       code = await callCommand(target, values)
     })
   for (const option of commanderOptions()) callCmd.addOption(option)
+  callCmd.addHelpText('after', CALL_HELP)
 
   const rootfs = program.command('rootfs').description('root filesystems for --rootfs')
   rootfs

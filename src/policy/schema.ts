@@ -293,7 +293,7 @@ export const policySchema = z.strictObject({
     .register(cli, {
       flag: 'deny-syscall',
       arg: 'NAME',
-      description: 'refuse one more system call with EPERM, namespace tier (repeatable)',
+      description: 'refuse one more system call with EPERM (repeatable)',
     }),
   uidPool: uidPoolSchema.prefault({}),
   cgroup: cgroupSchema.prefault({}),

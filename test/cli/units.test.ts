@@ -34,3 +34,16 @@ describe('units on the command line', () => {
     assert.match(r.stderr, /--timeout: "2" needs a unit/)
   })
 })
+
+describe('cordon run --help', () => {
+  it('shows each default, examples and the exit codes', () => {
+    const r = spawnSync(process.execPath, [CLI, 'run', '--help'], { encoding: 'utf8' })
+    assert.equal(r.status, 0)
+    assert.match(r.stdout, /--timeout <DURATION> .*\(default: 30s\)/)
+    assert.match(r.stdout, /--memory <SIZE> .*\(default: 512M\)/)
+    assert.match(r.stdout, /--net <[^>]+> .*\(default: none\)/)
+    assert.match(r.stdout, /Examples:\n {2}cordon run -- /)
+    assert.match(r.stdout, /Exit codes:[\s\S]*124 {4}a limit was hit[\s\S]*130 {4}canceled/)
+    assert.doesNotMatch(r.stdout, /namespace tier \(repeatable\)/)
+  })
+})
