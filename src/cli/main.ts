@@ -100,7 +100,10 @@ export async function main(argv: string[]): Promise<number> {
     .argument('<command...>', 'program and its arguments (put them after --)')
     .passThroughOptions()
     .addOption(
-      new Option('--stdin <FILE|->', "feed a file, or '-' for cordon's own stdin (default: EOF at once)"),
+      new Option(
+        '--stdin <FILE|-|none>',
+        "feed a file, '-' for cordon's own stdin, or 'none' for EOF at once (default: cordon's stdin when it is a pipe or a file, else EOF)",
+      ),
     )
     .addOption(new Option('--json', 'print exactly one JSON result on stdout'))
     .action(async (command: string[], values: Record<string, unknown>) => {

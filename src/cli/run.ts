@@ -1,5 +1,5 @@
 // `cordon run [flags] -- CMD [ARGS...]`: stream live or print one JSON result; exit code says what happened.
-import { accessSync, createReadStream, constants as fsConstants, statSync } from 'node:fs'
+import { accessSync, createReadStream, constants as fsConstants, fstatSync, statSync } from 'node:fs'
 import type { Readable } from 'node:stream'
 import { PolicyError } from '../errors.js'
 import { probeCapabilities } from '../plan/capabilities.js'
@@ -34,8 +34,22 @@ export function exitCodeFor(result: RunResult): number {
   }
 }
 
+/**
+ * What the program reads. Without --stdin, cordon's own stdin when it is a pipe or a file (`echo hi |
+ * cordon run -- cat`), as any Unix wrapper passes it on; a terminal (or nothing) gives EOF at once, so a
+ * command never waits on a keyboard nobody is typing on. `none` gives EOF whatever stdin is.
+ */
 function openStdin(value: unknown): Readable | undefined {
-  if (value === undefined) return undefined
+  if (value === 'none') return undefined
+  if (value === undefined) {
+    let st: ReturnType<typeof fstatSync> | null = null
+    try {
+      st = fstatSync(0)
+    } catch {
+      // no stdin at all
+    }
+    return st && (st.isFIFO() || st.isFile() || st.isSocket()) ? process.stdin : undefined
+  }
   if (value === '-') return process.stdin
   const file = String(value)
   // Anything readable but a directory: a file, /dev/null, a FIFO, a shell's <(...) as /dev/fd/N. A FIFO's

@@ -145,8 +145,9 @@ describe('cordon run', () => {
     assert.equal(r.stderr, '')
   })
 
-  it('stdin is EOF without --stdin, forwarded with -, read from a file', () => {
-    assert.equal(cordon(['run', '--', 'cat'], 'ignored').stdout, '')
+  it('stdin: a pipe goes through without --stdin, EOF with none, forwarded with -, read from a file', () => {
+    assert.equal(cordon(['run', '--', 'cat'], 'through').stdout, 'through')
+    assert.equal(cordon(['run', '--stdin', 'none', '--', 'cat'], 'ignored').stdout, '')
     assert.equal(cordon(['run', '--stdin', '-', '--', 'cat'], 'piped').stdout, 'piped')
     const file = path.join(tempDir('cordon-stdin-', { mode: 0o755 }), 'input')
     writeFileSync(file, 'from file')
