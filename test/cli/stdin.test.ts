@@ -1,7 +1,7 @@
 // cordon run passes a piped or redirected stdin through, like any Unix wrapper; a terminal or --stdin none
 // gives the program EOF at once.
 import assert from 'node:assert/strict'
-import { spawnSync } from 'node:child_process'
+import { type StdioOptions, spawnSync } from 'node:child_process'
 import { openSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 import { describe, it } from 'node:test'
@@ -9,8 +9,8 @@ import { fileURLToPath } from 'node:url'
 import { noLauncher, tempDir } from '../helpers.js'
 
 const CLI = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url))
-const cordon = (args: string[], stdio: Parameters<typeof spawnSync>[2]) =>
-  spawnSync(process.execPath, [CLI, 'run', ...args], { encoding: 'utf8', timeout: 30_000, ...stdio })
+const cordon = (args: string[], io: { input?: string; stdio?: StdioOptions }) =>
+  spawnSync(process.execPath, [CLI, 'run', ...args], { encoding: 'utf8', timeout: 30_000, ...io })
 
 describe('cordon run and its own stdin', { skip: noLauncher }, () => {
   it('a pipe goes through: echo hi | cordon run -- cat', () => {
