@@ -1,4 +1,4 @@
-#!/usr/bin/env node
+// The CLI's commands: flags from the policy schema, one exit code per outcome (see EXIT_CODES).
 import { readFileSync } from 'node:fs'
 import { Command, CommanderError, Option } from 'commander'
 import { PolicyError } from '../errors.js'
@@ -9,7 +9,7 @@ import { EXIT_BROKEN_PIPE, pipeBroken, print, watchOwnPipes } from './pipes.js'
 import { rootfsCreateCommand, rootfsDeleteCommand, rootfsListCommand } from './rootfs.js'
 import { EXIT, runCommand, usageErrorResult } from './run.js'
 
-/** package.json is two levels up from both src/cli/main.ts and dist/cli/main.js. */
+/** package.json is two levels up from both src/cli/program.ts and dist/cli/program.js. */
 function packageVersion(): string {
   const pkg: unknown = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8'))
   const version = (pkg as { version?: unknown }).version
@@ -189,7 +189,9 @@ export async function main(argv: string[]): Promise<number> {
   }
 }
 
-watchOwnPipes()
-main(process.argv.slice(2)).then((code) => {
+/** Run the CLI on `argv` (without node and the script) and set the process's exit code. */
+export async function cli(argv: string[]): Promise<void> {
+  watchOwnPipes()
+  const code = await main(argv)
   process.exitCode = pipeBroken() ? EXIT_BROKEN_PIPE : code
-})
+}
