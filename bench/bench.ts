@@ -43,6 +43,10 @@ const OUTPUT_BYTES = 256 * MiB
 const OUTPUT_ROUNDS = quick ? 1 : 7
 const OUTPUT_WARMUP = 2
 const HOST_EXTRA = 512 * MiB
+const STARTUP_RUNS = scaled(40)
+const STARTUP_WARMUP = scaled(5)
+/** The built CLI, as `npx cordon` runs it. */
+const CLI = new URL('../dist/cli/main.js', import.meta.url).pathname
 
 // A full collection between heavy steps keeps one variant's garbage from being billed to the next.
 setFlagsFromString('--expose-gc')
@@ -615,6 +619,27 @@ async function main(): Promise<void> {
   rows.push(...latencyRows(`  bare spawn, ${hostMiB} vs without:`, bigBare!, bare!).slice(0, 1))
   if (ballast.at(-1) !== 1) throw new Error('the ballast must stay alive through the runs above')
   await spawner.close()
+
+  // 6. The CLI's start-up: agents start `cordon` once per command. `cordon run -- true` is held against a
+  // bare Node's start plus the library's own run of the same command (auto tier, as the CLI runs it).
+  const [nodeStart, version, cliRun, libRun] = await interleavedLatency(
+    [
+      () => spawnPiped(process.execPath, ['-e', '0'], {}, 'collect'),
+      () => spawnPiped(process.execPath, [CLI, '--version'], {}, 'collect'),
+      () => spawnPiped(process.execPath, [CLI, 'run', '--', 'true'], {}, 'collect'),
+      () => cordonRun(trueCmd, {}),
+    ],
+    STARTUP_RUNS,
+    STARTUP_WARMUP,
+  )
+  rows.push(...latencyRows('`cordon --version` vs `node -e 0`', version!, nodeStart!, 1.3).slice(0, 1))
+  const startPlusRun = { median: nodeStart!.median + libRun!.median, p90: nodeStart!.p90 + libRun!.p90 }
+  rows.push(
+    ...latencyRows('`cordon run -- true` vs node start + library run', cliRun!, startPlusRun, 1.3).slice(
+      0,
+      1,
+    ),
+  )
 
   printTable(rows)
 
