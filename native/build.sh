@@ -1,6 +1,7 @@
 #!/bin/sh
-# Builds cordon's native helpers, always static: cordon-launch (launch.c), which every sandbox starts
-# through, and cordon-spawner (spawner.c), which starts them for a host that opened a Spawner. One exec
+# Builds cordon's native helpers. The programs are always static: cordon-launch (launch.c), which every
+# sandbox starts through, and cordon-spawner (spawner.c), which starts them for a host that opened a
+# Spawner (the function runner's addon, built last, is the exception). One exec
 # with no dynamic loader is the point, and the launcher starts as root with the sandbox's environment.
 # musl first: its static start-up touches about half the pages glibc's does, and every sandbox pays that
 # exec. Without a C compiler or a static C library no sandbox runs, and `cordon doctor` says how to fix it.
@@ -40,4 +41,13 @@ build() {
   mv "$1.tmp" "$1"
 }
 build cordon-launch launch.c "no sandbox runs" && build cordon-spawner spawner.c "openSpawner() is unavailable"
+# cordon-guard.node (guard.c) is the exception to "static or nothing": the function runner loads it into
+# node itself (process.dlopen), so it must be a shared object on node's own C library, the system's
+# compiler's. It runs in the sandbox's own runner, never as root nor before an exec, so no loader runs
+# with the sandbox's environment on its account.
+if command -v "$cc" >/dev/null 2>&1 && "$cc" -O2 -s -Wall -Wextra -Werror -shared -fPIC -o cordon-guard.node.tmp guard.c; then
+  mv cordon-guard.node.tmp cordon-guard.node
+else
+  echo "cordon: cordon-guard.node is not built, so callFunction() refuses to call functions (apt-get install -y gcc libc6-dev, then npm run build)" >&2
+fi
 exit 0

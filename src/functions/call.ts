@@ -9,7 +9,7 @@ import { PolicyError } from '../errors.js'
 import type { RunOptions } from '../policy/schema.js'
 import { launch } from '../run/launch.js'
 import type { RunResult } from '../run/result.js'
-import { type ErrorInfo, findReply } from './protocol.js'
+import { type ErrorInfo, findReply, GUARD_FROM_RUNNER } from './protocol.js'
 
 export interface FunctionResult<T = unknown> extends RunResult {
   /** The function's return value, when it returned. */
@@ -57,11 +57,19 @@ export async function callFunction<T = unknown>(
     throw new PolicyError('args', `cannot be cloned: ${(error as Error).message}`)
   }
   const runner = runnerPath()
+  // The runner's guard, shown alone (not native/ whole). When it is missing the runner says so and
+  // refuses to call the function: the call ends in an error naming it.
+  const guard = path.resolve(path.dirname(runner), GUARD_FROM_RUNNER)
   const chunks: Buffer[] = []
   let replyBytes = 0
   const result: FunctionResult<T> = await launch([process.execPath, runner], options, false, {
-    // The module's directory, cordon's runner and node itself must be readable, even in strict mode.
-    visible: [path.dirname(file), path.dirname(runner), path.dirname(process.execPath)],
+    // The module's directory, cordon's runner and guard and node itself must be readable, even in strict mode.
+    visible: [
+      path.dirname(file),
+      path.dirname(runner),
+      ...(existsSync(guard) ? [guard] : []),
+      path.dirname(process.execPath),
+    ],
     request,
     onReply(data) {
       replyBytes += data.length

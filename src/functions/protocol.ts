@@ -19,7 +19,10 @@ export interface ErrorInfo {
 export type CallReply =
   | { nonce: string; kind: 'value'; value: unknown }
   | { nonce: string; kind: 'threw'; error: ErrorInfo }
-  | { nonce: string; kind: 'load-error' | 'no-export' | 'not-cloneable'; error: ErrorInfo }
+  | { nonce: string; kind: 'guard' | 'load-error' | 'no-export' | 'not-cloneable'; error: ErrorInfo }
+
+/** Where the runner's guard (native/guard.c) is, relative to the runner (dist/functions/child.js). */
+export const GUARD_FROM_RUNNER = '../../native/cordon-guard.node'
 
 /** What was thrown, as plain data; never throws itself, whatever the value (an object without a prototype, say). */
 export function errorInfo(error: unknown): ErrorInfo {
