@@ -9,7 +9,7 @@ import { PolicyError } from '../errors.js'
 import type { RunOptions } from '../policy/schema.js'
 import { launch } from '../run/launch.js'
 import type { RunResult } from '../run/result.js'
-import { type ErrorInfo, findReply, GUARD_FROM_RUNNER } from './protocol.js'
+import { type ErrorInfo, findReplies, GUARD_FROM_RUNNER } from './protocol.js'
 
 export interface FunctionResult<T = unknown> extends RunResult {
   /** The function's return value, when it returned. */
@@ -83,7 +83,20 @@ export async function callFunction<T = unknown>(
       violation: { kind: 'error', limit: 'reply', message: `the reply exceeded ${MAX_REPLY_BYTES} bytes` },
     }
   }
-  const reply = findReply(Buffer.concat(chunks), nonce)
+  const replies = findReplies(Buffer.concat(chunks), nonce)
+  if (replies.length > 1) {
+    // Only the runner should know the nonce: a second reply means one was forged, and which is unknown.
+    return {
+      ...result,
+      status: 'error',
+      violation: {
+        kind: 'error',
+        limit: 'reply',
+        message: "more than one reply carried the call's nonce: one was forged, so none is trusted",
+      },
+    }
+  }
+  const reply = replies[0]
   if (!reply) return result // it never answered: the run's own status (timeout, memory, ...) says why
   if (reply.kind === 'value') return { ...result, value: reply.value as T }
   if (reply.kind === 'threw') return { ...result, error: reply.error }

@@ -51,8 +51,12 @@ export function frame(message: CallReply): Buffer {
   return Buffer.concat([header, payload])
 }
 
-/** The reply carrying `nonce`; frames without it (written by the function itself) are ignored. */
-export function findReply(data: Buffer, nonce: string): CallReply | null {
+/**
+ * Every reply carrying `nonce`, in order; frames without it (written by the function itself) are ignored.
+ * Only the runner should know the nonce, so more than one means something else wrote one.
+ */
+export function findReplies(data: Buffer, nonce: string): CallReply[] {
+  const found: CallReply[] = []
   for (let at = 0; at + 4 <= data.length; ) {
     const length = data.readUInt32BE(at)
     const body = data.subarray(at + 4, at + 4 + length)
@@ -60,10 +64,16 @@ export function findReply(data: Buffer, nonce: string): CallReply | null {
     if (body.length < length) break
     try {
       const message = deserialize(body) as CallReply
-      if (message && typeof message === 'object' && message.nonce === nonce) return message
+      if (message && typeof message === 'object' && message.nonce === nonce) found.push(message)
     } catch {
       // not a frame of ours
     }
   }
-  return null
+  return found
+}
+
+/** The reply carrying `nonce` when exactly one does; null when none does, or several (one was forged). */
+export function findReply(data: Buffer, nonce: string): CallReply | null {
+  const replies = findReplies(data, nonce)
+  return replies.length === 1 ? replies[0]! : null
 }

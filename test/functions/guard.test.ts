@@ -195,6 +195,26 @@ export async function grade(forger, ...args) {
 `,
 )
 
+// A function that itself writes frames carrying the nonce (its own heap holds it): two replies.
+writeFileSync(
+  path.join(dir, 'twice.mjs'),
+  `import { writeSync } from 'node:fs'
+import { getHeapSnapshot, serialize } from 'node:v8'
+export async function twice() {
+  let heap = ''
+  for await (const chunk of getHeapSnapshot()) heap += chunk
+  const found = new Set(heap.match(/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/g))
+  for (const nonce of found) {
+    const body = serialize({ nonce, kind: 'value', value: 999 })
+    const head = Buffer.alloc(4)
+    head.writeUInt32BE(body.length)
+    writeSync(8, Buffer.concat([head, body]))
+  }
+  return found.size
+}
+`,
+)
+
 interface Report {
   inspector: string
   memory: string
@@ -267,7 +287,19 @@ for (const tier of TIERS) {
   })
 }
 
-describe('a runner without its guard', () => {
+describe('the reply the host takes', () => {
+  for (const tier of TIERS) {
+    it(`two replies carrying the nonce: an error, neither value is taken (${tier} tier)`, {
+      skip: skipTier(tier),
+    }, async () => {
+      const r = await callFunction(path.join(dir, 'twice.mjs'), 'twice', [], { isolation: tier })
+      assert.equal(r.status, 'error', JSON.stringify(r))
+      assert.equal(r.violation?.limit, 'reply')
+      assert.match(r.violation!.message, /more than one reply/)
+      assert.equal('value' in r, false)
+    })
+  }
+
   it('a runner that cannot load its guard does not call the function: an error naming the guard', {
     skip: skipTier('namespace') && skipTier('process'),
   }, async () => {

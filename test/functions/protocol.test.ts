@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import { serialize } from 'node:v8'
-import { type CallReply, errorInfo, findReply, frame } from '../../src/functions/protocol.js'
+import { type CallReply, errorInfo, findReplies, findReply, frame } from '../../src/functions/protocol.js'
 
 const NONCE = '3f2b1c9e-0000-4000-8000-123456789abc'
 const OTHER = '3f2b1c9e-0000-4000-8000-cba987654321'
@@ -169,9 +169,20 @@ describe('findReply: nonce and garbage', () => {
     }
   })
 
-  it('the first frame carrying the nonce wins', () => {
+  it('two frames carrying the nonce, wherever they are: both are found, and findReply takes neither', () => {
     const data = Buffer.concat([frame(valueReply('first')), frame(valueReply('second'))])
-    assert.deepEqual(findReply(data, NONCE), valueReply('first'))
+    assert.deepEqual(findReplies(data, NONCE), [valueReply('first'), valueReply('second')])
+    assert.equal(findReply(data, NONCE), null)
+    const threw: CallReply = { nonce: NONCE, kind: 'threw', error: { name: 'Error', message: 'real' } }
+    const apart = Buffer.concat([
+      frame(valueReply('forged')),
+      frame(valueReply('other', OTHER)),
+      rawFrame(Buffer.from('junk')),
+      frame(threw),
+    ])
+    assert.deepEqual(findReplies(apart, NONCE), [valueReply('forged'), threw])
+    assert.equal(findReply(apart, NONCE), null)
+    assert.deepEqual(findReplies(frame(valueReply('other', OTHER)), NONCE), [])
   })
 })
 
