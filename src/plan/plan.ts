@@ -68,11 +68,12 @@ export const STATUS_FD = 3
 /**
  * Inside the sandbox's own network namespace: listen on 127.0.0.1:3128 (HTTP proxy) and :1080 (SOCKS5),
  * forward each to cordon's proxy socket, wait until both listen, then exec the program. Fixed text;
- * the socat path and the program arrive as arguments.
+ * the socat path and the program arrive as arguments. The listeners live as long as the run, dumpable and
+ * of the sandbox's uid, so they get neither end of a called function's request and reply (fds 7, 8).
  */
 export const BRIDGE_SCRIPT = `socat=$1; shift
 for p in ${HTTP_PROXY_PORT}:http ${SOCKS_PROXY_PORT}:socks; do
-  "$socat" TCP-LISTEN:\${p%%:*},bind=127.0.0.1,fork,reuseaddr UNIX-CONNECT:${NET_DIR_INSIDE}/\${p#*:}.sock 2>/dev/null &
+  "$socat" TCP-LISTEN:\${p%%:*},bind=127.0.0.1,fork,reuseaddr UNIX-CONNECT:${NET_DIR_INSIDE}/\${p#*:}.sock 2>/dev/null 7>&- 8>&- &
 done
 i=0
 until grep -q ':0C38 00000000:0000 0A' /proc/net/tcp && grep -q ':0438 00000000:0000 0A' /proc/net/tcp; do

@@ -6,7 +6,7 @@ import { chmodSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:
 import path from 'node:path'
 import { after, describe, it } from 'node:test'
 import type { RunOptions } from '../../src/index.js'
-import { callFunction, openSpawner } from '../../src/index.js'
+import { callFunction, openSpawner, probeCapabilities } from '../../src/index.js'
 import { asUnprivileged, noNamespace, noSpawner, noUnprivileged, skipTier, TIERS } from '../helpers.js'
 
 const PYTHON = '/usr/bin/python3'
@@ -286,6 +286,14 @@ for (const tier of TIERS) {
     }
   })
 }
+
+describe('the network bridge holds no end of the call channel', {
+  skip: noNamespace || noPython || (probeCapabilities().socat ? false : 'socat is not installed'),
+}, () => {
+  it('a subprocess finds neither the request nor the reply in socat', async () => {
+    await assertNotForged({ isolation: 'namespace', network: { allow: ['localhost'], allowLoopback: true } })
+  })
+})
 
 describe('the reply the host takes', () => {
   for (const tier of TIERS) {
