@@ -207,7 +207,7 @@ export function diagnose(): Diagnosis {
       name: 'seccomp',
       ok: seccompSupported(),
       detail: seccompSupported()
-        ? `default filter on every sandbox, both tiers (${DEFAULT_DENIED.length} calls refused, namespace flags, TIOCSTI/TIOCLINUX, personality; non-native ABIs killed); the process tier with network "none" may open unix sockets only`
+        ? `default filter on every sandbox, both tiers (${DEFAULT_DENIED.length} calls refused, namespace flags, TIOCSTI/TIOCLINUX, personality; non-native ABIs killed); sockets of the unix, inet, inet6 and netlink families only (no vsock, alg, packet…), and unix only in the process tier with network "none"`
         : `no filter: cordon builds one for x86_64 only, this is ${process.arch}; denySyscalls is refused`,
       fix: seccompSupported() ? null : 'run on x86_64',
     },

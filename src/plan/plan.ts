@@ -26,7 +26,7 @@ import {
 import { clockEnv } from './clock.js'
 import { LANDLOCK_SCOPES, launcherArgv } from './launcher.js'
 import { rlimitArgs } from './rlimits.js'
-import { seccompProgram, seccompSupported } from './seccomp.js'
+import { seccompProgram, seccompSupported, socketFamilies } from './seccomp.js'
 import { claimUid, type UidLease } from './uid-pool.js'
 
 export interface LaunchPlan {
@@ -388,8 +388,9 @@ export function prepare(
           // With neither a uid nor a cgroup of its own, the process tier's session is the only thing that
           // marks its processes: leaving it would let one outlive the run and hold its pipes open.
           extraDenied: sessionBound ? [...policy.denySyscalls, 'setsid'] : policy.denySyscalls,
-          // Without a network namespace of its own, the process tier is kept off the network by the filter.
-          unixSocketsOnly: tier === 'process' && noNetwork,
+          // Families a sandbox has no need of are refused in every tier; without a network namespace of
+          // its own, the process tier is kept off the network by the filter.
+          socketFamilies: socketFamilies(tier, proxied ? 'allowlist' : noNetwork ? 'none' : 'host'),
         })
       : null
     // One launcher for both tiers: rlimits, the cgroup and the uid, then bwrap or the tier's own fences.

@@ -13,6 +13,9 @@ const EPERM = 1
 const ENOSYS = 38
 const EAFNOSUPPORT = 97
 const AF_UNIX = 1
+const AF_INET = 2
+const AF_INET6 = 10
+const AF_NETLINK = 16
 
 // struct seccomp_data: nr @0, arch @4, instruction pointer @8, args[i] @16 + 8i (little-endian: low half first).
 const OFF_NR = 0
@@ -130,20 +133,42 @@ function argIn(arg: number, values: readonly number[], onMatch: number, otherwis
   return out
 }
 
+/**
+ * What programs need: local sockets, IP, and netlink (getaddrinfo and `ip` ask the kernel about
+ * interfaces through it). Every other family is kernel surface no sandbox needs: AF_VSOCK reaches the
+ * hypervisor, AF_ALG the kernel's crypto code, AF_PACKET/AF_KEY/AF_TIPC... protocol code a sandbox's own
+ * namespaces do not fence off.
+ */
+const NETWORK_FAMILIES = [AF_UNIX, AF_INET, AF_INET6, AF_NETLINK] as const
+
+/**
+ * The socket families a sandbox may open. The process tier without the host's network has no network
+ * namespace of its own (or one it does not rely on), so the filter keeps it to AF_UNIX.
+ */
+export function socketFamilies(
+  tier: 'namespace' | 'process',
+  network: 'none' | 'host' | 'allowlist',
+): readonly number[] {
+  return tier === 'process' && network === 'none' ? [AF_UNIX] : NETWORK_FAMILIES
+}
+
 export interface SeccompOptions {
   /** More syscall names to refuse with EPERM. */
   extraDenied?: readonly string[]
   /**
-   * Sockets of any family but AF_UNIX refused (EAFNOSUPPORT, as systemd's RestrictAddressFamilies): no
-   * network without a network namespace, for the process tier. io_uring, which could open sockets
-   * behind the filter's back, is refused by default.
+   * The only families socket() and socketpair() may create (see `socketFamilies`); the rest get
+   * EAFNOSUPPORT, as systemd's RestrictAddressFamilies. Default: AF_UNIX, AF_INET, AF_INET6, AF_NETLINK.
+   * The other ways to hold a socket make none of a new family: accept() gives the listener's, and a
+   * descriptor received over a unix socket or taken with pidfd_getfd was made by someone already allowed
+   * to. io_uring, which could open sockets behind the filter's back, is refused by default.
    */
-  unixSocketsOnly?: boolean
+  socketFamilies?: readonly number[]
 }
 
 /** The filter as instructions. */
 export function seccompInstructions(opts: SeccompOptions = {}): Insn[] {
   const extraDenied = opts.extraDenied ?? []
+  const families = [...new Set(opts.socketFamilies ?? NETWORK_FAMILIES)].sort((a, b) => a - b)
   const denied = [...DEFAULT_DENIED, ...extraDenied].map((name) => {
     const nr = syscallNumber(name)
     if (nr === undefined) throw new Error(`unknown system call "${name}"`) // the schema refuses these first
@@ -171,9 +196,9 @@ export function seccompInstructions(opts: SeccompOptions = {}): Insn[] {
     // bits set is the same TIOCSTI to the kernel and is refused too.
     ...when(nr('ioctl'), argIn(1, [TIOCSTI, TIOCLINUX], retErrno(EPERM), RET_ALLOW)),
     ...when(nr('personality'), argIn(0, SAFE_PERSONALITIES, RET_ALLOW, retErrno(EPERM))),
-    ...(opts.unixSocketsOnly
-      ? when(nr('socket'), argIn(0, [AF_UNIX], RET_ALLOW, retErrno(EAFNOSUPPORT)))
-      : []),
+    // socketpair() creates both sockets through the family's own code before it can fail: filtered too.
+    [JEQ, 1, 0, nr('socket')],
+    ...when(nr('socketpair'), argIn(0, families, RET_ALLOW, retErrno(EAFNOSUPPORT))),
     ret(RET_ALLOW),
   ]
 }
@@ -183,7 +208,8 @@ let last: { key: string; program: Buffer } | null = null
 
 /** The filter in the kernel's struct sock_filter layout, ready to hand to bwrap or cordon's launcher. */
 export function seccompProgram(opts: SeccompOptions = {}): Buffer {
-  const key = `${opts.unixSocketsOnly === true}:${(opts.extraDenied ?? []).join(',')}`
+  // Every option is in the key: a program built for one tier or network must never serve another.
+  const key = `${(opts.socketFamilies ?? NETWORK_FAMILIES).join(',')}:${(opts.extraDenied ?? []).join(',')}`
   if (last?.key !== key) last = { key, program: buildProgram(opts) }
   return last.program
 }

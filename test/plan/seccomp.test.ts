@@ -1,7 +1,13 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import { PolicyError } from '../../src/errors.js'
-import { DEFAULT_DENIED, seccompInstructions, seccompProgram, syscallNumber } from '../../src/plan/seccomp.js'
+import {
+  DEFAULT_DENIED,
+  seccompInstructions,
+  seccompProgram,
+  socketFamilies,
+  syscallNumber,
+} from '../../src/plan/seccomp.js'
 import { X86_64_SYSCALLS } from '../../src/plan/syscalls-x86_64.js'
 import { parsePolicy } from '../../src/policy/schema.js'
 
@@ -83,7 +89,7 @@ describe('seccomp builder', () => {
     const insns = seccompInstructions({ extraDenied: ['mkdir', 'mkdirat', 'socket'] })
     const denied = new Set([...DEFAULT_DENIED, 'mkdir', 'mkdirat', 'socket'].map((n) => syscallNumber(n)!))
     const special = new Set(
-      ['clone', 'clone3', 'unshare', 'ioctl', 'personality'].map((n) => syscallNumber(n)!),
+      ['clone', 'clone3', 'unshare', 'ioctl', 'personality', 'socketpair'].map((n) => syscallNumber(n)!),
     )
     // Every known number, the gaps between them and past the last one.
     for (let nr = 0; nr <= Math.max(...ALL_NUMBERS) + 2; nr++) {
@@ -122,36 +128,66 @@ describe('seccomp builder', () => {
   })
 
   it('is short: the kernel checks and compiles every instruction at each launch (~1 µs each here)', () => {
-    // Contiguous numbers share one range check and every refusal one return.
-    assert.ok(seccompInstructions().length <= 60, `${seccompInstructions().length} instructions`)
+    // Contiguous numbers share one range check and every refusal one return; socket() and socketpair()
+    // share one family check (9 instructions for the four network families).
+    assert.ok(seccompInstructions().length <= 66, `${seccompInstructions().length} instructions`)
     assert.ok(
       seccompInstructions({ extraDenied: Object.keys(X86_64_SYSCALLS) }).length < 100,
       'denying every syscall by name stays a short program',
     )
   })
 
-  it('unixSocketsOnly: socket() of any family but AF_UNIX gets EAFNOSUPPORT, other calls untouched', () => {
-    const base = seccompInstructions()
-    const insns = seccompInstructions({ unixSocketsOnly: true })
-    const socket = syscallNumber('socket')!
-    const at = insns.findIndex(([code, , , k]) => code === 0x15 && k === socket)
-    assert.ok(at > 0, 'a socket() block')
-    assert.deepEqual(insns.slice(at + 1, at + 5), [
-      [0x20, 0, 0, 16], // low half of arg 0: the family
-      [0x15, 1, 0, 1], // AF_UNIX
-      [RET, 0, 0, 0x00050000 | 97],
-      [RET, 0, 0, 0x7fff0000],
-    ])
-    assert.equal(
-      base.findIndex(([code, , , k]) => code === 0x15 && k === socket),
-      -1,
-      'not in the default filter',
-    )
-    assert.notDeepEqual(
-      seccompProgram({ unixSocketsOnly: true }),
-      seccompProgram(),
-      'the memo keys on the option',
-    )
+  it('socket families: which a sandbox may open, per tier and network', () => {
+    const network = [1, 2, 10, 16] // AF_UNIX, AF_INET, AF_INET6, AF_NETLINK
+    for (const net of ['none', 'host', 'allowlist'] as const) {
+      assert.deepEqual(socketFamilies('namespace', net), network, `namespace tier, ${net}`)
+    }
+    assert.deepEqual(socketFamilies('process', 'host'), network)
+    // Without a network namespace of its own the process tier is kept off the network by the filter.
+    assert.deepEqual(socketFamilies('process', 'none'), [1])
+  })
+
+  for (const families of [[1], [1, 2, 10, 16]]) {
+    it(`socket() and socketpair() of families ${families.join(',')} only; EAFNOSUPPORT for the rest`, () => {
+      const insns = seccompInstructions({ socketFamilies: families })
+      for (const call of ['socket', 'socketpair']) {
+        const nr = syscallNumber(call)!
+        for (let family = 0; family < 256; family++) {
+          const want = families.includes(family) ? ALLOW : errno(97)
+          assert.equal(evaluate(insns, nr, [family, 1, 0]), want, `${call}(${family})`)
+          // The kernel reads the family as an int: high bits are not its, and the filter ignores them too.
+          assert.equal(evaluate(insns, nr, [2 ** 32 + family, 1, 0]), want, `${call}(2^32 + ${family})`)
+        }
+        assert.equal(evaluate(insns, nr, [0xffffffff]), errno(97), `${call}(-1)`)
+      }
+      // accept, connect and the rest are not touched: they make no socket of a new family.
+      for (const other of ['accept', 'accept4', 'connect', 'bind', 'sendmsg', 'recvmsg']) {
+        assert.equal(evaluate(insns, syscallNumber(other)!, [40]), ALLOW, other)
+      }
+    })
+  }
+
+  it('the default filter keeps to the network families: no sandbox opens AF_VSOCK, AF_ALG, AF_PACKET', () => {
+    const insns = seccompInstructions()
+    for (const family of [15, 17, 38, 40]) {
+      assert.equal(evaluate(insns, syscallNumber('socket')!, [family, 1, 0]), errno(97), `family ${family}`)
+    }
+    assert.equal(evaluate(insns, syscallNumber('socket')!, [2, 1, 0]), ALLOW)
+  })
+
+  it('policy denials win: a denied socket() is EPERM whatever its family', () => {
+    const insns = seccompInstructions({ extraDenied: ['socket'] })
+    assert.equal(evaluate(insns, syscallNumber('socket')!, [1, 1, 0]), errno(1))
+    assert.equal(evaluate(insns, syscallNumber('socket')!, [40, 1, 0]), errno(1))
+  })
+
+  it('the memo keys on the families: programs for one tier never serve another', () => {
+    const unix = seccompProgram({ socketFamilies: [1] })
+    const network = seccompProgram({ socketFamilies: [1, 2, 10, 16] })
+    assert.notDeepEqual(unix, network)
+    assert.deepEqual(seccompProgram({ socketFamilies: [1] }), unix)
+    assert.deepEqual(seccompProgram({ socketFamilies: [1, 2, 10, 16] }), network)
+    assert.deepEqual(seccompProgram({ socketFamilies: [1, 2, 10, 16], extraDenied: [] }), network)
   })
 
   it('encodes struct sock_filter little-endian, 8 bytes each', () => {

@@ -1,7 +1,7 @@
 // Each refused system call, called for real from inside a sandbox.
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
-import { run } from '../../src/index.js'
+import { probeCapabilities, run } from '../../src/index.js'
 import { skipTier, TIERS } from '../helpers.js'
 
 const EPERM = 1
@@ -48,6 +48,77 @@ const REFUSED: [string, number, ...number[]][] = [
   ['ioctl(TIOCLINUX)', 16, 0, 0x541c, 0],
   ['socket(policy)', 41, 2, 1, 0],
 ]
+
+const EAFNOSUPPORT = 97
+/** The families a sandbox needs: AF_UNIX, AF_INET, AF_INET6, AF_NETLINK. */
+const NETWORK_FAMILIES = [1, 2, 10, 16]
+
+/**
+ * Every socket family 0-63 (and one with high bits the kernel ignores), every type, through socket() and
+ * socketpair(): which ones open, and the errno of each refusal. AF_VSOCK (40) opens on this kind of host
+ * (a VM) and reaches the hypervisor; AF_ALG (38), AF_PACKET (17), AF_KEY (15) are kernel surface too.
+ */
+const FAMILY_PROBE = `
+import ctypes, json
+libc = ctypes.CDLL(None, use_errno=True)
+opened, errnos = set(), {}
+fds = (ctypes.c_int * 2)()
+for fam in list(range(64)) + [0x100000028]:
+    for typ in (1, 2, 3, 5):
+        for call in ('socket', 'socketpair'):
+            ctypes.set_errno(0)
+            if call == 'socket':
+                r = libc.syscall(ctypes.c_long(41), ctypes.c_long(fam), ctypes.c_long(typ), ctypes.c_long(0))
+                if r >= 0: libc.close(r)
+            else:
+                r = libc.syscall(ctypes.c_long(53), ctypes.c_long(fam), ctypes.c_long(typ), ctypes.c_long(0), fds)
+                if r == 0: libc.close(fds[0]); libc.close(fds[1])
+            key = fam & 0xffffffff
+            if r >= 0: opened.add(key)
+            else: errnos.setdefault(str(key), set()).add(ctypes.get_errno())
+print(json.dumps({'opened': sorted(opened), 'errnos': {k: sorted(v) for k, v in errnos.items()}}))
+`
+
+const socat = probeCapabilities().socat
+const NETWORKS = [
+  ['none', 'none'],
+  ['host', 'host'],
+  ['allowlist', { allow: ['example.com'] }],
+] as const
+
+for (const isolation of TIERS) {
+  describe(`socket families (${isolation} tier)`, { skip: skipTier(isolation) }, () => {
+    for (const [name, network] of NETWORKS) {
+      const skip =
+        name === 'allowlist' && isolation === 'process'
+          ? 'the process tier refuses an allowlist'
+          : name === 'allowlist' && !socat
+            ? 'a network allowlist needs socat'
+            : false
+      // The process tier without a network namespace of its own keeps to AF_UNIX (as before).
+      const allowed = isolation === 'process' && name === 'none' ? [1] : NETWORK_FAMILIES
+      it(`network ${name}: only ${allowed.join(', ')} open; every other family is EAFNOSUPPORT`, {
+        skip,
+      }, async () => {
+        const r = await run(['python3', '-c', FAMILY_PROBE], { isolation, network })
+        assert.equal(r.status, 'ok', r.stderr)
+        const { opened, errnos } = JSON.parse(r.stdout) as {
+          opened: number[]
+          errnos: Record<string, number[]>
+        }
+        assert.ok(!opened.includes(40), 'AF_VSOCK is refused')
+        for (const fam of opened) assert.ok(allowed.includes(fam), `family ${fam} opened`)
+        for (let fam = 0; fam < 64; fam++) {
+          if (allowed.includes(fam)) continue
+          assert.deepEqual(errnos[String(fam)], [EAFNOSUPPORT], `family ${fam}`)
+        }
+        // The high bits of the family are not the kernel's: 0x1_0000_0028 is AF_VSOCK to it, refused too.
+        assert.deepEqual(errnos[String(40)], [EAFNOSUPPORT])
+        assert.ok(opened.includes(1), 'AF_UNIX still opens')
+      })
+    }
+  })
+}
 
 for (const isolation of TIERS) {
   describe(`seccomp (${isolation} tier)`, { skip: skipTier(isolation) }, () => {
