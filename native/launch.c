@@ -3,7 +3,7 @@
  * the program (process tier) or bwrap (namespace tier, which gets only rlimits, the cgroup and the uid from
  * here), instead of a chain of util-linux tools (unshare → setpriv → prlimit), each an exec of its own.
  *
- *   cordon-launch --keep-fds=[N,...] [--cpu=S:H] [--fsize=N] [--core=N] [--data=N] [--nproc=N]
+ *   cordon-launch --keep-fds=[N,...] [--cpu=S:H] [--fsize=N] [--core=N] [--data=N] [--nproc=N] [--nofile=N]
  *                 [--join=FILE]... [--unshare-net] [--unshare-ipc] [--mkdir=DIR] [--uid=N --gid=N]
  *                 [--landlock-fs [--landlock-write=PATH]...] [--scope-signals] [--scope-abstract-unix]
  *                 [--seccomp=HEX] [--bwrap-env] [--monitor] [--tag=HEX] -- PROGRAM [ARGS...]
@@ -408,6 +408,7 @@ int main(int argc, char **argv) {
     else if ((v = prefixed(a, "--core="))) set_rlimit(RLIMIT_CORE, v, a);
     else if ((v = prefixed(a, "--data="))) set_rlimit(RLIMIT_DATA, v, a);
     else if ((v = prefixed(a, "--nproc="))) set_rlimit(RLIMIT_NPROC, v, a);
+    else if ((v = prefixed(a, "--nofile="))) set_rlimit(RLIMIT_NOFILE, v, a);
     else if ((v = prefixed(a, "--uid="))) uid = (long)number(v, a);
     else if ((v = prefixed(a, "--gid="))) gid = (long)number(v, a);
     else if ((v = prefixed(a, "--seccomp="))) seccomp = v;

@@ -179,7 +179,7 @@ export function diagnose(): Diagnosis {
       name: 'rlimits',
       ok: caps.launcher !== null,
       detail: caps.launcher
-        ? "set by cordon's launcher in both tiers: CPU time, data size, file size" +
+        ? "set by cordon's launcher in both tiers: CPU time, data size, file size, open files" +
           (caps.isRoot
             ? ', processes per sandbox uid'
             : ' (processes only as root: RLIMIT_NPROC counts all of a uid)')

@@ -18,6 +18,8 @@ export function rlimitArgs(limits: Limits, opts: RlimitOptions): string[] {
     `--cpu=${cpuSeconds}:${cpuSeconds + 1}`,
     `--fsize=${limits.maxFileSizeBytes}`,
     '--core=0',
+    // No cgroup counts open files: without this, two sandboxes filled the host's whole file table.
+    `--nofile=${limits.maxOpenFiles}`,
   ]
   if (opts.cgroup) return args
   args.push(`--data=${limits.memoryBytes}`)

@@ -56,6 +56,8 @@ const nonEmpty = z
   .refine((s) => !s.includes('\0'), 'must not contain NUL')
 
 export const MiB = 1024 * 1024
+const MIN_OPEN_FILES = 16
+const MAX_OPEN_FILES = 2 ** 20
 
 export const limitsSchema = z.strictObject({
   wallTimeMs: duration().default(30_000).register(cli, {
@@ -75,6 +77,19 @@ export const limitsSchema = z.strictObject({
     .positive()
     .default(64)
     .register(cli, { flag: 'max-procs', arg: 'N', description: 'most processes alive at once' }),
+  // Per process (RLIMIT_NOFILE, soft = hard): no cgroup counts open files. 16 is what bubblewrap needs for
+  // its own set-up; 2^20 is the kernel's default fs.nr_open, past which setrlimit fails.
+  maxOpenFiles: z
+    .number()
+    .int()
+    .min(MIN_OPEN_FILES, `must be at least ${MIN_OPEN_FILES} (the sandbox's own set-up needs that many)`)
+    .max(MAX_OPEN_FILES, `must be at most ${MAX_OPEN_FILES} (the kernel's default fs.nr_open)`)
+    .default(1024)
+    .register(cli, {
+      flag: 'max-open-files',
+      arg: 'N',
+      description: 'most files each process may have open (RLIMIT_NOFILE)',
+    }),
   maxFileSizeBytes: size()
     .default(256 * MiB)
     .register(cli, { flag: 'max-file-size', arg: 'SIZE', description: 'largest file the sandbox may write' }),

@@ -12,8 +12,16 @@ describe('rlimitArgs', () => {
       '--cpu=30:31',
       `--fsize=${256 * 1024 * 1024}`,
       '--core=0',
+      '--nofile=1024',
       `--data=${512 * 1024 * 1024}`,
     ])
+  })
+
+  it('always limits open files, soft = hard (no cgroup counts them)', () => {
+    for (const cgroup of [true, false]) {
+      const args = rlimitArgs(limits({ maxOpenFiles: 4096 }), { ownUid: true, overheadProcesses: 2, cgroup })
+      assert.ok(args.includes('--nofile=4096'), args.join(' '))
+    }
   })
 
   it('leaves memory and processes to the cgroup when there is one', () => {
@@ -21,6 +29,7 @@ describe('rlimitArgs', () => {
       '--cpu=30:31',
       `--fsize=${256 * 1024 * 1024}`,
       '--core=0',
+      '--nofile=1024',
     ])
   })
 
@@ -65,7 +74,14 @@ describe('rlimitArgs', () => {
   it('adds nproc with the overhead when the sandbox has its own uid', () => {
     assert.deepEqual(
       rlimitArgs(limits({ maxProcesses: 5 }), { ownUid: true, overheadProcesses: 2, cgroup: false }),
-      ['--cpu=30:31', `--fsize=${256 * 1024 * 1024}`, '--core=0', `--data=${512 * 1024 * 1024}`, '--nproc=7'],
+      [
+        '--cpu=30:31',
+        `--fsize=${256 * 1024 * 1024}`,
+        '--core=0',
+        '--nofile=1024',
+        `--data=${512 * 1024 * 1024}`,
+        '--nproc=7',
+      ],
     )
   })
 

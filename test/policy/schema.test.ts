@@ -23,6 +23,7 @@ describe('parsePolicy defaults', () => {
       cpuTimeMs: 30_000,
       memoryBytes: 512 * MiB,
       maxProcesses: 64,
+      maxOpenFiles: 1024,
       maxFileSizeBytes: 256 * MiB,
       maxOutputBytes: 1 * MiB,
       tmpfsBytes: 64 * MiB,
@@ -188,6 +189,24 @@ describe('parsePolicy sizes and durations', () => {
       throwsField(() => parsePolicy({ limits: { maxProcesses: value } }), 'limits.maxProcesses')
     })
   }
+
+  for (const [value, message] of [
+    [0, /at least 16/],
+    [15, /at least 16/],
+    [-3, /at least 16/],
+    [2.5, /int/],
+    ['10', /number/],
+    [2 ** 20 + 1, /at most 1048576/],
+  ] as const) {
+    it(`rejects maxOpenFiles: ${JSON.stringify(value)} naming limits.maxOpenFiles`, () => {
+      throwsField(() => parsePolicy({ limits: { maxOpenFiles: value } }), 'limits.maxOpenFiles', message)
+    })
+  }
+
+  it('takes maxOpenFiles from 16 (what bubblewrap needs to set up) to 2^20 (the kernel default nr_open)', () => {
+    assert.equal(parsePolicy({ limits: { maxOpenFiles: 16 } }).limits.maxOpenFiles, 16)
+    assert.equal(parsePolicy({ limits: { maxOpenFiles: 2 ** 20 } }).limits.maxOpenFiles, 2 ** 20)
+  })
 })
 
 describe('parsePolicy errors name the field', () => {

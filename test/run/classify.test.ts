@@ -14,6 +14,7 @@ const limits: Limits = {
   cpuTimeMs: 1500,
   memoryBytes: 256 * 1024 * 1024,
   maxProcesses: 16,
+  maxOpenFiles: 1024,
   maxFileSizeBytes: 64 * 1024,
   maxOutputBytes: 1000,
   tmpfsBytes: 64 * 1024 * 1024,

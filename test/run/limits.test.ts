@@ -119,6 +119,56 @@ for (const tier of TIERS) {
       assert.equal(r.status, 'file-size', r.stderr)
     })
 
+    // Two default sandboxes used to fill the host's whole file table (ENFILE for every process on it).
+    const OPEN_2000 =
+      'import errno, json, resource\nfs, err = [], None\n' +
+      'try:\n  for _ in range(2000): fs.append(open("/dev/null"))\n' +
+      'except OSError as e: err = errno.errorcode[e.errno]\n' +
+      'n = len(fs); del fs[:10]\nprint(json.dumps({"opened": n, "error": err, "limit": resource.getrlimit(resource.RLIMIT_NOFILE)}))'
+
+    it('open files: 1024 per process by default, soft = hard; past it an ordinary EMFILE', async () => {
+      const r = await run(['python3', '-c', OPEN_2000], { isolation })
+      assert.equal(r.status, 'ok', r.stderr)
+      const out = JSON.parse(r.stdout)
+      assert.equal(out.error, 'EMFILE')
+      assert.deepEqual(out.limit, [1024, 1024])
+      assert.ok(out.opened > 1000 && out.opened < 1024, `opened ${out.opened}`)
+    })
+
+    it('open files: maxOpenFiles raises it', async () => {
+      const r = await run(['python3', '-c', OPEN_2000], { isolation, limits: { maxOpenFiles: 4096 } })
+      assert.equal(r.status, 'ok', r.stderr)
+      assert.deepEqual(JSON.parse(r.stdout), { opened: 2000, error: null, limit: [4096, 4096] })
+    })
+
+    it('open files: the hard limit cannot be raised from inside', async () => {
+      const r = await run(['sh', '-c', 'ulimit -n 2048 2>/dev/null && echo raised; ulimit -Hn'], {
+        isolation,
+        limits: { maxOpenFiles: 64 },
+      })
+      assert.equal(r.stdout, '64\n')
+    })
+
+    it('open files: a program that dies of EMFILE keeps its own exit (no kernel counter says it was the limit)', async () => {
+      const r = await run(['python3', '-c', '[open("/dev/null") for _ in range(100)]'], {
+        isolation,
+        limits: { maxOpenFiles: 32 },
+      })
+      assert.equal(r.status, 'nonzero-exit')
+      assert.match(r.stderr, /Too many open files/)
+      assert.equal(r.violation, null)
+    })
+
+    it('open files: the smallest limit (16) still starts the sandbox, log channel included', async () => {
+      const r = await run(['sh', '-c', 'echo \'{"level":"info","msg":"hi"}\' >&$CORDON_LOG_FD; ulimit -n'], {
+        isolation,
+        limits: { maxOpenFiles: 16 },
+      })
+      assert.equal(r.status, 'ok', r.stderr)
+      assert.equal(r.stdout, '16\n')
+      assert.deepEqual(r.logs, [{ level: 'info', msg: 'hi' }])
+    })
+
     it('output: the cap stops the sandbox and keeps exactly the cap', async () => {
       const r = await run(['yes'], { isolation, limits: { maxOutputBytes: '64K' } })
       assert.equal(r.status, 'output-limit')
