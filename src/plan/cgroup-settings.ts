@@ -32,6 +32,7 @@ export function cgroupWrites(version: CgroupVersion, limits: Limits, extraProces
   return [
     ...memoryLimit(1, limits.memoryBytes),
     { controller: 'memory', file: 'memory.swappiness', value: '0' },
+    tcpMemoryLimit(limits.memoryBytes),
     pids,
   ]
 }
@@ -44,6 +45,19 @@ export function memoryLimit(version: CgroupVersion, bytes: number): CgroupWrite[
     { controller: 'memory', file: 'memory.limit_in_bytes', value },
     { controller: 'memory', file: 'memory.memsw.limit_in_bytes', value },
   ]
+}
+
+/**
+ * v1 leaves TCP buffers uncharged (a 64M sandbox queued 1 GiB on connections to itself) until this file is
+ * written: from then on every socket made in the cgroup charges a counter of its own, beside
+ * memory.limit_in_bytes, and allocations past it fail (the sender sees EAGAIN, the peer drops). Written
+ * before launch, as the kernel decides at each socket's creation. Set to the memory limit: a sandbox holds
+ * at most twice memoryBytes (plus each socket's few-KB minimum), and a program that needs big buffers gets
+ * as much room for them as for memory. v2 charges socket memory to memory.max itself; unix sockets'
+ * buffers are charged to the memory limit on both.
+ */
+export function tcpMemoryLimit(bytes: number): CgroupWrite {
+  return { controller: 'memory', file: 'memory.kmem.tcp.limit_in_bytes', value: String(bytes) }
 }
 
 /** The pids.max write alone: the program's processes plus the tier's own in the cgroup. */

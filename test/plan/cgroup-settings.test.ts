@@ -24,13 +24,19 @@ describe('cgroup writes', () => {
     ])
   })
 
-  it('v1: limit_in_bytes before memsw (which must not be lower), swappiness 0, pids.max', () => {
+  it('v1: limit_in_bytes before memsw (which must not be lower), swappiness 0, TCP buffers capped, pids.max', () => {
     assert.deepEqual(cgroupWrites(1, limits, 0), [
       { controller: 'memory', file: 'memory.limit_in_bytes', value: String(128 * 1024 * 1024) },
       { controller: 'memory', file: 'memory.memsw.limit_in_bytes', value: String(128 * 1024 * 1024) },
       { controller: 'memory', file: 'memory.swappiness', value: '0' },
+      // v1 charges TCP buffers only once this is set, to a counter of their own beside the memory limit.
+      { controller: 'memory', file: 'memory.kmem.tcp.limit_in_bytes', value: String(128 * 1024 * 1024) },
       { controller: 'pids', file: 'pids.max', value: '10' },
     ])
+  })
+
+  it('v2 needs no socket write: memory.max charges socket buffers already', () => {
+    assert.ok(!cgroupWrites(2, limits, 0).some((w) => /tcp|sock|kmem/.test(w.file)))
   })
 })
 
