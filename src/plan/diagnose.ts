@@ -1,5 +1,6 @@
 // What `cordon doctor` prints: each check with what it means for enforcement and how to fix it.
 import { spawnSync } from 'node:child_process'
+import { readFileSync } from 'node:fs'
 import { isExecutableFile, resolveProgram } from '../policy/command.js'
 import { SAFE_PATH } from '../policy/env.js'
 import { uidPoolSchema } from '../policy/schema.js'
@@ -110,6 +111,74 @@ function processTierCheck(caps: Capabilities): Check {
   }
 }
 
+/** What holds a sandbox's socket buffers: the cgroup version in use and the kernel's command line. */
+export function socketMemoryCheck(version: 1 | 2 | null, cmdline: string): Check {
+  const unaccepted =
+    'connections not yet accepted are charged to no cgroup (kernel), bounded only by net.ipv4.tcp_mem'
+  if (version === null) {
+    return {
+      name: 'socket memory',
+      ok: false,
+      detail:
+        'not limited: without a cgroup, TCP and UDP buffers are bounded only by the host-wide net.ipv4.tcp_mem/udp_mem, unix ones by open files × net.core.wmem_max',
+      fix: 'give cordon a usable cgroup (see cgroups)',
+    }
+  }
+  if (/(^|\s)cgroup\.memory=\S*nosocket/.test(cmdline)) {
+    return {
+      name: 'socket memory',
+      ok: false,
+      detail: 'the kernel was booted with cgroup.memory=nosocket: socket buffers are charged to no cgroup',
+      fix: 'remove cgroup.memory=nosocket from the kernel command line',
+    }
+  }
+  return {
+    name: 'socket memory',
+    ok: true,
+    detail:
+      version === 1
+        ? 'v1: TCP and UDP buffers capped at memoryBytes by memory.kmem.tcp.limit_in_bytes, beside the memory limit ' +
+          `(past it the kernel still forces about one segment per connection); unix socket buffers charged to the memory limit; ${unaccepted}`
+        : `v2: TCP, UDP and unix socket buffers charged to memory.max; ${unaccepted}`,
+    fix: null,
+  }
+}
+
+/** Memory one open file costs a sandbox's memory cgroup, with the mapping that keeps it open (measured). */
+const FILE_COST_BYTES = 480
+
+/**
+ * RLIMIT_NOFILE bounds the files a sandbox holds through fds; a file still mapped after its fd is closed
+ * is bounded only by the memory limit (each costs ~0.5 KiB of it). The host's file table is safe when
+ * filling it would take more memory than the machine has.
+ */
+export function openFilesCheck(fileMax: number, memTotalBytes: number): Check {
+  const fills = fileMax * FILE_COST_BYTES
+  const ok = fills >= memTotalBytes
+  return {
+    name: 'open files',
+    ok,
+    detail:
+      `each process at most maxOpenFiles (RLIMIT_NOFILE, default 1024); the host's file table holds ${fileMax}, ` +
+      (ok
+        ? 'more than the machine has memory for (every open file is charged to its sandbox memory cgroup)'
+        : `and files kept open by mappings after their fds are closed are bounded only by the memory limits: sandboxes with ${Math.round(fills / 2 ** 20)} MiB of memory between them can fill it (ENFILE for every unprivileged process)`),
+    fix: ok
+      ? null
+      : 'sysctl -w fs.file-max=9223372036854775807 (what systemd sets at boot): each open file is charged to its memory cgroup, so the memory limits bound the table',
+  }
+}
+
+function readText(file: string): string {
+  try {
+    return readFileSync(file, 'utf8')
+  } catch {
+    return ''
+  }
+}
+
+const readNumber = (file: string, pattern: RegExp) => Number(pattern.exec(readText(file))?.[1] ?? 0)
+
 export function diagnose(): Diagnosis {
   const caps = probeCapabilities()
   const bwrap = bwrapProbe(caps)
@@ -203,6 +272,11 @@ export function diagnose(): Diagnosis {
             ? null
             : 'optional, for latency: mount cgroups with favordynmods (or boot with cgroup_favordynmods=1) — on v2 moving a sandbox into its cgroup after an idle spell otherwise waits ~10 ms for an RCU grace period',
     },
+    socketMemoryCheck(caps.cgroup.version, readText('/proc/cmdline')),
+    openFilesCheck(
+      readNumber('/proc/sys/fs/file-max', /^(\d+)/),
+      readNumber('/proc/meminfo', /^MemTotal:\s+(\d+) kB/m) * 1024,
+    ),
     {
       name: 'seccomp',
       ok: seccompSupported(),

@@ -241,6 +241,8 @@ describe('cordon doctor', () => {
       'cgroups',
       'seccomp',
       'spawner',
+      'socket memory',
+      'open files',
     ]) {
       assert.ok(names.includes(name), name)
     }

@@ -170,6 +170,31 @@ for (const tier of TIERS) {
       heldTo(3, await fillSockets('backlog', 1, 4 * 64 * MiB))
     })
 
+    it('files kept open by mappings after their fds are closed count against the memory limit', async () => {
+      // maxOpenFiles bounds fds, not files: each mapping keeps its file in the host's file table. What
+      // bounds them is the memory each costs the cgroup (~0.5 KiB with its mapping).
+      const pin = `
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+path = os.environ['TMPDIR'] + '/f'
+open(path, 'wb').write(b'x' * 4096)
+n, err = 0, None
+while n < 200000:
+    fd = os.open(path, os.O_RDONLY)
+    p = libc.mmap(None, 4096, 1, 2, fd, 0); os.close(fd)
+    if p == ctypes.c_void_p(-1).value: err = os.strerror(ctypes.get_errno()); break
+    n += 1
+print(n, err)
+`
+      const r = await run(['python3', '-c', pin], { isolation, limits: { memoryBytes: '16M' } })
+      if (r.status !== 'memory') {
+        const files = Number(r.stdout.split(' ')[0])
+        assert.ok(files <= (16 * MiB) / 256, `${files} files kept open in a 16M sandbox: ${r.stdout}`)
+      }
+    })
+
     it('the cgroup is removed after ok, timeout, cancel and a crash', async () => {
       await run(['true'], { isolation })
       await run(['sleep', '5'], { isolation, limits: { wallTimeMs: 200 } })

@@ -1,0 +1,46 @@
+// The doctor's checks that are pure functions of what the machine reports.
+import assert from 'node:assert/strict'
+import { describe, it } from 'node:test'
+import { openFilesCheck, socketMemoryCheck } from '../../src/plan/diagnose.js'
+
+describe('socket memory check', () => {
+  it('v1: TCP capped by kmem.tcp, unix charged, the unaccepted-connection gap named', () => {
+    const c = socketMemoryCheck(1, 'BOOT_IMAGE=/vmlinuz root=/dev/vda1')
+    assert.equal(c.ok, true)
+    assert.match(c.detail, /memory\.kmem\.tcp\.limit_in_bytes/)
+    assert.match(c.detail, /unix socket buffers charged/)
+    assert.match(c.detail, /not yet accepted/)
+  })
+
+  it('v2: charged to memory.max', () => {
+    const c = socketMemoryCheck(2, '')
+    assert.equal(c.ok, true)
+    assert.match(c.detail, /memory\.max/)
+  })
+
+  it('not ok, with a fix, without a cgroup or when the kernel charges no socket (nosocket)', () => {
+    for (const c of [
+      socketMemoryCheck(null, ''),
+      socketMemoryCheck(1, 'quiet cgroup.memory=nokmem,nosocket'),
+    ]) {
+      assert.equal(c.ok, false)
+      assert.ok(c.fix)
+    }
+    assert.equal(socketMemoryCheck(2, 'cgroup.memory=nokmem').ok, true)
+  })
+})
+
+describe('open files check', () => {
+  it('ok when filling the file table would take more memory than the machine has', () => {
+    assert.equal(openFilesCheck(2 ** 63 - 1, 64 * 2 ** 30).ok, true)
+    assert.equal(openFilesCheck(1e9, 64 * 2 ** 30).ok, true)
+  })
+
+  it("not ok when memory limits could fill it (this machine's 2.4M files of ~0.5 KiB: 1129 MiB)", () => {
+    const c = openFilesCheck(2_466_167, 24 * 2 ** 30)
+    assert.equal(c.ok, false)
+    assert.match(c.detail, /2466167/)
+    assert.match(c.detail, /1129 MiB/)
+    assert.match(c.fix ?? '', /fs\.file-max/)
+  })
+})
