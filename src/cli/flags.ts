@@ -4,6 +4,7 @@ import type { z } from 'zod'
 import { PolicyError } from '../errors.js'
 import { type CliMeta, cli, policySchema } from '../policy/schema.js'
 import { formatBytes, formatDuration } from '../policy/units.js'
+import { readEnvFiles } from './env-from.js'
 
 export interface FlagSpec extends CliMeta {
   /** Dotted policy path, e.g. 'limits.memoryBytes'. */
@@ -56,27 +57,55 @@ function collect(shape: Record<string, z.ZodType>, prefix: string): FlagSpec[] {
 
 export const FLAGS: FlagSpec[] = collect(policySchema.shape, '')
 
+const repeatable = (option: Option) =>
+  option.argParser((value: string, previous: string[] = []) => [...previous, value])
+
+/**
+ * The one flag that is not a schema field: `--env-from` is CLI-only input that feeds the schema's `env`
+ * (see policyInput), so that a secret can reach the sandbox without being written into cordon's argv.
+ * (Named so because Node itself intercepts any argument starting with `--env-file`: see env-from.ts.)
+ */
+const ENV_FILE = repeatable(
+  new Option(
+    '--env-from <FILE>',
+    'set the NAME=VALUE lines of FILE in the sandbox (repeatable; a later file wins, --env wins over all)',
+  ),
+)
+
 export function commanderOptions(): Option[] {
-  return FLAGS.map((f) => {
-    // The default is shown, not set: the schema applies it itself when the flag is absent.
-    const shown = f.defaultText === null ? f.description : `${f.description} (default: ${f.defaultText})`
-    const option = new Option(`--${f.flag} <${f.arg ?? 'VALUE'}>`, shown)
-    if (f.repeatable) option.argParser((value: string, previous: string[] = []) => [...previous, value])
-    return option
-  })
+  return [
+    ...FLAGS.map((f) => {
+      // The default is shown, not set: the schema applies it itself when the flag is absent.
+      const shown = f.defaultText === null ? f.description : `${f.description} (default: ${f.defaultText})`
+      const option = new Option(`--${f.flag} <${f.arg ?? 'VALUE'}>`, shown)
+      return f.repeatable ? repeatable(option) : option
+    }),
+    ENV_FILE,
+  ]
 }
 
 const camel = (flag: string) => flag.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase())
 
-/** Parsed commander values → a policy input object for the schema to validate. */
-export function policyInput(values: Record<string, unknown>): Record<string, unknown> {
+/**
+ * Parsed commander values → a policy input object for the schema to validate. `own` is cordon's own
+ * environment, where `--env NAME` takes its value from.
+ */
+export function policyInput(
+  values: Record<string, unknown>,
+  own: NodeJS.ProcessEnv = process.env,
+): Record<string, unknown> {
   const input: Record<string, unknown> = {}
+  const files = values.envFrom as string[] | undefined
   for (const f of FLAGS) {
     let value = values[camel(f.flag)]
+    if (f.field === 'env' && files) value ??= []
     if (value === undefined) continue
     if (f.numeric && typeof value === 'string' && /^\d+$/.test(value)) value = Number(value)
     if (typeof value === 'string') refuseBareNumber(f, value)
-    if (f.field === 'env') value = Object.fromEntries((value as string[]).map(splitAssignment))
+    if (f.field === 'env') {
+      const explicit = (value as string[]).map((text) => assignment(text, own))
+      value = Object.fromEntries([...Object.entries(readEnvFiles(files ?? [])), ...explicit])
+    }
     const path = f.field.split('.')
     let target = input
     for (const part of path.slice(0, -1)) {
@@ -101,10 +130,18 @@ function refuseBareNumber(f: FlagSpec, value: string): void {
     throw new PolicyError(f.field, `"${value}" needs a unit: ${n}M, ${n}K or ${n}G (B for bytes)`)
 }
 
-function splitAssignment(text: string): [string, string] {
+/** `K=V`, or `NAME` alone for cordon's own value of NAME: a secret then never appears in an argv. */
+function assignment(text: string, own: NodeJS.ProcessEnv): [string, string] {
   const eq = text.indexOf('=')
-  if (eq < 0) throw new PolicyError('env', `"${text}" is not K=V`)
-  return [text.slice(0, eq), text.slice(eq + 1)]
+  const name = eq >= 0 ? text.slice(0, eq) : text
+  // zod drops a __proto__ key without a word (it would be the object's prototype): refused here instead.
+  if (name === '__proto__') throw new PolicyError('env', '__proto__ cannot be carried')
+  if (eq >= 0) return [name, text.slice(eq + 1)]
+  const value = Object.hasOwn(own, text) ? own[text] : undefined
+  if (value === undefined) {
+    throw new PolicyError('env', `${text} is not set in cordon's environment (give ${text}=VALUE, or set it)`)
+  }
+  return [text, value]
 }
 
 /** The flag that sets a policy field ('writable.2' → '--writable'), for error messages. */

@@ -49,7 +49,11 @@ function withUnits(parse: (text: string) => number, what: string, max: number) {
 const MAX_DURATION_MS = 2 ** 31 - 1
 const duration = () => withUnits(parseDuration, 'number of milliseconds', MAX_DURATION_MS)
 const size = () => withUnits(parseSize, 'number of bytes', Number.MAX_SAFE_INTEGER)
-const envName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name')
+const envName = z
+  .string()
+  .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name')
+  // A plain object's __proto__ is its prototype, not a key: the variable would vanish without a word.
+  .refine((name) => name !== '__proto__', 'cannot be __proto__')
 const nonEmpty = z
   .string()
   .min(1, 'must not be empty')

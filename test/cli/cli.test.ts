@@ -1,11 +1,12 @@
 // The built CLI, run as a user would: exit codes, live streaming, --json, flag errors.
 import assert from 'node:assert/strict'
 import { spawn, spawnSync } from 'node:child_process'
-import { readFileSync, writeFileSync } from 'node:fs'
+import { createHash, randomBytes } from 'node:crypto'
+import { chmodSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 import { describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
-import { marker, noNamespace, processesWith, tempDir } from '../helpers.js'
+import { marker, noNamespace, processesWith, tempDir, waitFor } from '../helpers.js'
 
 const CLI = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url))
 const cordon = (args: string[], input?: string) =>
@@ -212,6 +213,241 @@ describe('cordon run', () => {
     const code = await new Promise<number | null>((resolve) => child.on('close', resolve))
     assert.equal(code, 0)
     assert.ok(Date.now() - t0 - firstAt > 1000, `first output ${firstAt} ms after start`)
+  })
+})
+
+describe('cordon run/call: secrets by name and from files, never in an argv', () => {
+  const dir = tempDir('cordon-envfile-', { mode: 0o755 })
+  let n = 0
+  /** A file of these lines, readable by cordon only. */
+  const envFrom = (...lines: string[]) => {
+    const file = path.join(dir, `env-${n++}`)
+    writeFileSync(file, lines.join('\n'), { mode: 0o600 })
+    return file
+  }
+  const secret = () => `s3cr3t-${randomBytes(12).toString('hex')}`
+  const sha256 = (text: string) => createHash('sha256').update(text).digest('hex')
+  /** Prints each variable's sha256 (never the value itself, which would be redacted). */
+  const hashes = (...names: string[]) => [
+    'sh',
+    '-c',
+    names.map((name) => `printf %s "$${name}" | sha256sum | cut -c1-64`).join('; '),
+  ]
+  const withEnv = (args: string[], env: Record<string, string>) =>
+    spawnSync(process.execPath, [CLI, ...args], {
+      encoding: 'utf8',
+      timeout: 30_000,
+      env: { ...process.env, ...env },
+    })
+
+  it("--env NAME takes the value from cordon's own environment", () => {
+    const value = secret()
+    const r = withEnv(['run', '--env', 'DB_PASSWORD', '--', ...hashes('DB_PASSWORD')], { DB_PASSWORD: value })
+    assert.equal(r.status, 0, r.stderr)
+    assert.equal(r.stdout, `${sha256(value)}\n`)
+  })
+
+  it('--env __proto__ is refused, not dropped without a word', () => {
+    for (const arg of ['__proto__=x', '__proto__']) {
+      const r = cordon(['run', '--env', arg, '--', 'true'])
+      assert.equal(r.status, 125)
+      assert.match(r.stderr, /--env: __proto__/)
+    }
+  })
+
+  it('--env NAME of a variable cordon does not have: 125 naming --env and the variable', () => {
+    const env = { ...process.env }
+    delete env.CORDON_TEST_UNSET_VAR
+    const r = spawnSync(process.execPath, [CLI, 'run', '--env', 'CORDON_TEST_UNSET_VAR', '--', 'true'], {
+      encoding: 'utf8',
+      env,
+    })
+    assert.equal(r.status, 125)
+    assert.match(r.stderr, /--env/)
+    assert.match(r.stderr, /CORDON_TEST_UNSET_VAR/)
+  })
+
+  it('--env-from: NAME=VALUE lines, comments, blank lines, export, one pair of quotes; values verbatim', () => {
+    const file = envFrom(
+      '\uFEFF# a comment after a byte order mark',
+      '',
+      '   ',
+      'PLAIN=a b  # not a comment',
+      'export EXPORTED=x',
+      `  SINGLE='it''s=$HOME'`,
+      'DOUBLE="say \\"hi\\" $HOME"',
+      'EMPTY=',
+      'EQUALS=a=b=c',
+      'CRLF=line\r',
+      'LAST=wins-not',
+      'LAST=wins',
+      'BOM_AT_START_ONLY=\uFEFFkept',
+    )
+    const names = [
+      'PLAIN',
+      'EXPORTED',
+      'SINGLE',
+      'DOUBLE',
+      'EMPTY',
+      'EQUALS',
+      'CRLF',
+      'LAST',
+      'BOM_AT_START_ONLY',
+    ]
+    const r = cordon(['run', '--env-from', file, '--', ...hashes(...names)])
+    assert.equal(r.status, 0, r.stderr)
+    const want = [
+      'a b  # not a comment',
+      'x',
+      "it''s=$HOME",
+      'say \\"hi\\" $HOME',
+      '',
+      'a=b=c',
+      'line',
+      'wins',
+      '\uFEFFkept',
+    ]
+    assert.equal(r.stdout, want.map((v) => `${sha256(v)}\n`).join(''))
+  })
+
+  it('several --env-from: a later file wins; an explicit --env wins over every file', () => {
+    const a = envFrom('A=from-a', 'B=from-a', 'C=from-a')
+    const b = envFrom('B=from-b', 'C=from-b')
+    const r = withEnv(
+      ['run', '--env-from', a, '--env-from', b, '--env', 'C=explicit', '--', ...hashes('A', 'B', 'C')],
+      {},
+    )
+    assert.equal(r.status, 0, r.stderr)
+    assert.equal(r.stdout, ['from-a', 'from-b', 'explicit'].map((v) => `${sha256(v)}\n`).join(''))
+    const named = withEnv(['run', '--env', 'C', '--env-from', b, '--', ...hashes('C')], { C: 'mine' })
+    assert.equal(named.stdout, `${sha256('mine')}\n`, 'the order of the flags does not matter')
+  })
+
+  for (const [lines, where] of [
+    [['OK=1', 'NOT AN ASSIGNMENT'], ':2:'],
+    [['OK=1', '', '1BAD=x'], ':3:'],
+    [['SPACE =x'], ':1:'],
+    [['Q="unterminated'], ':1:'],
+    [['Q=\'mixed"'], ':1:'],
+    [['export'], ':1:'],
+    [['NUL=a\0b'], ':1:'],
+    [['__proto__=x'], ':1:'],
+  ] as const) {
+    it(`--env-from: 125 naming --env-from and ${where} for ${JSON.stringify(lines.at(-1))}`, () => {
+      const file = envFrom(...lines)
+      for (const json of [false, true]) {
+        const r = cordon(['run', ...(json ? ['--json'] : []), '--env-from', file, '--', 'true'])
+        assert.equal(r.status, 125)
+        assert.ok(r.stderr.includes(`--env-from: ${file}${where}`), r.stderr)
+        if (json) assert.equal(JSON.parse(r.stdout).violation.limit, '--env-from')
+      }
+    })
+  }
+
+  it('--env-from of a missing file or a directory: 125 naming --env-from', () => {
+    for (const file of [path.join(dir, 'missing'), dir]) {
+      const r = cordon(['run', '--env-from', file, '--', 'true'])
+      assert.equal(r.status, 125)
+      assert.ok(r.stderr.includes(`--env-from: ${file}`), r.stderr)
+    }
+  })
+
+  it("no flag of cordon's starts with --env-file, which Node itself would take (nodejs/node#54232)", () => {
+    for (const sub of ['run', 'call']) {
+      const help = cordon([sub, '--help'])
+      assert.equal(help.status, 0, help.stderr)
+      assert.match(help.stdout, /--env-from <FILE>/)
+      assert.doesNotMatch(help.stdout, /--env-file/)
+    }
+  })
+
+  it('values whose names look secret are redacted from the output', () => {
+    const value = secret()
+    const r = cordon([
+      'run',
+      '--env-from',
+      envFrom(`DB_PASSWORD=${value}`),
+      '--',
+      'sh',
+      '-c',
+      'echo "pw=$DB_PASSWORD"',
+    ])
+    assert.equal(r.stdout, 'pw=[REDACTED]\n')
+  })
+
+  it("the values appear in no process's argv while the sandbox runs (cordon's own included)", async () => {
+    const fromFile = secret()
+    const fromEnv = secret()
+    const tag = marker()
+    const child = spawn(
+      process.execPath,
+      [
+        CLI,
+        'run',
+        '--env-from',
+        envFrom(`DB_PASSWORD=${fromFile}`),
+        '--env',
+        'API_TOKEN',
+        '--',
+        'sleep',
+        tag,
+      ],
+      { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, API_TOKEN: fromEnv } },
+    )
+    const closed = new Promise((resolve) => child.on('close', resolve))
+    const timer = setTimeout(() => child.kill('SIGKILL'), 30_000)
+    try {
+      // The program itself: cordon's own argv holds the tag too.
+      const sleeping = () =>
+        processesWith(tag).some((pid) => {
+          try {
+            return readFileSync(`/proc/${pid}/comm`, 'utf8') === 'sleep\n'
+          } catch {
+            return false
+          }
+        })
+      assert.ok(await waitFor(sleeping, 10_000), 'the sandbox started')
+      const cli = readFileSync(`/proc/${child.pid}/cmdline`, 'utf8')
+      assert.ok(cli.includes('API_TOKEN') && !cli.includes(fromEnv) && !cli.includes(fromFile), cli)
+      for (const pid of readdirSync('/proc').filter((name) => /^\d+$/.test(name))) {
+        let cmdline = ''
+        try {
+          cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8')
+        } catch {
+          continue // exited while we looked
+        }
+        assert.ok(!cmdline.includes(fromFile) && !cmdline.includes(fromEnv), `pid ${pid}: ${cmdline}`)
+      }
+    } finally {
+      child.kill('SIGINT')
+      await closed
+      clearTimeout(timer)
+    }
+  })
+
+  it('cordon call takes --env NAME and --env-from too', () => {
+    const mod = path.join(dir, 'env.mjs')
+    writeFileSync(mod, 'export const read = (...names) => names.map((n) => process.env[n] ?? null)\n')
+    chmodSync(mod, 0o644)
+    const r = withEnv(
+      [
+        'call',
+        `${mod}#read`,
+        '--args',
+        '["FROM_FILE", "FROM_ENV"]',
+        '--json',
+        '--env-from',
+        envFrom('FROM_FILE=f'),
+        '--env',
+        'FROM_ENV',
+      ],
+      { FROM_ENV: 'e' },
+    )
+    assert.equal(r.status, 0, r.stderr)
+    assert.deepEqual(JSON.parse(r.stdout).value, ['f', 'e'])
+    const bad = cordon(['call', `${mod}#read`, '--env-from', envFrom('nope')])
+    assert.equal(bad.status, 125)
+    assert.match(bad.stderr, /--env-from: .*:1:/)
   })
 })
 

@@ -229,6 +229,8 @@ describe('parsePolicy errors name the field', () => {
 
   it('names the passEnv entry that is not a variable name', () => {
     throwsField(() => parsePolicy({ passEnv: ['OK', '1BAD'] }), 'passEnv.1', /environment variable name/)
+    // A plain object's __proto__ is its prototype: the variable would vanish without a word.
+    throwsField(() => parsePolicy({ passEnv: ['__proto__'] }), 'passEnv.0', /__proto__/)
   })
 
   it('names empty and NUL-containing paths and commands', () => {
