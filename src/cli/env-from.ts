@@ -35,7 +35,9 @@ export function parseEnvFile(text: string, file: string): Record<string, string>
       const eq = assignment.indexOf('=')
       if (eq < 0) fail('is not NAME=VALUE')
       const name = assignment.slice(0, eq)
-      if (!NAME.test(name)) fail(`"${name}" is not a variable name (no blanks around =)`)
+      // Not echoed: a line that is not an assignment may be a pasted secret (base64 has = in it).
+      if (!NAME.test(name))
+        fail('the text before = is not a variable name (letters, digits, _; no blanks around =)')
       if (name === '__proto__') fail('__proto__ cannot be carried (a JS object would drop it)')
       let value = assignment.slice(eq + 1)
       const quote = value[0]

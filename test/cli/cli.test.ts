@@ -344,6 +344,15 @@ describe('cordon run/call: secrets by name and from files, never in an argv', ()
     })
   }
 
+  it('--env-from: a line that is not an assignment is not echoed (it may be a pasted secret)', () => {
+    const value = secret()
+    for (const line of [value, `${value.replace('-', '+')}==`]) {
+      const r = cordon(['run', '--env-from', envFrom(line), '--', 'true'])
+      assert.equal(r.status, 125)
+      assert.ok(!r.stderr.includes(value.slice(8)), r.stderr)
+    }
+  })
+
   it('--env-from of a missing file or a directory: 125 naming --env-from', () => {
     for (const file of [path.join(dir, 'missing'), dir]) {
       const r = cordon(['run', '--env-from', file, '--', 'true'])
