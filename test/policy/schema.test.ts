@@ -194,7 +194,7 @@ describe('parsePolicy sizes and durations', () => {
     [0, /at least 16/],
     [15, /at least 16/],
     [-3, /at least 16/],
-    [2.5, /int/],
+    [2.5, /whole number/],
     ['10', /number/],
     [2 ** 20 + 1, /at most 1048576/],
   ] as const) {
