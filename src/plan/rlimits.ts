@@ -2,6 +2,14 @@
 // reserve large virtual ranges up front and would not even start under an address-space limit.
 import type { Limits } from '../policy/schema.js'
 
+/**
+ * What RLIMIT_DATA allows beyond memoryBytes, when no cgroup holds the sandbox's memory: it counts every
+ * writable private mapping, and runtimes reserve some at start that they never fill — Node 24 has ~560 MiB
+ * of data mappings before it runs a line (its V8 code range), so under a 512 MiB data limit it could not
+ * start at all. A process is still bounded, at memoryBytes plus this; only a cgroup bounds the sandbox.
+ */
+export const DATA_RESERVE_BYTES = 1024 * 1024 * 1024
+
 export interface RlimitOptions {
   /** RLIMIT_NPROC counts per uid machine-wide, so it is only meaningful when the sandbox has a uid of its own. */
   ownUid: boolean
@@ -22,7 +30,7 @@ export function rlimitArgs(limits: Limits, opts: RlimitOptions): string[] {
     `--nofile=${limits.maxOpenFiles}`,
   ]
   if (opts.cgroup) return args
-  args.push(`--data=${limits.memoryBytes}`)
+  args.push(`--data=${limits.memoryBytes + DATA_RESERVE_BYTES}`)
   if (opts.ownUid) args.push(`--nproc=${limits.maxProcesses + opts.overheadProcesses}`)
   return args
 }

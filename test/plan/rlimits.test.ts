@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
-import { rlimitArgs } from '../../src/plan/rlimits.js'
+import { DATA_RESERVE_BYTES, rlimitArgs } from '../../src/plan/rlimits.js'
 import { type Limits, parsePolicy } from '../../src/policy/schema.js'
 
 const limits = (over: Partial<Limits> = {}): Limits => ({ ...parsePolicy({}).limits, ...over })
@@ -13,7 +13,7 @@ describe('rlimitArgs', () => {
       `--fsize=${256 * 1024 * 1024}`,
       '--core=0',
       '--nofile=1024',
-      `--data=${512 * 1024 * 1024}`,
+      `--data=${512 * 1024 * 1024 + DATA_RESERVE_BYTES}`,
     ])
   })
 
@@ -52,7 +52,7 @@ describe('rlimitArgs', () => {
 
   it('passes memory as RLIMIT_DATA and never RLIMIT_AS', () => {
     const args = rlimitArgs(limits({ memoryBytes: 12345 }), noUid)
-    assert.ok(args.includes('--data=12345'), "args.includes('--data=12345')")
+    assert.ok(args.includes(`--data=${12345 + DATA_RESERVE_BYTES}`), '--data is memoryBytes + the reserve')
     assert.ok(!args.some((a) => a.startsWith('--as')), "!args.some((a) => a.startsWith('--as'))")
   })
 
@@ -79,7 +79,7 @@ describe('rlimitArgs', () => {
         `--fsize=${256 * 1024 * 1024}`,
         '--core=0',
         '--nofile=1024',
-        `--data=${512 * 1024 * 1024}`,
+        `--data=${512 * 1024 * 1024 + DATA_RESERVE_BYTES}`,
         '--nproc=7',
       ],
     )

@@ -50,3 +50,17 @@ for (const tier of TIERS) {
     })
   })
 }
+
+for (const tier of TIERS) {
+  describe(`memory without a cgroup (${tier} tier)`, { skip: skipTier(tier) }, () => {
+    it('the Node running this test starts under the default limit (Node 24 reserves ~560 MiB at start)', async () => {
+      const r = await run([process.execPath, '-e', 'console.log("started")'], {
+        isolation: tier,
+        cgroup: { mode: 'off' },
+      })
+      assert.equal(r.status, 'ok', `${r.status} ${r.stderr.slice(0, 300)}`)
+      assert.equal(r.stdout, 'started\n')
+      assert.deepEqual(r.perProcessLimits.includes('memoryBytes'), true)
+    })
+  })
+}

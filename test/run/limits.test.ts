@@ -191,8 +191,8 @@ for (const tier of TIERS) {
   describe(`limits without cgroups (${tier} tier)`, { skip: skipTier(tier) }, () => {
     const base = { isolation: tier, cgroup: { mode: 'off' } } as const
 
-    it('memory: RLIMIT_DATA makes the allocation fail, and that is `memory`', async () => {
-      const r = await run(['python3', '-c', 'x = bytearray(400 * 1024 * 1024)'], {
+    it('memory: RLIMIT_DATA (memoryBytes + the 1 GiB start-up reserve) makes the allocation fail: `memory`', async () => {
+      const r = await run(['python3', '-c', 'x = bytearray(1300 * 1024 * 1024)'], {
         ...base,
         limits: { memoryBytes: '128M' },
       })
