@@ -20,6 +20,7 @@ import {
   pipedFds,
   prepare,
   processTierNetns,
+  REFUSAL_FD,
   SECCOMP_FD,
   STATUS_FD,
 } from '../src/plan/plan.js'
@@ -124,7 +125,6 @@ function rawLaunch(
   seccomp: Buffer | null,
   uid: { uid: number; gid: number } | null = null,
   scratch: string | null = null,
-  tag = '0123456789abcdef',
 ): Launch {
   const overheadProcesses = tier === 'namespace' ? 2 : 0
   const rlimits = rlimitArgs(limits, { ownUid: caps.isRoot, overheadProcesses, cgroup })
@@ -166,13 +166,15 @@ function rawLaunch(
         seccomp: fenced ? seccomp : null,
         bwrapEnv: !fenced,
         monitor: fenced,
-        tag,
+        killSession: fenced && uid === null && !cgroup,
         program: inner,
       })
-  // Like cordon: a pipe for bwrap's status fd and one for the log channel, besides the seccomp program.
+  // Like cordon: a pipe for bwrap's status fd, the launcher's refusal pipe and one for the log channel,
+  // besides the seccomp program.
   const empty = Buffer.alloc(0)
   const feeds = new Map<number, Buffer>([
     ...(tier === 'namespace' ? ([[STATUS_FD, empty]] as const) : []),
+    [REFUSAL_FD, empty],
     ...(seccomp && tier === 'namespace' ? ([[SECCOMP_FD, seccomp]] as const) : []),
     [LOG_FD, empty],
   ])
@@ -205,7 +207,7 @@ function baselineFor(tier: Isolation, options: RunOptions, via: CordonParts['via
   }
   const uid = plan.lease && { uid: plan.lease.uid, gid: plan.lease.gid }
   const launch = (parts: CordonParts) =>
-    rawLaunch(tier, program, plan.cgroup !== null, parts, plan.seccomp, uid, plan.scratch, plan.tag)
+    rawLaunch(tier, program, plan.cgroup !== null, parts, plan.seccomp, uid, plan.scratch)
   const join = plan.cgroup ? joinFiles(plan.cgroup.support.version, plan.cgroup.dirs) : []
   const expected = launch({ join, mkdir: plan.scratch !== null, via: 'launcher' })
   const same =

@@ -6,7 +6,7 @@
  *   cordon-launch --keep-fds=[N,...] [--cpu=S:H] [--fsize=N] [--core=N] [--data=N] [--nproc=N] [--nofile=N]
  *                 [--join=FILE]... [--unshare-net] [--unshare-ipc] [--mkdir=DIR] [--uid=N --gid=N]
  *                 [--landlock-fs [--landlock-write=PATH]...] [--scope-signals] [--scope-abstract-unix]
- *                 [--seccomp=HEX] [--bwrap-env] [--monitor] [--tag=HEX] -- PROGRAM [ARGS...]
+ *                 [--seccomp=HEX] [--bwrap-env] [--monitor [--kill-session]] -- PROGRAM [ARGS...]
  *   cordon-launch --landlock-abi        prints the kernel's Landlock ABI version (0: none)
  *
  * First every inherited fd above stderr is closed but the --keep-fds ones (cordon's pipes): an fd its host
@@ -24,10 +24,17 @@
  * itself starts with an empty one: bwrap is dynamically linked and runs outside the namespaces it is about
  * to make, where an LD_PRELOAD or GCONV_PATH from the policy would run code.
  *
+ * With --kill-session (the process tier without a uid or cgroup of its own, where the session is all that
+ * marks the sandbox's processes) the monitor kills what is left of its session when the program ends, and
+ * when the host dies: only while it lives, as the session's leader, is the session id sure to be this
+ * sandbox's (once it is reaped, a stranger's setsid can make a session with the same id).
+ *
  * The argv comes from cordon's own builder (src/plan/launcher.ts), never from a shell. Any failure before the
- * exec prints "cordon-launch[TAG]: ..." and exits 1, so cordon reports it as a launch error, not as the
- * program's. TAG is new for every run and never reaches the program (its argv is its own after the exec), so
- * a program that prints such a line cannot pass for the launcher.
+ * exec writes one line, "cordon-launch: ...", to fd 4 (the refusal pipe, which only cordon reads) and exits
+ * 1, so cordon reports it as a launch error, not as the program's; an exec of the program that fails writes
+ * there too, and exits 127 (not found) or 126, as a shell does. fd 4 is made close-on-exec before anything
+ * else, so neither bwrap nor the program ever holds it (the monitor closes it too): nothing they print can
+ * pass for the launcher's refusal. Run by hand without a kept fd 4, the launcher says it on stderr.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -91,31 +98,23 @@ struct ll_path_beneath_attr {
 #define MAX_KEEP 16
 #define MAX_FILTER_BYTES (4096 * sizeof(struct sock_filter))
 
-/* "cordon-launch" or "cordon-launch[TAG]": the name every refusal starts with (see --tag). */
-static char refusal_name[64] = "cordon-launch";
+/* The refusal pipe (see the header); stderr only when run by hand without it. */
+#define REFUSAL_FD 4
+static int refusal_fd = STDERR_FILENO;
+/* --kill-session: see the header and kill_session(). */
+static int session_sweep = 0;
 
 static void die(const char *what, const char *detail) {
   if (detail)
-    fprintf(stderr, "%s: %s %s: %s\n", refusal_name, what, detail, strerror(errno));
+    dprintf(refusal_fd, "cordon-launch: %s %s: %s\n", what, detail, strerror(errno));
   else
-    fprintf(stderr, "%s: %s: %s\n", refusal_name, what, strerror(errno));
+    dprintf(refusal_fd, "cordon-launch: %s: %s\n", what, strerror(errno));
   exit(1);
 }
 
 static void usage(const char *arg) {
-  fprintf(stderr, "%s: bad argument: %s\n", refusal_name, arg);
+  dprintf(refusal_fd, "cordon-launch: bad argument: %s\n", arg);
   exit(1);
-}
-
-/* Found before anything else is parsed, so that every refusal, even of an argument before it, is tagged. */
-static void take_tag(int argc, char **argv) {
-  for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
-    if (strncmp(argv[i], "--tag=", 6) != 0) continue;
-    const char *t = argv[i] + 6;
-    size_t n = strspn(t, "0123456789abcdef");
-    if (n == 0 || n > 32 || t[n]) usage(argv[i]);
-    snprintf(refusal_name, sizeof refusal_name, "cordon-launch[%s]", t);
-  }
 }
 
 /* A whole decimal number that ends at `stop` (or the string's end); anything else is a caller bug. */
@@ -243,6 +242,43 @@ static int kill_listed(const char *file) {
   return found;
 }
 
+/*
+ * --kill-session: SIGKILL every other living process of the session this process leads, in passes until
+ * one finds none (a killed process forks no more). Sound only while this process lives: its pid is the
+ * session's id, which no stranger's setsid can take while it (or any process of the session) is there.
+ */
+static void kill_session(void) {
+  const struct timespec pause = {0, 1000000};
+  pid_t self = getpid();
+  for (int pass = 0; pass < 1000; pass++) {
+    DIR *dir = opendir("/proc");
+    if (!dir) return;
+    int found = 0;
+    struct dirent *e;
+    while ((e = readdir(dir))) {
+      if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+      char file[64], stat[512], state;
+      long pid = atol(e->d_name), ppid, pgrp, session;
+      snprintf(file, sizeof file, "/proc/%ld/stat", pid);
+      int fd = open(file, O_RDONLY | O_CLOEXEC);
+      if (fd < 0) continue;
+      ssize_t n = read(fd, stat, sizeof stat - 1);
+      close(fd);
+      if (n <= 0) continue;
+      stat[n] = '\0';
+      /* The command name (in parentheses) may hold anything; the fields after the last ')' do not. */
+      const char *after = strrchr(stat, ')');
+      if (!after || sscanf(after + 1, " %c %ld %ld %ld", &state, &ppid, &pgrp, &session) != 4) continue;
+      if (session != self || pid == self || state == 'Z') continue;
+      found = 1;
+      kill((pid_t)pid, SIGKILL);
+    }
+    closedir(dir);
+    if (!found) return;
+    nanosleep(&pause, NULL);
+  }
+}
+
 static int remove_entry(const char *path, const struct stat *st, int type, struct FTW *at) {
   (void)st, (void)type, (void)at;
   remove(path);
@@ -330,6 +366,7 @@ static void monitor(long uid, long gid, const char **join, int n_join, const cha
   for (;;) {
     if (getppid() != host) {
       end_sandbox(uid, gid, join, n_join, scratch);
+      if (session_sweep) kill_session();
       kill(0, SIGKILL); /* the process group, the monitor last */
       _exit(1);
     }
@@ -338,8 +375,11 @@ static void monitor(long uid, long gid, const char **join, int n_join, const cha
        graceful stop, which is the program's to receive (cordon sends it there too), not the monitor's. */
     if (sigwaitinfo(&all, &info) != SIGCHLD) continue;
     int status;
-    for (pid_t pid; (pid = waitpid(-1, &status, WNOHANG)) > 0;)
-      if (pid == child) pass_on(status);
+    for (pid_t pid; (pid = waitpid(-1, &status, WNOHANG)) > 0;) {
+      if (pid != child) continue;
+      if (session_sweep) kill_session();
+      pass_on(status);
+    }
   }
 }
 
@@ -375,6 +415,8 @@ static const char *prefixed(const char *arg, const char *prefix) {
 }
 
 int main(int argc, char **argv) {
+  /* Before anything else: an exec (of bwrap or the program) must never pass the refusal pipe on. */
+  if (fcntl(REFUSAL_FD, F_SETFD, FD_CLOEXEC) == 0) refusal_fd = REFUSAL_FD;
   pid_t parent = getppid();
   int unshare_net = 0, unshare_ipc = 0, landlock_fs = 0, bwrap_env = 0, monitored = 0, keep[MAX_KEEP], n_keep = -1;
   uint64_t scoped = 0;
@@ -385,7 +427,6 @@ int main(int argc, char **argv) {
     printf("%d\n", landlock_abi());
     return 0;
   }
-  take_tag(argc, argv);
   int i = 1;
   for (; i < argc; i++) {
     const char *a = argv[i], *v;
@@ -423,19 +464,24 @@ int main(int argc, char **argv) {
       if (n_writable == MAX_WRITABLE || *v != '/') usage(a);
       writable[n_writable++] = v;
     } else if (strcmp(a, "--landlock-fs") == 0) landlock_fs = 1;
-    else if (prefixed(a, "--tag=")) continue; /* taken by take_tag */
     else if (strcmp(a, "--scope-signals") == 0) scoped |= LL_SCOPE_SIGNAL;
     else if (strcmp(a, "--scope-abstract-unix") == 0) scoped |= LL_SCOPE_ABSTRACT_UNIX;
     else if (strcmp(a, "--unshare-net") == 0) unshare_net = 1;
     else if (strcmp(a, "--unshare-ipc") == 0) unshare_ipc = 1;
     else if (strcmp(a, "--bwrap-env") == 0) bwrap_env = 1;
     else if (strcmp(a, "--monitor") == 0) monitored = 1;
+    else if (strcmp(a, "--kill-session") == 0) session_sweep = 1;
     else usage(a);
   }
   if (i >= argc) usage("(no program after --)");
   if ((uid < 0) != (gid < 0)) usage("--uid and --gid go together");
   if (n_writable > 0 && !landlock_fs) usage("--landlock-write needs --landlock-fs");
   if (n_keep < 0) usage("--keep-fds is required (empty for none)");
+  if (session_sweep && !monitored) usage("--kill-session needs --monitor");
+  /* An fd 4 cordon did not pipe is not the refusal pipe: it is closed below, and something else may reuse it. */
+  int keeps_refusal = 0;
+  for (int k = 0; k < n_keep; k++) keeps_refusal |= keep[k] == REFUSAL_FD;
+  if (!keeps_refusal) refusal_fd = STDERR_FILENO;
   close_fds(3, keep, n_keep); /* inherited ones above stderr */
   if (monitored) {
     monitor(uid, gid, join, n_join, scratch);
@@ -473,6 +519,7 @@ int main(int argc, char **argv) {
   } else {
     execv(argv[i], argv + i);
   }
-  fprintf(stderr, "%s: cannot execute %s: %s\n", refusal_name, argv[i], strerror(errno));
-  return errno == ENOENT ? 127 : 126;
+  int failed = errno;
+  dprintf(refusal_fd, "cordon-launch: cannot execute %s: %s\n", argv[i], strerror(failed));
+  return failed == ENOENT ? 127 : 126;
 }

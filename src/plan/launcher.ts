@@ -6,7 +6,10 @@ import { fileURLToPath } from 'node:url'
 
 export interface LauncherSpec {
   launcher: string
-  /** The fds beyond stdio that cordon pipes to this run; the launcher closes every other inherited one. */
+  /**
+   * The fds beyond stdio that cordon pipes to this run (the refusal pipe, fd 4, among them); the launcher
+   * closes every other inherited one.
+   */
   keepFds: readonly number[]
   /** rlimits in prlimit's syntax (`--cpu=S:H`), which the launcher shares. */
   rlimits: readonly string[]
@@ -33,8 +36,11 @@ export interface LauncherSpec {
    * kill the whole sandbox if the host dies first.
    */
   monitor: boolean
-  /** Hex, new for every run: the launcher names itself `cordon-launch[tag]` when it refuses (see classify). */
-  tag: string
+  /**
+   * With `monitor`, when nothing but the session marks the sandbox's processes: the monitor kills the rest
+   * of its session when the program ends (and when the host dies), while its id is still the sandbox's.
+   */
+  killSession: boolean
   program: readonly string[]
 }
 
@@ -54,7 +60,7 @@ export function launcherArgv(spec: LauncherSpec): string[] {
     ...(spec.seccomp ? [`--seccomp=${spec.seccomp.toString('hex')}`] : []),
     ...(spec.bwrapEnv ? ['--bwrap-env'] : []),
     ...(spec.monitor ? ['--monitor'] : []),
-    `--tag=${spec.tag}`,
+    ...(spec.monitor && spec.killSession ? ['--kill-session'] : []),
     '--',
     ...spec.program,
   ]

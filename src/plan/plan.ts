@@ -1,6 +1,6 @@
 // Resolve a parsed policy against this machine into exactly what will be launched. Everything that can
 // be refused (bad paths, denied command, missing tools) is decided here, before any process exists.
-import { randomBytes, randomUUID } from 'node:crypto'
+import { randomUUID } from 'node:crypto'
 import { lstatSync, realpathSync, rmdirSync, statSync } from 'node:fs'
 import { rm } from 'node:fs/promises'
 import os from 'node:os'
@@ -56,14 +56,17 @@ export interface LaunchPlan {
   seccomp: Buffer | null
   /** The fds beyond stdio cordon pipes (`pipedFds`); the launcher closes every other one it inherits. */
   fds: number[]
-  /** The launcher's tag for this run, which the program never sees (see launcherRefusal). */
-  tag: string
 }
 
 export type PerProcessLimit = 'cpuTimeMs' | 'memoryBytes' | 'maxProcesses'
 
 /** bwrap's --json-status-fd: its init's host pid, then the program's exit once it ran it. */
 export const STATUS_FD = 3
+/**
+ * cordon's launcher writes why it refused to start here (both tiers), never on stderr: it makes the fd
+ * close-on-exec first thing, so neither bwrap nor the program ever holds it, and nothing they print counts.
+ */
+export const REFUSAL_FD = 4
 
 /**
  * Inside the sandbox's own network namespace: listen on 127.0.0.1:3128 (HTTP proxy) and :1080 (SOCKS5),
@@ -98,10 +101,14 @@ export const LOG_FD = 6
 /** A called function's request (in) and reply (out), kept off stdout so nothing printed can forge them. */
 export const CALL_FDS = { request: 7, reply: 8 } as const
 
-/** The fds beyond stdio a run pipes: bwrap's status and seccomp fds, the log channel, a called function's two. */
+/**
+ * The fds beyond stdio a run pipes: bwrap's status and seccomp fds, the launcher's refusal pipe, the log
+ * channel, a called function's two.
+ */
 export function pipedFds(tier: Isolation, seccomp: boolean, calling: boolean): number[] {
   return [
     ...(tier === 'namespace' ? [STATUS_FD] : []),
+    REFUSAL_FD,
     ...(tier === 'namespace' && seccomp ? [SECCOMP_FD] : []),
     LOG_FD,
     ...(calling ? [CALL_FDS.request, CALL_FDS.reply] : []),
@@ -430,7 +437,6 @@ export function prepare(
     }
     const fenced = tier === 'process'
     const fds = pipedFds(tier, seccomp !== null, visible !== undefined)
-    const tag = randomBytes(8).toString('hex')
     const argv = launcherArgv({
       launcher: caps.launcher!,
       keepFds: fds,
@@ -451,7 +457,8 @@ export function prepare(
       bwrapEnv: !fenced,
       // bwrap is the namespace tier's monitor.
       monitor: fenced,
-      tag,
+      // The session marks the sandbox's processes only while its leader, the monitor, lives.
+      killSession: sessionBound,
       program: inner,
     })
     return {
@@ -468,7 +475,6 @@ export function prepare(
         perProcessLimits: cgroup ? [] : ['cpuTimeMs', 'memoryBytes', 'maxProcesses'],
         seccomp,
         fds,
-        tag,
       },
     }
   } catch (error) {

@@ -70,26 +70,34 @@ export function signalNumber(name: string): number | null {
 
 /** What tells a launcher's refusal from a program's words (see launcherRefusal). */
 export interface LaunchEvidence {
-  /** This run's tag, which cordon's launcher puts in its name when it refuses: `cordon-launch[tag]: ...`. */
-  tag: string
+  /**
+   * What cordon's launcher wrote on its refusal pipe (REFUSAL_FD), which neither bwrap nor the program ever
+   * holds: it writes there only when it does not exec what it was to run.
+   */
+  refusal: string
   /** Whether bwrap reported the program's exit, which it does only after running it; null without bwrap. */
   programRan: boolean | null
 }
 
+/** The launcher's exit codes when the exec of the program itself failed (not found, or any other reason). */
+const EXEC_FAILED = [127, 126]
+
 /**
- * A launcher's own refusal to start (bad bind, no privilege), or null when the program ran. Both exit 1 with
- * their name first, which a program can print too: cordon's launcher counts only with this run's tag (the
- * program never sees it), and bwrap only when it did not report running the program.
+ * A launcher's own refusal to start (bad bind, no privilege), or null when the program ran. cordon's
+ * launcher says so on its refusal pipe, whatever the program printed; an exec of the program that failed
+ * (exit 127/126, like a shell's) is the program's own nonzero exit, not a refusal. bwrap has no such
+ * pipe: its refusal (exit 1, `bwrap: ...` on stderr, which a program can print too) counts only when it
+ * did not report running the program.
  */
 export function launcherRefusal(
   exitCode: number | null,
   stderrTail: string,
   evidence: LaunchEvidence,
 ): string | null {
-  if (exitCode !== 1 || evidence.programRan === true) return null
-  const own = new RegExp(`^cordon-launch\\[${evidence.tag}\\](: .*)`).exec(stderrTail)
-  if (own) return `cordon-launch${own[1]!.trimEnd()}`
-  return evidence.programRan === false ? (/^bwrap: .*/.exec(stderrTail)?.[0].trim() ?? null) : null
+  const own = evidence.refusal.split('\n')[0]!.trim()
+  if (own !== '') return exitCode !== null && EXEC_FAILED.includes(exitCode) ? null : own
+  if (exitCode !== 1 || evidence.programRan !== false) return null
+  return /^bwrap: .*/.exec(stderrTail)?.[0].trim() ?? null
 }
 
 /** The signal a process died of, including a shell's or bwrap's 128+N report of a child's death. */

@@ -1,8 +1,9 @@
 // The sandbox's file descriptors beyond stdio, by number: bwrap's status fd and seccomp program, the
-// log channel, a called function's request and reply. One layout, so spawn's stdio array and the pipes agree.
+// launcher's refusal pipe, the log channel, a called function's request and reply. One layout, so spawn's
+// stdio array and the pipes agree.
 import type { ChildProcess } from 'node:child_process'
 import type { Readable, Writable } from 'node:stream'
-import { CALL_FDS, type LaunchPlan, LOG_FD, SECCOMP_FD, STATUS_FD } from '../plan/plan.js'
+import { CALL_FDS, type LaunchPlan, LOG_FD, REFUSAL_FD, SECCOMP_FD, STATUS_FD } from '../plan/plan.js'
 import type { Policy } from '../policy/schema.js'
 import type { SpawnedProcess, SpawnStdio } from '../spawner/spawner.js'
 
@@ -17,26 +18,41 @@ type Stdio = 'pipe' | 'ignore'
  */
 export function stdioFor(plan: LaunchPlan, stdin: boolean): Stdio[] {
   // Every slot filled: spawn would skip a hole in the array and shift the fds after it.
-  const stdio: Stdio[] = Array.from({ length: CALL_FDS.reply + 1 }, (_, fd) =>
+  const stdio: Stdio[] = Array.from({ length: Math.max(2, ...plan.fds) + 1 }, (_, fd) =>
     fd < 3 || plan.fds.includes(fd) ? 'pipe' : 'ignore',
   )
   stdio[0] = stdin ? 'pipe' : 'ignore'
   return stdio
 }
 
-/** The fds cordon writes to; the rest of the pipes it reads. */
-const HOST_WRITES: ReadonlySet<number> = new Set([0, SECCOMP_FD, CALL_FDS.request])
+/** Which way each piped fd goes: 'write' the host writes it (the sandbox reads), 'read' the host reads it. */
+const DIRECTION: Readonly<Record<number, 'read' | 'write'>> = {
+  0: 'write',
+  1: 'read',
+  2: 'read',
+  [STATUS_FD]: 'read',
+  [REFUSAL_FD]: 'read',
+  [SECCOMP_FD]: 'write',
+  [LOG_FD]: 'read',
+  [CALL_FDS.request]: 'write',
+  [CALL_FDS.reply]: 'read',
+}
 
 /** The same layout for a spawner, whose pipes go one way each (Node's are socketpairs, both ways). */
 export function spawnerStdio(stdio: readonly Stdio[]): SpawnStdio[] {
-  return stdio.map((s, fd) =>
-    s === 'ignore' ? (fd < 3 ? 'null' : 'none') : HOST_WRITES.has(fd) ? 'write' : 'read',
-  )
+  return stdio.map((s, fd) => {
+    if (s === 'ignore') return fd < 3 ? 'null' : 'none'
+    const direction = DIRECTION[fd]
+    if (direction === undefined) throw new Error(`fd ${fd} is piped but has no direction in the fd layout`)
+    return direction
+  })
 }
 
 export interface ExtraFds {
   /** bwrap's --json-status-fd. */
   status: Readable | undefined
+  /** cordon's launcher's refusal, if it refuses. */
+  refusal: Readable | undefined
   seccomp: Writable | undefined
   log: Readable | undefined
   request: Writable | undefined
@@ -50,6 +66,7 @@ export function extraFds(child: Child): ExtraFds {
   const at = (fd: number) => pipes[fd] ?? undefined
   return {
     status: at(STATUS_FD),
+    refusal: at(REFUSAL_FD),
     seccomp: at(SECCOMP_FD),
     log: at(LOG_FD),
     request: at(CALL_FDS.request),

@@ -30,6 +30,7 @@ import { OutputBuffer } from './output.js'
 import { livingByUid, signal as signalPids } from './procs.js'
 import { ChunkQueue } from './queue.js'
 import { secretValues } from './redact.js'
+import { watchRefusal } from './refusal.js'
 import type { Isolation, RunResult, Violation } from './result.js'
 
 export type { RunHandle } from './handle.js'
@@ -175,6 +176,7 @@ function supervise(
   const fds = extraFds(child)
   if (plan.seccomp) fds.seccomp?.end(plan.seccomp)
   fds.log?.on('data', (b: Buffer) => logs.push(b))
+  const refused = watchRefusal(fds.refusal)
   if (call) {
     fds.request?.end(call.request)
     fds.reply?.on('data', (b: Buffer) => call.onReply(b))
@@ -275,11 +277,15 @@ function supervise(
         signal = effectiveSignal(exitCode, null)
         if (signal) exitCode = null
       }
+      const said = refused()
       const refusal = launcherRefusal(exitCode, out.stderrTail, {
-        tag: plan.tag,
+        refusal: said,
         programRan: plan.tier === 'namespace' ? programRan() : null,
       })
       if (refusal) fail(refusal)
+      // The program's exec failed: its reason goes where a shell would put it (the launcher never writes
+      // stderr, which is the program's).
+      else if (said) out.push('stderr', Buffer.from(said))
       const { status, violation } = classify({
         exitCode,
         signal,

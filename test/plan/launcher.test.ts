@@ -16,16 +16,15 @@ const base: LauncherSpec = {
   seccomp: null,
   bwrapEnv: false,
   monitor: false,
-  tag: '0a1b',
+  killSession: false,
   program: ['/usr/bin/true'],
 }
 
 describe('launcherArgv', () => {
-  it('nothing asked: the launcher, no fds kept, the tag, --, the program', () => {
+  it('nothing asked: the launcher, no fds kept, --, the program', () => {
     assert.deepEqual(launcherArgv(base), [
       '/opt/cordon/native/cordon-launch',
       '--keep-fds=',
-      '--tag=0a1b',
       '--',
       '/usr/bin/true',
     ])
@@ -34,7 +33,7 @@ describe('launcherArgv', () => {
   it('everything, in the order the launcher applies it', () => {
     const argv = launcherArgv({
       ...base,
-      keepFds: [6, 3, 5],
+      keepFds: [6, 3, 5, 4],
       rlimits: ['--cpu=1:2', '--fsize=1024'],
       join: ['/sys/fs/cgroup/memory/cordon-1-a/tasks', '/sys/fs/cgroup/pids/cordon-1-a/tasks'],
       scratch: '/tmp/cordon-tmp-x',
@@ -46,11 +45,12 @@ describe('launcherArgv', () => {
       seccomp: Buffer.from([0x06, 0, 0, 0, 0, 0, 0xff, 0x7f]),
       bwrapEnv: true,
       monitor: true,
+      killSession: true,
       program: ['/usr/bin/id', '-u', '--', '--uid=0'],
     })
     assert.deepEqual(argv, [
       '/opt/cordon/native/cordon-launch',
-      '--keep-fds=3,5,6',
+      '--keep-fds=3,4,5,6',
       '--cpu=1:2',
       '--fsize=1024',
       '--join=/sys/fs/cgroup/memory/cordon-1-a/tasks',
@@ -69,7 +69,7 @@ describe('launcherArgv', () => {
       '--seccomp=060000000000ff7f',
       '--bwrap-env',
       '--monitor',
-      '--tag=0a1b',
+      '--kill-session',
       '--',
       '/usr/bin/id',
       '-u',
@@ -79,6 +79,10 @@ describe('launcherArgv', () => {
   })
 
   it('an empty writable list still turns Landlock on: nothing may be written', () => {
-    assert.deepEqual(launcherArgv({ ...base, writable: [] }).slice(2, -3), ['--landlock-fs'])
+    assert.deepEqual(launcherArgv({ ...base, writable: [] }).slice(2, -2), ['--landlock-fs'])
+  })
+
+  it('--kill-session only with --monitor (the process tier, whose monitor leads the session)', () => {
+    assert.ok(!launcherArgv({ ...base, killSession: true }).includes('--kill-session'))
   })
 })

@@ -263,25 +263,20 @@ describe('classify with kernel counters', () => {
 })
 
 describe('launcherRefusal', () => {
-  const processTier = { tag: '5eed5eed', programRan: null }
-  const notStarted = { tag: '5eed5eed', programRan: false }
-  const started = { tag: '5eed5eed', programRan: true }
+  const processTier = { refusal: '', programRan: null }
+  const notStarted = { refusal: '', programRan: false }
+  const started = { refusal: '', programRan: true }
+  const refused = (line: string) => ({ refusal: `${line}\n`, programRan: null })
 
-  it("names a launcher's own refusal: bwrap's before it ran the program, the launcher's by this run's tag", () => {
+  it("names a launcher's own refusal: cordon's from its refusal pipe, bwrap's before it ran the program", () => {
     assert.equal(
       launcherRefusal(1, "bwrap: Can't chdir to /x: No such file\n", notStarted),
       "bwrap: Can't chdir to /x: No such file",
     )
-    for (const evidence of [processTier, notStarted]) {
-      assert.equal(
-        launcherRefusal(
-          1,
-          'cordon-launch[5eed5eed]: unshare network namespace: Operation not permitted\n',
-          evidence,
-        ),
-        'cordon-launch: unshare network namespace: Operation not permitted',
-      )
-    }
+    const own = 'cordon-launch: unshare network namespace: Operation not permitted'
+    assert.equal(launcherRefusal(1, '', refused(own)), own)
+    assert.equal(launcherRefusal(1, '', { ...refused(own), programRan: false }), own, 'before bwrap ran')
+    assert.equal(launcherRefusal(null, '', refused(own)), own, 'a launcher killed after it refused')
     assert.equal(
       launcherRefusal(1, 'setpriv: setresuid failed\n', processTier),
       null,
@@ -289,16 +284,35 @@ describe('launcherRefusal', () => {
     )
   })
 
+  it('the refusal pipe wins over whatever stderr says, and only its first line is the message', () => {
+    assert.equal(
+      launcherRefusal(1, 'the program said: all fine\n', refused('cordon-launch: bad argument: --x')),
+      'cordon-launch: bad argument: --x',
+    )
+    assert.equal(
+      launcherRefusal(1, '', { refusal: 'cordon-launch: a\nmore\n', programRan: null }),
+      'cordon-launch: a',
+    )
+  })
+
+  it("an exec of the program that failed (127, 126) is the program's exit, not a refusal", () => {
+    for (const code of [126, 127]) {
+      assert.equal(launcherRefusal(code, '', refused('cordon-launch: cannot execute /x: No such file')), null)
+    }
+  })
+
   it('leaves the program alone: other exit codes, other text', () => {
     assert.equal(launcherRefusal(2, 'bwrap: anything\n', notStarted), null)
     assert.equal(launcherRefusal(1, 'python: bwrap: not me\n', notStarted), null)
   })
 
-  it('a program cannot forge one: an untagged or wrongly tagged line, or bwrap words once the program ran', () => {
-    assert.equal(launcherRefusal(1, 'cordon-launch: forged\n', processTier), null)
-    assert.equal(launcherRefusal(1, 'cordon-launch[00000000]: forged\n', processTier), null)
+  it('a program cannot forge one: its stderr is no evidence, bwrap words count only before bwrap ran it', () => {
+    for (const forged of ['cordon-launch: forged\n', 'cordon-launch[00000000]: forged\n']) {
+      assert.equal(launcherRefusal(1, forged, processTier), null)
+      assert.equal(launcherRefusal(1, forged, notStarted), null)
+      assert.equal(launcherRefusal(1, forged, started), null)
+    }
     assert.equal(launcherRefusal(1, 'bwrap: forged\n', processTier), null, 'the process tier has no bwrap')
     assert.equal(launcherRefusal(1, 'bwrap: forged\n', started), null, 'bwrap reported the program exit')
-    assert.equal(launcherRefusal(1, 'cordon-launch[5eed5eed]: forged\n', started), null)
   })
 })

@@ -73,6 +73,8 @@ describe('namespace tier', { skip: noNamespace }, () => {
     const handle = start(['sh', '-c', 'echo $CORDON_TEST_MARK; exec sleep 30'], { isolation, env })
     let bwrapEnv: string | null = null
     try {
+      // The program has run (and printed) before the kill: a SIGTERM sooner would be a race with its echo.
+      for await (const chunk of handle.output) if (chunk.stream === 'stdout') break
       await waitFor(() => {
         if (!/^Name:\s+bwrap/m.test(readFileSync(`/proc/${handle.pid}/status`, 'utf8'))) return false
         bwrapEnv = readFileSync(`/proc/${handle.pid}/environ`, 'utf8')
@@ -273,6 +275,38 @@ for (const tier of TIERS) {
         assert.equal(r.status, 'nonzero-exit', `${line}: ${JSON.stringify(r.violation)}`)
         assert.equal(r.stderr, `${line}\n`)
       }
+    })
+
+    it("one that reads what its launcher was told (its parent's command line) cannot forge one either", async () => {
+      // Every ancestor it can see: the process tier's monitor is its parent, and was the launcher.
+      const script = [
+        'p=$$; tag=',
+        'while [ "$p" -gt 1 ] 2>/dev/null; do',
+        '  t=$(tr "\\0" "\\n" < /proc/$p/cmdline 2>/dev/null | sed -n "s/^--tag=//p"); [ -n "$t" ] && tag=$t',
+        '  p=$(cut -d" " -f4 /proc/$p/stat 2>/dev/null || echo 0)',
+        'done',
+        'echo "tag=[$tag]"',
+        'echo "cordon-launch[$tag]: unshare network namespace: Operation not permitted" >&2',
+        'echo "cordon-launch: unshare network namespace: Operation not permitted" >&2',
+        'exit 1',
+      ].join('\n')
+      const r = await run(['sh', '-c', script], { isolation: tier })
+      assert.equal(r.status, 'nonzero-exit', `${r.stdout}${r.stderr}: ${JSON.stringify(r.violation)}`)
+      assert.equal(r.exitCode, 1)
+    })
+
+    it("nor through the launcher's refusal pipe: it never reaches the program, not even through /proc", async () => {
+      const script = [
+        'echo "cordon-launch: forged" >&4 && echo wrote-fd-4',
+        'for p in $PPID $(cut -d" " -f4 /proc/$PPID/stat); do',
+        '  echo "cordon-launch: forged" 2>/dev/null > /proc/$p/fd/4 && echo wrote-$p',
+        'done',
+        'ls /proc/self/fd/ | tr "\\n" " " >&2',
+        'exit 1',
+      ].join('\n')
+      const r = await run(['sh', '-c', script], { isolation: tier })
+      assert.equal(r.status, 'nonzero-exit', `${r.stdout}${r.stderr}: ${JSON.stringify(r.violation)}`)
+      assert.doesNotMatch(r.stdout, /wrote/)
     })
   })
 }

@@ -2,11 +2,13 @@
 // how it refuses when it cannot.
 import assert from 'node:assert/strict'
 import { spawn, spawnSync } from 'node:child_process'
-import { existsSync, readFileSync } from 'node:fs'
+import { once } from 'node:events'
+import { existsSync, readFileSync, writeFileSync } from 'node:fs'
 import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import { describe, it } from 'node:test'
+import { fileURLToPath } from 'node:url'
 import { run } from '../../src/index.js'
 import { probeCapabilities } from '../../src/plan/capabilities.js'
 import { LANDLOCK_SCOPES } from '../../src/plan/launcher.js'
@@ -26,6 +28,7 @@ import {
 } from '../helpers.js'
 
 const caps = probeCapabilities()
+const LIBRARY = fileURLToPath(new URL('../../dist/index.js', import.meta.url))
 const isolation = 'process'
 const noLandlock = caps.landlock >= 1 ? false : 'the kernel offers no Landlock'
 const noScopes =
@@ -171,6 +174,40 @@ describe('process tier launcher', { skip: noLauncher }, () => {
     assert.equal(existsSync(tmp!), false, `${tmp} removed`)
   })
 
+  it("a launcher's refusal is an `error` read from its refusal pipe; the program's stderr stays empty", () => {
+    // A host whose TMPDIR does not exist: the launcher cannot make the run's private TMPDIR there.
+    const host = spawnSync(
+      process.execPath,
+      [
+        '--input-type=module',
+        '-e',
+        `import { run } from ${JSON.stringify(LIBRARY)}
+const r = await run(['true'], { isolation: 'process' })
+process.stdout.write(JSON.stringify(r))`,
+      ],
+      { encoding: 'utf8', env: { ...process.env, TMPDIR: '/nonexistent-cordon-tmp' }, timeout: 20_000 },
+    )
+    assert.equal(host.status, 0, host.stderr)
+    const r = JSON.parse(host.stdout) as Awaited<ReturnType<typeof run>>
+    assert.equal(r.status, 'error', JSON.stringify(r))
+    assert.equal(r.violation?.limit, 'launch')
+    assert.match(
+      r.violation?.message ?? '',
+      /^cordon-launch: cannot make \/nonexistent-cordon-tmp\/cordon-tmp-/,
+    )
+    assert.equal(r.stderr, '')
+  })
+
+  it('a program whose exec fails after every check passed keeps its exit (127), with the reason on stderr', async () => {
+    const dir = worldWritableDir()
+    const script = path.join(dir, 'script')
+    writeFileSync(script, '#!/nonexistent/interpreter\n', { mode: 0o755 })
+    const r = await run([script], { isolation })
+    assert.equal(r.status, 'nonzero-exit', JSON.stringify(r))
+    assert.equal(r.exitCode, 127)
+    assert.match(r.stderr, /^cordon-launch: cannot execute .*script: No such file or directory\n$/)
+  })
+
   it('TMPDIR and HOME given in env are kept', async () => {
     const home = worldWritableDir()
     const r = await run(['sh', '-c', 'echo "$HOME $TMPDIR"'], {
@@ -273,11 +310,16 @@ describe('process tier launcher', { skip: noLauncher }, () => {
 })
 
 describe('the launcher binary', { skip: noLauncher }, () => {
-  // cordon always says which inherited fds to keep (none here); the option itself is tested below.
-  const launch = (...args: string[]) =>
-    spawnSync(caps.launcher!, ['--keep-fds=', ...args], { encoding: 'utf8' })
+  // As cordon runs it: fd 4 is the refusal pipe, kept (the option itself is tested below).
+  const launch = (...args: string[]) => {
+    const r = spawnSync(caps.launcher!, ['--keep-fds=4', ...args], {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'pipe', 'ignore', 'pipe'],
+    })
+    return { ...r, refusal: String(r.output[4] ?? '') }
+  }
 
-  it('refuses what it does not know, naming it, exit 1', () => {
+  it('refuses what it does not know, naming it on its refusal pipe, exit 1', () => {
     for (const [args, message] of [
       [['--bogus', '--', 'true'], 'bad argument: --bogus'],
       [['--cpu=abc', '--', 'true'], 'bad argument: --cpu=abc'],
@@ -292,28 +334,45 @@ describe('the launcher binary', { skip: noLauncher }, () => {
       [['--keep-fds=2', '--', 'true'], 'bad argument: --keep-fds=2'],
       [['--keep-fds=6,5', '--', 'true'], 'bad argument: --keep-fds=6,5'],
       [['--keep-fds=5x', '--', 'true'], 'bad argument: --keep-fds=5x'],
+      [['--kill-session', '--', 'true'], '--kill-session needs --monitor'],
+      [['--tag=0a1b', '--', 'true'], 'bad argument: --tag=0a1b'],
     ] as const) {
       const r = launch(...args)
-      assert.equal(r.status, 1, `${args.join(' ')}: ${r.stderr}`)
+      assert.equal(r.status, 1, `${args.join(' ')}: ${r.refusal}`)
       assert.match(
-        r.stderr,
+        r.refusal,
         new RegExp(`^cordon-launch: .*${message.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}`),
       )
+      assert.equal(r.stderr, '', "never on stderr, which is the program's")
     }
   })
 
-  it("tags every refusal with --tag, even one about an argument before it: a program cannot guess a run's tag", () => {
-    const bad = launch('--bogus', '--tag=0a1b2c', '--', 'true')
-    assert.equal(bad.status, 1)
-    assert.match(bad.stderr, /^cordon-launch\[0a1b2c\]: bad argument: --bogus/)
-    const missing = launch('--tag=0a1b2c', '--', '/no/such/program')
-    assert.equal(missing.status, 127)
-    assert.match(missing.stderr, /^cordon-launch\[0a1b2c\]: cannot execute \/no\/such\/program/)
-    assert.match(
-      launch('--tag=', '--', 'true').stderr,
-      /^cordon-launch: bad argument: --tag=/,
-      'a tag is hex',
+  it('says nothing on its refusal pipe when it runs the program, which never holds that pipe', () => {
+    const r = launch(
+      '--',
+      '/bin/sh',
+      '-c',
+      'echo "cordon-launch: forged" >&4 || echo refused; ls /proc/self/fd',
     )
+    assert.equal(r.status, 0, r.stderr)
+    assert.equal(r.refusal, '')
+    assert.match(r.stdout, /^refused\n/)
+    assert.doesNotMatch(r.stdout, /^4$/m, 'fd 4 is closed in the program')
+    const monitored = launch(
+      '--monitor',
+      '--',
+      '/bin/sh',
+      '-c',
+      'echo forged > /proc/$PPID/fd/4 || echo refused',
+    )
+    assert.equal(monitored.refusal, '', 'the monitor holds no fd 4 either')
+    assert.match(monitored.stdout, /refused/)
+  })
+
+  it('run by hand without a kept fd 4, it says why on stderr', () => {
+    const r = spawnSync(caps.launcher!, ['--keep-fds=', '--bogus', '--', 'true'], { encoding: 'utf8' })
+    assert.equal(r.status, 1)
+    assert.match(r.stderr, /^cordon-launch: bad argument: --bogus/)
   })
 
   it('--monitor: stays as the parent of the program, which it runs in a child, and passes on how it ended', () => {
@@ -325,11 +384,38 @@ describe('the launcher binary', { skip: noLauncher }, () => {
     assert.deepEqual([term.status, term.signal], [null, 'SIGTERM'], 'an ordinary signal as itself')
     const rt = launch('--monitor', '--', '/usr/bin/python3', '-c', 'import os; os.kill(os.getpid(), 35)')
     assert.equal(rt.status, 128 + 35, 'a real-time signal, which Node cannot name, as 128+N')
-    const refused = launch('--monitor', '--tag=ab', '--mkdir=relative', '--', '/bin/true')
+    const refused = launch('--monitor', '--mkdir=relative', '--', '/bin/true')
     assert.equal(refused.status, 1)
-    assert.match(refused.stderr, /^cordon-launch\[ab\]: bad argument: --mkdir=relative/)
+    assert.match(refused.refusal, /^cordon-launch: bad argument: --mkdir=relative/)
     const missing = launch('--monitor', '--', '/no/such/program')
-    assert.equal(missing.status, 127, missing.stderr)
+    assert.equal(missing.status, 127, missing.refusal)
+    assert.match(missing.refusal, /^cordon-launch: cannot execute \/no\/such\/program/)
+  })
+
+  it('--kill-session: the monitor kills what is left of its session when the program ends', async () => {
+    for (const sweep of [true, false]) {
+      const m = marker()
+      const script = `sleep ${m} >/dev/null 2>&1 & (sleep ${m} >/dev/null 2>&1 &); sleep 0.2; exit 3`
+      const args = [
+        '--keep-fds=',
+        '--monitor',
+        ...(sweep ? ['--kill-session'] : []),
+        '--',
+        '/bin/sh',
+        '-c',
+        script,
+      ]
+      // Detached: the launcher leads a session of its own, as cordon starts it.
+      const child = spawn(caps.launcher!, args, { detached: true, stdio: 'ignore' })
+      const [code] = (await once(child, 'exit')) as [number | null]
+      assert.equal(code, 3, "the program's exit is passed on")
+      if (sweep) {
+        assert.deepEqual(processesWith(`sleep ${m}`), [], 'nothing of its session is left')
+      } else {
+        assert.ok(await waitFor(() => processesWith(`sleep ${m}`).length === 2, 5000), 'without it they stay')
+        for (const pid of processesWith(`sleep ${m}`)) process.kill(pid, 'SIGKILL')
+      }
+    }
   })
 
   it('requires --keep-fds: which inherited fds survive is never left to chance', () => {
@@ -352,11 +438,11 @@ describe('the launcher binary', { skip: noLauncher }, () => {
       'ignore',
       'pipe',
     ] as const
-    const r = spawnSync(caps.launcher!, ['--keep-fds=4,6', '--', '/bin/sh', '-c', probe], {
+    const r = spawnSync(caps.launcher!, ['--keep-fds=5,6', '--', '/bin/sh', '-c', probe], {
       encoding: 'utf8',
       stdio: [...stdio, ...Array(20).fill('ignore'), 'pipe'],
     })
-    assert.equal(r.stdout, '4\n6\n', r.stderr)
+    assert.equal(r.stdout, '5\n6\n', r.stderr)
   })
 
   it('a set-up step that fails stops before the program, exit 1', () => {
@@ -366,15 +452,17 @@ describe('the launcher binary', { skip: noLauncher }, () => {
       [`--mkdir=${dir}`, '--', 'sh', '-c', 'echo ran'], // exists: never reused
     ]) {
       const r = launch(...args)
-      assert.equal(r.status, 1, r.stderr)
+      assert.equal(r.status, 1, r.refusal)
       assert.equal(r.stdout, '', 'the program never ran')
-      assert.match(r.stderr, /^cordon-launch: cannot (open|make)/)
+      assert.match(r.refusal, /^cordon-launch: cannot (open|make)/)
     }
   })
 
   it('a program it cannot execute: 127 when missing, 126 otherwise, like a shell (no PATH lookup)', () => {
     assert.equal(launch('--', 'true').status, 127, 'cordon passes resolved paths only')
-    assert.equal(launch('--', '/nonexistent/program').status, 127)
+    const missing = launch('--', '/nonexistent/program')
+    assert.equal(missing.status, 127)
+    assert.match(missing.refusal, /^cordon-launch: cannot execute \/nonexistent\/program: No such file/)
     assert.equal(launch('--', os.tmpdir()).status, 126)
   })
 
