@@ -15,6 +15,8 @@ export interface UidLease {
   gid: number
   /** The lock was taken over from a dead owner, whose sandbox may have left processes behind. */
   inherited: boolean
+  /** Until release(): only while it is held are the uid's processes this run's. */
+  held(): boolean
   release(): void
 }
 
@@ -104,6 +106,7 @@ export function claimUid(pool: UidPool): UidLease | null {
         uid,
         gid: pool.first,
         inherited: locked === 'inherited',
+        held: () => !released,
         release() {
           if (released) return
           released = true

@@ -13,7 +13,7 @@ import {
 } from '../plan/cgroup-settings.js'
 import { CGROUP_PREFIX, type CgroupController, type CgroupSupport } from '../plan/cgroups.js'
 import { preadSmall } from './pread.js'
-import { signal } from './procs.js'
+import { inCgroup, type ProcInfo, readProc, signalFound } from './procs.js'
 import { staleEntries } from './stale.js'
 
 function tryRead(file: string): string | undefined {
@@ -28,6 +28,23 @@ function tryRead(file: string): string | undefined {
 function readPids(dir: string | undefined): number[] {
   const text = dir === undefined ? undefined : tryRead(path.join(dir, 'cgroup.procs'))
   return (text ?? '').split('\n').filter(Boolean).map(Number)
+}
+
+/** The living processes listed in a cgroup directory, with their start times (see signalFound). */
+function livingIn(dir: string | undefined): ProcInfo[] {
+  const out: ProcInfo[] = []
+  for (const pid of readPids(dir)) {
+    const info = readProc(pid, -1)
+    if (info && !info.zombie) out.push(info)
+  }
+  return out
+}
+
+/** SIGKILL what `dir` lists, each only while it is still in that cgroup (named by the directory). */
+function killListed(dir: string | undefined, found: readonly ProcInfo[]): void {
+  if (dir === undefined) return
+  const name = path.basename(dir)
+  signalFound(found, 'SIGKILL', (now) => inCgroup(now.pid, name))
 }
 
 /** Whether anyone is inside: v2 says so in cgroup.events, v1 counts tasks in pids.current. */
@@ -116,16 +133,24 @@ export class SandboxCgroup {
     return parseUsage(this.version, files)
   }
 
-  pids(): number[] {
+  /** The directory whose member list is read: every v1 hierarchy holds the same processes; memory is always there. */
+  private get listed(): string | undefined {
+    return this.dirs.get(this.version === 2 ? 'unified' : 'memory')
+  }
+
+  /** The living processes inside, each with its start time. */
+  members(): ProcInfo[] {
     // Counting is cheap and listing is not (v1 builds a sorted pid list on every read): list only when
     // the count says someone is there (zombies are counted, not listed: then the list is read, empty).
     const empty =
       this.version === 2
         ? /^populated 0$/m.test(this.file(COUNT_V2.controller, COUNT_V2.file) ?? '')
         : this.file(COUNT_V1.controller, COUNT_V1.file)?.trim() === '0'
-    if (empty) return []
-    // Every v1 hierarchy holds the same processes; memory is always there.
-    return readPids(this.dirs.get(this.version === 2 ? 'unified' : 'memory'))
+    return empty ? [] : livingIn(this.listed)
+  }
+
+  pids(): number[] {
+    return this.members().map((p) => p.pid)
   }
 
   /**
@@ -144,9 +169,9 @@ export class SandboxCgroup {
       }
     }
     for (let pass = 0; pass < KILL_PASSES; pass++) {
-      const pids = this.pids()
-      if (pids.length === 0) return
-      signal(pids, 'SIGKILL')
+      const found = this.members()
+      if (found.length === 0) return
+      killListed(this.listed, found)
     }
   }
 
@@ -185,7 +210,7 @@ export class SandboxCgroup {
 function sweepStale(parent: string): void {
   for (const name of staleEntries(parent, CGROUP_PREFIX)) {
     const dir = path.join(parent, name)
-    signal(readPids(dir), 'SIGKILL')
+    killListed(dir, livingIn(dir))
     try {
       rmdirSync(dir)
     } catch {

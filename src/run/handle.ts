@@ -10,7 +10,10 @@ export interface RunHandle {
   /** Write to the sandbox's stdin (only when `stdin` was not given: it then stays open until closeStdin). */
   write(data: string | Buffer): boolean
   closeStdin(): void
-  /** Stop the sandbox (SIGTERM, then SIGKILL after killGraceMs); the result's status becomes `canceled`. */
+  /**
+   * Stop the sandbox (SIGTERM, then SIGKILL after killGraceMs); the result's status becomes `canceled`.
+   * Once the run has ended it does nothing at all: its pids, uid and session may be someone else's by then.
+   */
   kill(): void
   readonly result: Promise<RunResult>
 }

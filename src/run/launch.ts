@@ -27,11 +27,12 @@ import {
 } from './kill.js'
 import { LogCollector } from './logs.js'
 import { OutputBuffer } from './output.js'
-import { livingByUid, signal as signalPids } from './procs.js'
+import { livingByUid, signalFound } from './procs.js'
 import { ChunkQueue } from './queue.js'
 import { secretValues } from './redact.js'
 import { watchRefusal } from './refusal.js'
 import type { Isolation, RunResult, Violation } from './result.js'
+import { RunTimers } from './timers.js'
 
 export type { RunHandle } from './handle.js'
 
@@ -135,9 +136,9 @@ function supervise(
 ): RunHandle {
   const keepStdinOpen = interactive && policy.stdin === undefined
   const { limits } = policy
-  const uid = plan.lease?.uid ?? null
+  const { lease } = plan
   // A uid inherited from a host that died mid-run may still have processes: clean slate first.
-  if (plan.lease?.inherited) signalPids(livingByUid(plan.lease.uid), 'SIGKILL')
+  if (lease?.inherited) signalFound(livingByUid(lease.uid), 'SIGKILL', (now) => now.uid === lease.uid)
 
   // The caller's own callbacks run inside pipe handlers, where a throw would take the host down: the
   // first one stops the sandbox and becomes the rejection of the result, after the usual clean-up.
@@ -191,17 +192,23 @@ function supervise(
       signal: (sig) => child.kill(sig),
     }
     if (plan.tier === 'namespace') {
-      const ns = namespaceProcesses(leader)
+      const ns = namespaceProcesses(leader, lease)
       programRan = watchStatus(fds.status, (init) => ns.setInit(init)).programRan
       procs = ns
     } else {
-      procs = processTierProcesses(leader, uid)
+      procs = processTierProcesses(leader, lease)
     }
     if (cgroup) procs = cgroupProcesses(cgroup, procs, plan.tier === 'namespace', leader)
   }
   cgroup?.keepOpen()
 
   let stoppedFor: StopReason | null = null
+  /**
+   * Set when the close handler starts: the run is over from then on, and nothing may stop (signal) it
+   * any more: its pids, uid and session may be someone else's by the time a late kill() comes.
+   */
+  let closed = false
+  const timers = new RunTimers()
   /** Set while a graceful stop's grace runs, unset again when it ends. */
   let graceTimer: NodeJS.Timeout | undefined
   /** What the end of the launched process left for the end of a grace under way. */
@@ -209,23 +216,23 @@ function supervise(
   const inGrace = () => graceTimer !== undefined
   let termRetry: NodeJS.Timeout | undefined
   const stop = (reason: StopReason, graceful: boolean) => {
-    if (stoppedFor || !procs) return
+    if (closed || stoppedFor || !procs) return
     stoppedFor = reason
     if (!graceful) return procs.kill()
     // Nothing runs yet (bwrap still setting up): ask again until the program is there; the grace ends it.
-    if (!procs.term()) termRetry = setInterval(() => procs.term() && clearInterval(termRetry), TERM_RETRY_MS)
-    graceTimer = setTimeout(() => {
+    if (!procs.term()) termRetry = timers.every(TERM_RETRY_MS, () => procs.term() && timers.clear(termRetry))
+    graceTimer = timers.after(limits.killGraceMs, () => {
       graceTimer = undefined
       procs.kill()
       afterGrace?.()
-    }, limits.killGraceMs)
+    })
   }
-  const wallTimer = setTimeout(() => stop('timeout', true), limits.wallTimeMs)
+  const wallTimer = timers.after(limits.wallTimeMs, () => stop('timeout', true))
   const cpuTimer =
     cgroup &&
-    setInterval(() => {
+    timers.every(CPU_POLL_MS, () => {
       if ((cgroup.cpuMs() ?? 0) >= limits.cpuTimeMs) stop('cpu-time', false)
-    }, CPU_POLL_MS)
+    })
   const onAbort = () => stop('canceled', true)
   policy.signal?.addEventListener('abort', onAbort, { once: true })
 
@@ -246,23 +253,25 @@ function supervise(
       // In the namespace tier a clean exit of bwrap's monitor means its init is gone; a killed one may not be.
       const endRest = () => {
         if (plan.tier === 'process' || sig !== null) procs?.kill()
-        abandon = setTimeout(() => {
+        abandon = timers.after(PIPES_AFTER_EXIT_MS, () => {
           for (const pipe of child.stdio) pipe?.destroy()
-        }, PIPES_AFTER_EXIT_MS)
+        })
       }
       if (inGrace()) afterGrace = endRest
       else endRest()
     })
     child.on('close', async (code, sig) => {
-      clearTimeout(wallTimer)
+      closed = true
+      policy.signal?.removeEventListener('abort', onAbort)
+      timers.clear(wallTimer)
+      timers.clear(cpuTimer || undefined)
+      timers.clear(termRetry)
+      timers.clear(abandon)
       // Pipes closed during a grace: what is left may still be finishing; it has until the grace ends.
       while (inGrace() && procs && procs.survivors().length > 0) await new Promise((r) => setTimeout(r, 20))
-      clearTimeout(graceTimer)
-      clearTimeout(abandon)
-      clearInterval(termRetry)
-      if (cpuTimer) clearInterval(cpuTimer)
-      policy.signal?.removeEventListener('abort', onAbort)
+      timers.close()
       // Even a clean exit can leave bwrap's init tearing down its namespace for a moment: wait it out.
+      // The uid is still this run's here (releasePlan gives it back below), so a scan by it is sound.
       if (procs) await reap(procs, 5000)
       releaseStdin()
       const usage = cgroup?.usage() ?? null
@@ -323,6 +332,7 @@ function supervise(
     output: queue ?? { async *[Symbol.asyncIterator]() {} },
     write: (data) => (keepStdinOpen && child.stdin?.writable ? child.stdin.write(data) : false),
     closeStdin: () => child.stdin?.end(),
+    // After the run has closed: nothing at all (see `closed`).
     kill: () => stop('canceled', true),
     result,
   }

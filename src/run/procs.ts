@@ -1,5 +1,6 @@
-// A snapshot of /proc: enough to find a sandbox's processes by uid or by ancestry.
-import { closeSync, openSync, readdirSync, statSync } from 'node:fs'
+// A snapshot of /proc: enough to find a sandbox's processes by uid, session, ancestry or cgroup, and the one
+// way cordon signals what it found (signalFound), which checks each is still that process first.
+import { closeSync, openSync, readdirSync, readFileSync, statSync } from 'node:fs'
 import { preadSmall } from './pread.js'
 
 export interface ProcInfo {
@@ -8,8 +9,15 @@ export interface ProcInfo {
   uid: number
   /** Session id: a process leaves it only by calling setsid. */
   sid: number
+  /**
+   * When it started (stat field 22, clock ticks since boot). A pid is reused only by a process started
+   * later, so pid and start time together name one process for good.
+   */
+  start: number
   /** Zombies are already dead; they only wait to be reaped. */
   zombie: boolean
+  /** Stopped (SIGSTOP) or traced: it runs no code until continued. */
+  stopped: boolean
 }
 
 /**
@@ -17,7 +25,7 @@ export interface ProcInfo {
  * owner comes from the /proc/<pid> directory: the kernel keeps it at the process's uid, while the files
  * inside turn root's when the process makes itself non-dumpable.
  */
-function readProc(pid: number, uid?: number): ProcInfo | null {
+export function readProc(pid: number, uid?: number): ProcInfo | null {
   let fd: number
   try {
     fd = openSync(`/proc/${pid}/stat`, 'r')
@@ -29,13 +37,16 @@ function readProc(pid: number, uid?: number): ProcInfo | null {
     const stat = preadSmall(fd)
     if (stat === undefined) return null
     // The command name may contain spaces and parentheses; the fields after the last ')' do not.
+    // fields[0] is stat's field 3 (the state).
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
     return {
       pid,
       ppid: Number(fields[1]),
       sid: Number(fields[3]),
       uid: owner,
+      start: Number(fields[19]),
       zombie: fields[0] === 'Z',
+      stopped: fields[0] === 'T' || fields[0] === 't',
     }
   } catch {
     return null // exited while we looked
@@ -63,17 +74,16 @@ export function listProcesses(uid?: number): ProcInfo[] {
   return out
 }
 
-export function livingByUid(uid: number): number[] {
-  return listProcesses(uid)
-    .filter((p) => !p.zombie)
-    .map((p) => p.pid)
+export function livingByUid(uid: number): ProcInfo[] {
+  return listProcesses(uid).filter((p) => !p.zombie)
 }
 
-/** Living processes of the session `sid` (cordon starts every launcher as a session leader). */
-export function livingInSession(sid: number): number[] {
-  return listProcesses()
-    .filter((p) => !p.zombie && p.sid === sid)
-    .map((p) => p.pid)
+/**
+ * Living processes of the session `sid` (cordon starts every launcher as a session leader). Only while
+ * that leader is not reaped: once its pid is free, a stranger's setsid can make a session of that id.
+ */
+export function livingInSession(sid: number): ProcInfo[] {
+  return listProcesses().filter((p) => !p.zombie && p.sid === sid)
 }
 
 export function isLiving(pid: number): boolean {
@@ -82,7 +92,7 @@ export function isLiving(pid: number): boolean {
 }
 
 /** Living descendants of `root` (not `root` itself). */
-export function livingDescendants(root: number): number[] {
+export function livingDescendants(root: number): ProcInfo[] {
   const procs = listProcesses()
   const children = new Map<number, ProcInfo[]>()
   for (const p of procs) {
@@ -90,25 +100,80 @@ export function livingDescendants(root: number): number[] {
     list.push(p)
     children.set(p.ppid, list)
   }
-  const out: number[] = []
+  const out: ProcInfo[] = []
   const queue = [root]
   for (let pid = queue.pop(); pid !== undefined; pid = queue.pop()) {
     for (const child of children.get(pid) ?? []) {
-      if (!child.zombie) out.push(child.pid)
+      if (!child.zombie) out.push(child)
       queue.push(child.pid)
     }
   }
   return out
 }
 
-export function signal(pids: readonly number[], sig: NodeJS.Signals): void {
-  for (const pid of pids) {
+/** Whether `pid` is in the cgroup named `name` (its directory's name, unique to one sandbox) in any hierarchy. */
+export function inCgroup(pid: number, name: string): boolean {
+  try {
+    return readFileSync(`/proc/${pid}/cgroup`, 'utf8')
+      .split('\n')
+      .some((line) => line.endsWith(`/${name}`))
+  } catch {
+    return false
+  }
+}
+
+/** Those of `found` that are still the processes found (see signalFound), as they are now. */
+export function stillFound(
+  found: readonly ProcInfo[],
+  still: (now: ProcInfo, then: ProcInfo) => boolean,
+  read: (pid: number) => ProcInfo | null = readProc,
+): ProcInfo[] {
+  const out: ProcInfo[] = []
+  for (const then of found) {
+    const now = read(then.pid)
+    if (now !== null && !now.zombie && now.start === then.start && still(now, then)) out.push(now)
+  }
+  return out
+}
+
+/** How signalFound reads and signals; tests inject their own. */
+export interface ProcIo {
+  read(pid: number): ProcInfo | null
+  kill(pid: number, sig: NodeJS.Signals): void
+}
+
+const realIo: ProcIo = {
+  read: (pid) => readProc(pid),
+  kill: (pid, sig) => process.kill(pid, sig),
+}
+
+/**
+ * Signal processes a scan found, each only if it is still the process that was found: alive, the same
+ * start time (so its pid was not reused meanwhile), and still matching what it was found by (`still`: its
+ * uid, session, parent or cgroup). Every signal cordon sends to a pid it did not spawn itself goes through
+ * here. Returns the pids signalled.
+ *
+ * Node has no pidfd, so a window of a few microseconds remains between this check and kill(2). It is
+ * acceptable: for the pid to name someone else by then, the process must exit, be reaped, and the kernel's
+ * pid allocator (which hands pids out in a cycle) must come round all of pid_max to that number, tens of
+ * thousands of forks in microseconds. Only root can pick a pid (ns_last_pid, clone3's set_tid).
+ */
+export function signalFound(
+  found: readonly ProcInfo[],
+  sig: NodeJS.Signals,
+  still: (now: ProcInfo, then: ProcInfo) => boolean,
+  io: ProcIo = realIo,
+): number[] {
+  const sent: number[] = []
+  for (const then of stillFound(found, still, io.read)) {
     try {
-      process.kill(pid, sig)
+      io.kill(then.pid, sig)
+      sent.push(then.pid)
     } catch {
-      // Already gone.
+      // Exited since.
     }
   }
+  return sent
 }
 
 /** Whether a process with this pid exists (zombies included). */

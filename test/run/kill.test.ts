@@ -17,9 +17,9 @@ describe('cgroupProcesses', { skip: noCgroup }, () => {
     const cgroup = SandboxCgroup.create(support, [], cgroupDirs(support, sandboxCgroupName()))
     let reads = 0
     const counted = {
-      pids: () => {
+      members: () => {
         reads++
-        return cgroup.pids()
+        return cgroup.members()
       },
       kill: () => cgroup.kill(),
     }
