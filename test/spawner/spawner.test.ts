@@ -424,14 +424,16 @@ describe('spawner: load', { skip: noSpawner || skipTier('namespace') }, () => {
     const spawner = await openSpawner()
     const openFds = () => readdirSync('/proc/self/fd').length
     const spawnerFds = () => readdirSync(`/proc/${spawner.pid}/fd`).length
-    await Promise.all(Array.from({ length: 30 }, () => run(['true'], { spawner })))
+    // A uid range of this test's own: other cordon hosts on the machine (the default pool) are not its leaks.
+    const uidPool = { first: 62_100, count: 100 }
+    await Promise.all(Array.from({ length: 30 }, () => run(['true'], { spawner, uidPool })))
     const [fdsBefore, spawnerBefore] = [openFds(), spawnerFds()]
     let next = 0
     const statuses = new Map<string, number>()
     const worker = async () => {
       while (next < 300) {
         next++
-        const r = await run(['sh', '-c', 'echo out; echo err >&2'], { spawner })
+        const r = await run(['sh', '-c', 'echo out; echo err >&2'], { spawner, uidPool })
         statuses.set(r.status, (statuses.get(r.status) ?? 0) + 1)
       }
     }
@@ -439,7 +441,7 @@ describe('spawner: load', { skip: noSpawner || skipTier('namespace') }, () => {
     assert.deepEqual([...statuses], [['ok', 300]])
     assert.ok(openFds() <= fdsBefore + 2, `host fds ${fdsBefore} → ${openFds()}`)
     assert.equal(spawnerFds(), spawnerBefore, 'the spawner holds no fd of a finished run')
-    const pool = uidPoolSchema.parse({})
+    const pool = uidPoolSchema.parse(uidPool)
     const left = listProcesses().filter(
       (p) => !p.zombie && p.uid >= pool.first && p.uid < pool.first + pool.count,
     )
