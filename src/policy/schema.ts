@@ -6,6 +6,7 @@ import { PolicyError } from '../errors.js'
 import { parseRule } from '../net/rules.js'
 import { syscallNumber } from '../plan/seccomp.js'
 import { Spawner } from '../spawner/spawner.js'
+import { compileRedactPattern } from './redact-pattern.js'
 import { parseDuration, parseSize } from './units.js'
 
 export interface CliMeta {
@@ -281,9 +282,20 @@ export const policySchema = z.strictObject({
   spawner: z.custom<Spawner>((v) => v instanceof Spawner, 'must be a Spawner from openSpawner()').optional(),
   redact: z
     .array(
-      z.union([z.string().min(1, 'must not be empty'), z.instanceof(RegExp)], {
-        error: 'must be a string or a RegExp',
-      }),
+      z.union(
+        [
+          z.string().min(1, 'must not be empty'),
+          // Matched by RE2 in linear time; what it cannot run that way is refused, not run by V8.
+          z.instanceof(RegExp).superRefine((re, ctx) => {
+            try {
+              compileRedactPattern(re)
+            } catch (error) {
+              ctx.addIssue({ code: 'custom', message: (error as Error).message })
+            }
+          }),
+        ],
+        { error: 'must be a string or a RegExp' },
+      ),
     )
     .default([])
     .register(cli, {

@@ -1,15 +1,32 @@
-// Streaming redaction: secrets become [REDACTED] in every kept copy, even when one arrives split across
-// two reads. The tail of each stream is held back just long enough for a secret to complete.
+// Redaction: secrets become [REDACTED] in everything cordon returns, prints or keeps, in time linear in
+// the text whatever the patterns, holding back at most a window of a stream to catch a secret that
+// arrives split across writes.
+//
+// Literal secrets go through one Aho–Corasick automaton (every occurrence of every literal, one step per
+// character: V8's alternation and indexOf are O(text × secret) on input made of a secret's prefixes, which a
+// sandbox knows when the secret is its own environment variable). RegExps go through RE2 (re2js), and a
+// match is assumed at most REGEX_WINDOW characters long: each engine call sees a bounded slice, and the
+// scan never goes back, so no match can pull the cut back without bound or make a push rescan the tail.
+//
+// A match is a set of characters; what is shown is every character outside all matches, each run of masked
+// characters as one [REDACTED] (see MarkerRuns for where a run's marker goes when two streams interleave).
+import { PolicyError } from '../errors.js'
+import { buildEnv } from '../policy/env.js'
+import { compileRedactPattern } from '../policy/redact-pattern.js'
+import type { Policy } from '../policy/schema.js'
+import type { RunResult } from './result.js'
 
 export const REDACTED = '[REDACTED]'
-/** How far back a regular expression may still be matching: its matches are assumed no longer than this. */
-const REGEX_WINDOW = 256
+/** How far a regular expression may match: its matches are assumed no longer (a longer one is cut here). */
+export const REGEX_WINDOW = 256
+/** A RegExp's first look at new text: big enough that the window it overlaps the next one by is cheap. */
+const PROBE_BLOCK = 4096
 /** Values shorter than this are not redacted automatically (a 2-character "secret" would shred the output). */
 const MIN_SECRET_LENGTH = 4
 const SECRET_NAME =
   /TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL|PRIVATE|API_?KEY|ACCESS_?KEY|(?:^|_)KEY(?:$|_)|(?:^|_)AUTH(?:$|_|ORIZATION)/i
-
-const escapeRegExp = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
+/** ASCII transitions of the automaton are a dense table while it has at most this many states (4 MiB). */
+const MAX_TABLE_STATES = 8192
 
 /** Values of sandbox variables whose names look secret. */
 export function secretValues(env: Readonly<Record<string, string>>): string[] {
@@ -18,112 +35,493 @@ export function secretValues(env: Readonly<Record<string, string>>): string[] {
     .map(([, value]) => value)
 }
 
-interface Span {
-  start: number
-  end: number
+/**
+ * What a run redacts: the policy's list and the values of the variables it passes whose names look
+ * secret. Built from the policy alone, so a run refused before its plan exists is redacted the same way.
+ */
+export function redactionFor(policy: Pick<Policy, 'redact' | 'env' | 'passEnv'>): Redaction {
+  return new Redaction([...policy.redact, ...secretValues(buildEnv(process.env, policy.passEnv, policy.env))])
 }
 
-export class Redactor {
-  private readonly patterns: RegExp[]
-  private readonly window: number
-  /** Text already passed on, kept (raw) so look-behinds and secrets that began there still match. */
-  private context = ''
-  /** Text not yet passed on. */
-  private held = ''
+/**
+ * A result's own small fields with every secret hidden: the violation (its message quotes programs,
+ * paths, hosts) and the network events. Output and logs are redacted as they arrive; this is the rest, so
+ * every result goes through it where it is built.
+ */
+export function redactResult<T extends RunResult>(result: T, redaction: Redaction): T {
+  if (!redaction.active) return result
+  const hide = (text: string) => redaction.apply(text)
+  const { violation } = result
+  return {
+    ...result,
+    violation: violation && {
+      ...violation,
+      message: hide(violation.message),
+      limit: typeof violation.limit === 'string' ? hide(violation.limit) : violation.limit,
+    },
+    network: result.network.map((event) => ({
+      ...event,
+      host: hide(event.host),
+      reason: hide(event.reason),
+    })),
+  }
+}
+
+/** A PolicyError about the plan (a path, a program) quoting a secret, with the secret hidden. */
+export function redactThrown(error: unknown, redaction: Redaction): unknown {
+  if (!(error instanceof PolicyError) || !redaction.active) return error
+  const reason = redaction.apply(error.reason)
+  return reason === error.reason ? error : new PolicyError(redaction.apply(error.field), reason)
+}
+
+type Mark = (start: number, end: number) => void
+
+/** Aho–Corasick over UTF-16 code units: reports, for each position, the longest literal ending there. */
+class Literals {
+  readonly longest: number
+  private readonly goto: Map<number, number>[] = [new Map()]
+  private readonly fail: Int32Array
+  /** Length of the longest literal that is a suffix of the state's text (0: none). */
+  private readonly hit: Int32Array
+  /** Every ASCII transition, failures resolved (null when the automaton is too big for it). */
+  private readonly table: Int32Array | null
+
+  constructor(literals: readonly string[]) {
+    const depth = [0]
+    const own = [0]
+    for (const literal of literals) {
+      let state = 0
+      for (let i = 0; i < literal.length; i++) {
+        const c = literal.charCodeAt(i)
+        let next = this.goto[state]!.get(c)
+        if (next === undefined) {
+          next = this.goto.length
+          this.goto.push(new Map())
+          depth.push(depth[state]! + 1)
+          own.push(0)
+          this.goto[state]!.set(c, next)
+        }
+        state = next
+      }
+      own[state] = literal.length
+    }
+    this.longest = Math.max(0, ...literals.map((l) => l.length))
+    const states = this.goto.length
+    this.fail = new Int32Array(states)
+    this.hit = new Int32Array(states)
+    this.table = states <= MAX_TABLE_STATES ? new Int32Array(states * 128) : null
+    // Breadth first, so a state's failure (shallower) is complete before the state.
+    const order = [0]
+    for (let k = 0; k < order.length; k++) {
+      const state = order[k]!
+      this.hit[state] = Math.max(own[state]!, state === 0 ? 0 : this.hit[this.fail[state]!]!)
+      if (this.table) {
+        for (let c = 0; c < 128; c++) {
+          const next = this.goto[state]!.get(c)
+          this.table[state * 128 + c] = next ?? (state === 0 ? 0 : this.table[this.fail[state]! * 128 + c]!)
+        }
+      }
+      for (const [c, next] of this.goto[state]!) {
+        this.fail[next] = state === 0 ? 0 : this.step(this.fail[state]!, c)
+        order.push(next)
+      }
+    }
+  }
+
+  /** The transition on code unit c: one lookup for ASCII; otherwise failure links, amortised O(1). */
+  step(state: number, c: number): number {
+    if (c < 128 && this.table) return this.table[state * 128 + c]!
+    for (let s = state; ; s = this.fail[s]!) {
+      const next = this.goto[s]!.get(c)
+      if (next !== undefined) return next
+      if (s === 0) return 0
+    }
+  }
+
+  /** Scan text[from, to) (absolute position `at` of text[0]) from `state`; returns the state after it. */
+  scan(state: number, text: string, from: number, to: number, at: number, mark: Mark): number {
+    const { table, hit } = this
+    let s = state
+    for (let i = from; i < to; i++) {
+      const c = text.charCodeAt(i)
+      s = c < 128 && table ? table[s * 128 + c]! : this.step(s, c)
+      const length = hit[s]!
+      if (length) mark(at + i + 1 - length, at + i + 1)
+    }
+    return s
+  }
+}
+
+/**
+ * The compiled redaction of one run: what to hide, and how much of it each engine was asked to scan
+ * (`scanned`, in characters: what tests hold to a multiple of the input, so linear time is checked
+ * without timing anything). Throws PolicyError for a RegExp no linear-time engine can run.
+ */
+export class Redaction {
+  readonly literals: Literals | null
+  readonly regexes: { re2: ReturnType<ReturnType<typeof compileRedactPattern>['re2']> }[]
+  /** Characters that may still complete a match: held back by a streaming scan. */
+  readonly window: number
+  scanned = 0
+  private readonly literalList: string[]
+  private readonly regexList: RegExp[]
+  private bytes: Redaction | undefined
 
   constructor(redact: readonly (string | RegExp)[]) {
     const literals = [...new Set(redact.filter((r): r is string => typeof r === 'string' && r.length > 0))]
-    const regexes = redact.filter((r): r is RegExp => r instanceof RegExp)
-    // Longest first, so a secret that contains another is replaced whole.
-    literals.sort((a, b) => b.length - a.length)
-    this.patterns = [
-      ...(literals.length ? [new RegExp(literals.map(escapeRegExp).join('|'), 'g')] : []),
-      ...regexes.map((r) => new RegExp(r.source, r.flags.includes('g') ? r.flags : `${r.flags}g`)),
-    ]
-    const longest = Math.max(0, ...literals.map((l) => l.length))
-    this.window = Math.max(longest - 1, regexes.length ? REGEX_WINDOW : 0)
+    this.literalList = literals
+    this.regexList = redact.filter((r): r is RegExp => r instanceof RegExp)
+    this.literals = literals.length ? new Literals(literals) : null
+    this.regexes = redact.flatMap((r, i) => {
+      if (!(r instanceof RegExp)) return []
+      try {
+        return [{ re2: compileRedactPattern(r).re2() }]
+      } catch (error) {
+        throw new PolicyError(`redact.${i}`, (error as Error).message)
+      }
+    })
+    this.window = Math.max(
+      this.literals ? this.literals.longest - 1 : 0,
+      this.regexes.length ? REGEX_WINDOW : 0,
+    )
   }
 
   get active(): boolean {
-    return this.patterns.length > 0
+    return this.literals !== null || this.regexes.length > 0
   }
 
-  /**
-   * Every match of every pattern starting at or after `from` (the text before it is context for
-   * look-behinds only), merged where they overlap; adjacent ones stay two. Scanning resumes exactly where
-   * the previous push stopped, so a stream is cut into the same matches as the whole text would be.
-   */
-  private spans(text: string, from = 0): Span[] {
-    const found: Span[] = []
-    for (const re of this.patterns) {
-      re.lastIndex = from
-      for (let m = re.exec(text); m; m = re.exec(text)) {
-        if (m[0].length === 0) {
-          re.lastIndex++
-          continue
-        }
-        found.push({ start: m.index, end: m.index + m[0].length })
-      }
-    }
-    found.sort((a, b) => a.start - b.start)
-    const merged: Span[] = []
-    for (const span of found) {
-      const last = merged.at(-1)
-      if (last && span.start < last.end) last.end = Math.max(last.end, span.end)
-      else merged.push({ ...span })
-    }
-    return merged
+  scanner(): Scanner {
+    return new Scanner(this)
   }
 
-  /** text[from, to) with every span inside replaced (spans are clipped to the range). */
-  private render(text: string, spans: Span[], from: number, to: number): string {
-    let out = ''
-    let at = from
-    for (const span of spans) {
-      if (span.end <= from || span.start >= to) continue
-      out += text.slice(at, Math.max(at, span.start)) + REDACTED
-      at = Math.min(to, span.end)
+  /** The masked intervals of `text`, in order, merged. */
+  masks(text: string): [number, number][] {
+    if (!this.active || !text) return []
+    const scanner = this.scanner()
+    scanner.push(text)
+    scanner.end()
+    const out: [number, number][] = []
+    let at = 0
+    for (const [piece, masked] of scanner.release(scanner.decided)) {
+      if (masked) out.push([at, at + piece.length])
+      at += piece.length
     }
-    return out + text.slice(at, to)
-  }
-
-  /** Redact a whole piece of text at once (no held tail). */
-  apply(text: string): string {
-    return this.active ? this.render(text, this.spans(text), 0, text.length) : text
-  }
-
-  /** Text that is safe to pass on now; the rest waits for more input or flush(). */
-  push(text: string): string {
-    if (!this.active) return text
-    const buffer = this.context + this.held + text
-    const base = this.context.length
-    const spans = this.spans(buffer, base)
-    // Hold back a window a secret could still be completing in, never cut through a match (moving the
-    // cut back can land in an earlier one, hence the loop), and never between a surrogate pair.
-    let cut = Math.max(base, buffer.length - this.window)
-    for (let moved = true; moved; ) {
-      moved = false
-      for (const span of spans) {
-        if (span.start < cut && span.end > cut) {
-          cut = Math.max(base, span.start)
-          moved = span.start >= base
-        }
-      }
-    }
-    const code = buffer.charCodeAt(cut - 1)
-    if (cut > base && code >= 0xd800 && code <= 0xdbff) cut--
-    const out = this.render(buffer, spans, base, cut)
-    this.context = buffer.slice(Math.max(0, cut - this.window), cut)
-    this.held = buffer.slice(cut)
     return out
   }
 
+  /**
+   * The same secrets for bytes read as Latin-1 (one character a byte): literals as their UTF-8 bytes,
+   * RegExps as they are (so they match ASCII text in bytes).
+   */
+  forBytes(): Redaction {
+    this.bytes ??= new Redaction([
+      ...this.literalList.map((l) => Buffer.from(l, 'utf8').toString('latin1')),
+      ...this.regexList,
+    ])
+    return this.bytes
+  }
+
+  /** Overwrite every secret in `bytes` (as UTF-8 or ASCII) with `*`, keeping the length. */
+  maskBytes(bytes: Uint8Array): void {
+    if (!this.active || bytes.length === 0) return
+    const text = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('latin1')
+    for (const [start, end] of this.forBytes().masks(text)) bytes.fill(0x2a, start, end)
+  }
+
+  /** `text` with every match shown as [REDACTED]. */
+  apply(text: string): string {
+    if (!this.active || !text) return text
+    const scanner = this.scanner()
+    scanner.push(text)
+    scanner.end()
+    const runs = new MarkerRuns()
+    let out = ''
+    for (const [piece, masked] of scanner.release(scanner.decided)) out += runs.render(piece, masked)
+    return out + runs.close()
+  }
+}
+
+/** One RegExp's place in a stream: every match starting before `q` is known. */
+class RegexScan {
+  q = 0
+  /** `probe`: look at a whole block for any match first (the DFA, fast); `find`: matches are near. */
+  private probing = true
+
+  constructor(
+    private readonly redaction: Redaction,
+    private readonly re2: Redaction['regexes'][number]['re2'],
+  ) {}
+
+  /** text holds the stream from absolute position `base`; it ends at `end` (the real end when `final`). */
+  run(text: string, base: number, end: number, final: boolean, mark: Mark): void {
+    const W = REGEX_WINDOW
+    for (;;) {
+      const left = end - this.q
+      // A position is decided once every match that can start before it is inside the text: a window
+      // after it. Each step waits for two windows, so it decides at least one: waiting for less, every
+      // small push would scan the same window again.
+      if (left <= 0 || (!final && left < 2 * W)) return
+      if (this.probing) {
+        const to = Math.min(end, this.q + PROBE_BLOCK)
+        const accept = final && to === end ? end : to - W
+        // The DFA says whether there is a match; only then does a slower engine say where it starts.
+        const first = this.search(text, base, this.q, to, 0) && this.search(text, base, this.q, to, 1)
+        if (!first || first[0] >= accept) {
+          this.q = accept
+          continue
+        }
+        this.q = first[0]
+        this.probing = false
+      }
+      // A slice of two windows: matches starting in its first half are complete in it.
+      const to = Math.min(end, this.q + 2 * W)
+      const accept = final && to === end ? end : to - W
+      const m = this.search(text, base, this.q, to, 1)
+      if (!m || m[0] >= accept) {
+        this.q = accept
+        this.probing = true
+        continue
+      }
+      const [start, stop] = m
+      // Longer than the window: cut there (what is inside is hidden) and go on scanning from the cut.
+      const cut = Math.min(stop, start + W)
+      if (cut > start) mark(start, cut)
+      this.q = Math.max(cut, start + 1)
+    }
+  }
+
+  /**
+   * The leftmost-first match in text[from, to) (absolute), or with `groups` 0 whether there is one (the DFA
+   * alone answers that) as a match at `from`. The engine gets a copy of exactly that slice, plus the
+   * character before it so `^` and `\b` see what precedes: handed the whole buffer, re2js would scan (indexOf)
+   * or clear (its backtracker's bitmap) up to the buffer's end on every call.
+   */
+  private search(
+    text: string,
+    base: number,
+    from: number,
+    to: number,
+    groups: 0 | 1,
+  ): [number, number] | null {
+    const before = from > 0 ? 1 : 0
+    const slice = text.slice(from - before - base, to - base)
+    this.redaction.scanned += to - from
+    const [found, at] = this.re2.matchWithGroup(slice, before, slice.length, 0, groups) as [
+      boolean,
+      number[] | null,
+    ]
+    if (!found) return null
+    if (groups === 0 || !at) return [from, from]
+    return [from - before + at[0]!, from - before + at[1]!]
+  }
+}
+
+/**
+ * A streaming scan of one sequence of text: push text, read which of it is decided (no later input can
+ * change whether it is masked), release it as runs of masked and clear characters. Holds back less than
+ * the longest literal, and with a RegExp less than two of its windows (a surrogate pair is never cut).
+ */
+export class Scanner {
+  /** Absolute position of text[0]. */
+  private base = 0
+  private text = ''
+  private literalState = 0
+  private readonly regexes: RegexScan[]
+  /** Masked intervals not yet released, absolute, unsorted. */
+  private marks: number[] = []
+  private ended = false
+  /** Everything before this is released. */
+  private released = 0
+
+  constructor(private readonly redaction: Redaction) {
+    this.regexes = redaction.regexes.map((r) => new RegexScan(redaction, r.re2))
+  }
+
+  /** Positions before this are decided. */
+  get decided(): number {
+    let decided = this.length
+    if (this.redaction.literals && !this.ended) {
+      decided = Math.min(decided, this.length - (this.redaction.literals.longest - 1))
+    }
+    for (const r of this.regexes) decided = Math.min(decided, r.q)
+    // Never between the halves of a surrogate pair, so every released piece is whole text.
+    const code = this.text.charCodeAt(decided - 1 - this.base)
+    if (!this.ended && decided > this.released && code >= 0xd800 && code <= 0xdbff) decided--
+    return Math.max(this.released, decided)
+  }
+
+  /** Absolute length of everything pushed. */
+  get length(): number {
+    return this.base + this.text.length
+  }
+
+  /** Mask [start, end) as well (a match found elsewhere, e.g. in another view of the same characters). */
+  mask(start: number, end: number): void {
+    if (end > start) this.marks.push(start, end)
+  }
+
+  push(text: string): void {
+    if (!text) return
+    const at = this.text.length
+    this.text += text
+    this.scan(at)
+  }
+
+  /** No more text: what was held back is decided. */
+  end(): void {
+    this.ended = true
+    this.scan(this.text.length)
+  }
+
+  private scan(from: number): void {
+    const marks = this.marks
+    // Hits come in rising order of their ends: extend the last interval when they overlap it.
+    const mark: Mark = (s, e) => {
+      const n = marks.length
+      if (n > 0 && s >= marks[n - 2]! && s <= marks[n - 1]!) marks[n - 1] = Math.max(marks[n - 1]!, e)
+      else marks.push(s, e)
+    }
+    const { literals } = this.redaction
+    if (literals) {
+      this.redaction.scanned += this.text.length - from
+      this.literalState = literals.scan(this.literalState, this.text, from, this.text.length, this.base, mark)
+    }
+    for (const r of this.regexes) r.run(this.text, this.base, this.length, this.ended, mark)
+  }
+
+  /**
+   * Hand out text[released, upTo) as alternating runs of [text, masked], and forget it (keeping one character
+   * of context for the RegExps).
+   */
+  release(upTo: number): [string, boolean][] {
+    const from = this.released
+    if (upTo <= from) return []
+    const runs: [string, boolean][] = []
+    const piece = (s: number, e: number, masked: boolean) => {
+      if (e > s) runs.push([this.text.slice(s - this.base, e - this.base), masked])
+    }
+    if (this.marks.length === 0) {
+      piece(from, upTo, false)
+    } else {
+      // Sort and merge the intervals; those reaching past upTo stay for the next release.
+      const spans: [number, number][] = []
+      for (let i = 0; i < this.marks.length; i += 2) spans.push([this.marks[i]!, this.marks[i + 1]!])
+      spans.sort((a, b) => a[0] - b[0])
+      const merged: [number, number][] = []
+      for (const span of spans) {
+        const last = merged.at(-1)
+        if (last && span[0] <= last[1]) last[1] = Math.max(last[1], span[1])
+        else merged.push(span)
+      }
+      let at = from
+      const keep: number[] = []
+      for (const [s, e] of merged) {
+        if (e <= from) continue
+        if (s >= upTo) {
+          keep.push(s, e)
+          continue
+        }
+        piece(at, Math.max(at, s), false)
+        piece(Math.max(at, s), Math.min(e, upTo), true)
+        at = Math.min(e, upTo)
+        if (e > upTo) keep.push(upTo, e)
+      }
+      piece(at, upTo, false)
+      this.marks = keep
+    }
+    this.released = upTo
+    const keepFrom = Math.max(this.base, upTo - 1)
+    if (keepFrom > this.base) {
+      this.text = this.text.slice(keepFrom - this.base)
+      this.base = keepFrom
+    }
+    return runs
+  }
+}
+
+/**
+ * Where [REDACTED] goes. A masked run's marker is written when the run ends: at the next clear character
+ * of any stream, or at the end. So between two clear characters shown next to each other there is never a
+ * hidden one of any stream without a marker, and a secret can appear whole in what is shown (one stream's
+ * text, or both interleaved) only if it was whole, unmasked, in what was scanned. A run interrupted by the
+ * other stream's text gets a second marker when it resumes.
+ */
+export class MarkerRuns<S extends string = string> {
+  /** Streams with a masked run under way, in the order their runs began. */
+  private open: S[] = []
+
+  /** What to show for one run of one stream's characters (see `emit` for two streams). */
+  render(text: string, masked: boolean, stream = '' as S): string {
+    let out = ''
+    this.emit(stream, text, masked, (_s, t) => {
+      out += t
+    })
+    return out
+  }
+
+  /** Feed one run; `write` gets what each stream shows, in order. */
+  emit(stream: S, text: string, masked: boolean, write: (stream: S, text: string) => void): void {
+    if (!text) return
+    if (masked) {
+      if (!this.open.includes(stream)) this.open.push(stream)
+      return
+    }
+    this.closeAll(write)
+    write(stream, text)
+  }
+
+  closeAll(write: (stream: S, text: string) => void): void {
+    for (const stream of this.open) write(stream, REDACTED)
+    this.open = []
+  }
+
+  /** Close a single-stream run (render's counterpart). */
+  close(): string {
+    const out = this.open.length ? REDACTED : ''
+    this.open = []
+    return out
+  }
+}
+
+/**
+ * Streaming redaction of one sequence of text: push pieces, get back what is safe to pass on now; flush at
+ * the end. The same text as `apply` on the whole, whatever the pieces (for matches within the window).
+ */
+export class Redactor {
+  readonly redaction: Redaction
+  private scanner: Scanner
+  private runs = new MarkerRuns()
+
+  constructor(redact: readonly (string | RegExp)[] | Redaction) {
+    this.redaction = redact instanceof Redaction ? redact : new Redaction(redact)
+    this.scanner = this.redaction.scanner()
+  }
+
+  get active(): boolean {
+    return this.redaction.active
+  }
+
+  apply(text: string): string {
+    return this.redaction.apply(text)
+  }
+
+  push(text: string): string {
+    if (!this.active) return text
+    this.scanner.push(text)
+    return this.render(this.scanner.decided)
+  }
+
   flush(): string {
-    const buffer = this.context + this.held
-    const base = this.context.length
-    const out = this.active ? this.render(buffer, this.spans(buffer, base), base, buffer.length) : buffer
-    this.context = ''
-    this.held = ''
+    if (!this.active) return ''
+    this.scanner.end()
+    const out = this.render(this.scanner.decided) + this.runs.close()
+    this.scanner = this.redaction.scanner()
+    return out
+  }
+
+  private render(upTo: number): string {
+    let out = ''
+    for (const [text, masked] of this.scanner.release(upTo)) out += this.runs.render(text, masked)
     return out
   }
 }

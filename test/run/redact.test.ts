@@ -1,7 +1,9 @@
 // Streaming redaction: literal and regex secrets, split across pushes, never leaked in any emitted piece.
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
-import { REDACTED, Redactor, secretValues } from '../../src/run/redact.js'
+import { PolicyError } from '../../src/errors.js'
+import { parsePolicy } from '../../src/policy/schema.js'
+import { REDACTED, Redaction, Redactor, secretValues } from '../../src/run/redact.js'
 import { prng } from '../helpers.js'
 
 /** Push every chunk, then flush; returns every piece the redactor handed out (flush last). */
@@ -62,7 +64,8 @@ describe('Redactor: literal secrets', () => {
     const r = new Redactor(['s3cr3t'])
     assert.equal(
       r.apply('s3cr3t and s3cr3t;s3cr3ts3cr3t'),
-      `${REDACTED} and ${REDACTED};${REDACTED}${REDACTED}`,
+      `${REDACTED} and ${REDACTED};${REDACTED}`,
+      'adjacent matches are one run of hidden characters, one marker',
     )
   })
 
@@ -210,16 +213,17 @@ describe('Redactor: regular expressions', () => {
     assertNoLeak(pieces, 'tok_00ff99')
   })
 
-  it('a regex keeps 256 characters back; longer text is released in order', () => {
+  it('a regex keeps back less than two windows (512 characters); longer text is released in order', () => {
     const r = new Redactor([/zzz/])
-    assert.equal(r.push('a'.repeat(256)), '', 'the last 256 characters wait')
-    assert.equal(r.push('b'.repeat(10)), 'a'.repeat(10))
-    assert.equal(r.flush(), 'a'.repeat(246) + 'b'.repeat(10))
+    assert.equal(r.push('a'.repeat(511)), '', 'deciding waits for two windows')
+    assert.equal(r.push('b'), 'a'.repeat(256), 'then the first window is decided')
+    assert.equal(r.push('b'.repeat(10)), '', 'and the next waits for two windows again')
+    assert.equal(r.flush(), 'a'.repeat(255) + 'b'.repeat(11))
   })
 
   it('a match straddling the hold-back cut is not split: the cut moves back to its start', () => {
     const r = new Redactor([/tok-1+/])
-    // 574 characters: the cut (574 - 256 = 318) falls inside the match at 300..324.
+    // 574 characters: the first window ends at 318, inside the match at 300..324.
     const text = `${'x'.repeat(300)}tok-${'1'.repeat(20)}${'y'.repeat(250)}`
     const first = r.push(text)
     assert.equal(first, 'x'.repeat(300), 'released exactly up to the start of the match')
@@ -230,10 +234,10 @@ describe('Redactor: regular expressions', () => {
 
   it('a literal secret straddling the cut is not split either', () => {
     const r = new Redactor(['abcdefgh', /never-matches-\d{100}/])
-    // window 256 (regex); the cut lands inside abcdefgh.
-    const text = `${'x'.repeat(100)}abcdefgh${'y'.repeat(252)}`
+    // The RegExp decides up to 560 - 256 = 304, inside abcdefgh (300..308).
+    const text = `${'x'.repeat(300)}abcdefgh${'y'.repeat(252)}`
     const first = r.push(text)
-    assert.equal(first, 'x'.repeat(100))
+    assert.equal(first, 'x'.repeat(300))
     assert.equal(r.flush(), REDACTED + 'y'.repeat(252))
   })
 
@@ -248,10 +252,10 @@ describe('Redactor: regular expressions', () => {
     assertNoLeak([first, rest], 'abc')
   })
 
-  it('consecutive adjacent matches at the cut are all kept together', () => {
+  it('consecutive adjacent matches at the cut are one run, one marker', () => {
     const r = new Redactor(['abcd'])
     const pieces = stream(r, ['abcdabcdab', 'cdabcd'])
-    assert.equal(pieces.join(''), REDACTED.repeat(4))
+    assert.equal(pieces.join(''), REDACTED)
     assertNoLeak(pieces, 'abcd')
   })
 })
@@ -335,24 +339,49 @@ describe('Redactor: surrogate pairs, look-arounds, overlapping patterns', () => 
     }
   })
 
-  it('a lookbehind regex still redacts when the cut falls between its context and its match', () => {
-    const r = new Redactor([/(?<=key=)\w+/])
-    const whole = `${'x'.repeat(300)}key=hunter22 ${'y'.repeat(300)}`
-    const out = stream(r, chars(whole)).join('')
-    assert.ok(!out.includes('hunter22'), 'the secret after key= leaked')
-    assert.ok(out.includes(`key=${REDACTED} `), 'key=[REDACTED] expected')
+  it('a pattern no linear-time engine can run is refused, naming redact.N and why', () => {
+    for (const [re, why] of [
+      [/(?<=key=)\w+/, /look-behind/],
+      [/(?<!x)y/, /look-behind/],
+      [/\w+(?=!)/, /look-ahead/],
+      [/a(?!b)/, /look-ahead/],
+      [/(a)\1/, /backreference/],
+      [/(?<n>a)\k<n>/, /backreference/],
+    ] as const) {
+      assert.throws(
+        () => new Redactor(['literal', re]),
+        (e: unknown) => e instanceof PolicyError && e.field === 'redact.1' && why.test(e.message),
+        String(re),
+      )
+      assert.throws(
+        () => parsePolicy({ redact: [re] }),
+        (e: unknown) => e instanceof PolicyError && e.field === 'redact.0' && /linear time/.test(e.message),
+        `the schema refuses ${re}`,
+      )
+    }
+    // Inside a character class they are plain characters.
+    assert.equal(new Redactor([/[(?=]x/]).apply('(x =x'), `${REDACTED} ${REDACTED}`)
   })
 
-  it('a lookahead regex still redacts when the cut falls between its match and its context', () => {
-    const r = new Redactor([/\w+(?=!)/])
-    const whole = `${'x'.repeat(300)} hunter22! ${'y'.repeat(300)}`
+  it('the i, m, s and u flags keep their meaning; g and y change nothing', () => {
+    assert.equal(new Redactor([/^tok$/m]).apply('a\ntok\nb'), `a\n${REDACTED}\nb`)
+    assert.equal(new Redactor([/^tok$/]).apply('a\ntok\nb'), 'a\ntok\nb', 'without m, ^ is the start')
+    assert.equal(new Redactor([/a.b/s]).apply('a\nb'), REDACTED)
+    assert.equal(new Redactor([/a.b/]).apply('a\nb'), 'a\nb')
+    assert.equal(new Redactor([/TOK/i]).apply('tok'), REDACTED)
+    assert.equal(new Redactor([/\u{1F600}+/u]).apply('x😀😀x'), `x${REDACTED}x`)
+    assert.equal(new Redactor([/tok/gy]).apply('a tok b'), `a ${REDACTED} b`)
+  })
+
+  it('^ and \\b see the text before a streamed piece, not a new start', () => {
+    const r = new Redactor([/^start/, /\bword\b/])
+    const whole = `start ${'x'.repeat(600)}start sword word`
     const out = stream(r, chars(whole)).join('')
-    assert.ok(!out.includes('hunter22'), 'the secret before ! leaked')
-    assert.ok(out.includes(` ${REDACTED}! `), '[REDACTED]! expected')
+    assert.equal(out, `${REDACTED} ${'x'.repeat(600)}start sword ${REDACTED}`)
   })
 
   it('matches are found on the raw text, every pattern independently, the same streamed or whole', () => {
-    // 'aab' and /b1+b/ overlap at the first b: both are hidden as one span; the regex resumes after its
+    // 'aab' and /b1+b/ overlap at the first b: both are hidden as one run; the regex resumes after its
     // own match (…11b at 6), as String.replace would, so "11b" after it is plain text, streamed or not.
     const r = new Redactor(['aab', /b1+b/])
     const whole = `${'x'.repeat(300)}aab11b11b${'y'.repeat(300)}`
@@ -421,5 +450,95 @@ describe('secretValues', () => {
       'u:pw',
       'Bearer x',
     ])
+  })
+})
+
+describe('Redaction: linear time, counted', () => {
+  // `scanned` counts the characters each engine call was handed (a whole slice, however early the engine
+  // stops): the bound holds for the worst the engine could do, without timing anything.
+  const MiB = 1024 * 1024
+
+  /** Push `text` in pieces of `size` (all at once when 0), flush; returns what came out and the count per character. */
+  function scan(redact: (string | RegExp)[], text: string, size = 0) {
+    const r = new Redactor(redact)
+    let out = ''
+    if (size === 0) out += r.push(text)
+    else for (let at = 0; at < text.length; at += size) out += r.push(text.slice(at, at + size))
+    out += r.flush()
+    return { out, perChar: r.redaction.scanned / text.length }
+  }
+
+  it('/a.*b/ on 64 MiB of "a" in one push: about one look at each character, nothing hidden', () => {
+    const text = 'a'.repeat(64 * MiB)
+    const { out, perChar } = scan([/a.*b/], text)
+    assert.ok(out === text, 'nothing hidden')
+    assert.ok(perChar <= 1.2, `${perChar} characters scanned per character`)
+  })
+
+  it('/(a+)+$/ on "a": hidden in window-long cuts, two looks at each character', () => {
+    const text = 'a'.repeat(4 * MiB)
+    const { out, perChar } = scan([/(a+)+$/], text)
+    assert.equal(out, REDACTED)
+    assert.ok(perChar <= 2.2, `${perChar} characters scanned per character`)
+  })
+
+  it('many tiny pushes cost what one push does: the held tail is never scanned again', () => {
+    const text = `${'a'.repeat(MiB / 4)}b`
+    for (const redact of [[/a.*b/], [/x+y/], ['aaaaaaaaaaaaaaab'], [/(a+)+$/]]) {
+      const one = scan(redact, text)
+      const tiny = scan(redact, text, 1)
+      const small = scan(redact, text, 7)
+      // Where a match longer than the window is cut may differ; shorter ones are found alike.
+      if (String(redact) !== '/a.*b/') {
+        assert.equal(tiny.out, one.out, `${redact}: same text`)
+        assert.equal(small.out, one.out, `${redact}: same text`)
+      }
+      // /a.*b/ matches all of it: hidden in window-long cuts from where a window fits; the rest scans on.
+      const matches = String(redact) !== '/x+y/'
+      for (const { out } of [one, tiny, small])
+        assert.equal(out.includes(REDACTED), matches, `${redact}: hidden`)
+      for (const [name, { perChar }] of Object.entries({ one, tiny, small })) {
+        assert.ok(perChar <= 2.2, `${redact} ${name}: ${perChar} characters scanned per character`)
+      }
+    }
+  })
+
+  it('a literal secret on text made of its own prefixes: one step per character (V8 takes O(text × secret))', () => {
+    const secret = `${'x'.repeat(2048)}Y${'x'.repeat(2047)}`
+    const text = 'x'.repeat(8 * MiB)
+    const { out, perChar } = scan([secret], text)
+    assert.ok(out === text)
+    assert.equal(perChar, 1)
+    const hit = scan([secret, 'other'], `${text}${secret}`)
+    assert.equal(hit.out, `${text}${REDACTED}`)
+  })
+
+  it('the worst a RegExp can cost: every character a match decided only at the window end', () => {
+    // /.*[^A-Z]|[A-Z]/ on "AAAA": each one-character match is known only when .* has run to the window's
+    // end; so each costs a slice of two windows. Linear still: at most 2 × 256 + 1 looks per character.
+    const text = 'A'.repeat(20_000)
+    const { out, perChar } = scan([/.*[^A-Z]|[A-Z]/], text)
+    assert.equal(out, REDACTED)
+    assert.ok(perChar <= 2 * 256 + 1, `${perChar} characters scanned per character`)
+  })
+
+  it('an output buffer scans each character twice (its stream, then the interleaving), however it arrives', async () => {
+    const { OutputBuffer } = await import('../../src/run/output.js')
+    const bytes = Buffer.from(`${'a'.repeat(4 * MiB)}b`)
+    for (const size of [bytes.length, 65536, 17]) {
+      for (const redact of [[/a.*b/], ['aaaaaaaaab']] as (string | RegExp)[][]) {
+        const redaction = new Redaction(redact)
+        const out = new OutputBuffer(bytes.length, () => {}, redaction)
+        for (let at = 0; at < bytes.length; at += size) {
+          out.push(at % (2 * size) === 0 ? 'stdout' : 'stderr', bytes.subarray(at, at + size))
+        }
+        out.finish()
+        const perChar = redaction.scanned / bytes.length
+        assert.ok(
+          perChar <= 4.4,
+          `${redact} in pieces of ${size}: ${perChar} characters scanned per character`,
+        )
+      }
+    }
   })
 })
