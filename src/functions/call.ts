@@ -6,10 +6,12 @@ import path from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import { serialize } from 'node:v8'
 import { PolicyError } from '../errors.js'
-import type { RunOptions } from '../policy/schema.js'
+import { parsePolicy, type RunOptions } from '../policy/schema.js'
 import { launch } from '../run/launch.js'
+import { redactionFor, redactResult } from '../run/redact.js'
 import type { RunResult } from '../run/result.js'
 import { type ErrorInfo, findReplies, GUARD_FROM_RUNNER } from './protocol.js'
+import { redactErrorInfo, redactValue } from './redact-value.js'
 
 export interface FunctionResult<T = unknown> extends RunResult {
   /** The function's return value, when it returned. */
@@ -76,6 +78,8 @@ export async function callFunction<T = unknown>(
       if (replyBytes <= MAX_REPLY_BYTES) chunks.push(data)
     },
   }).result
+  // The run's own output, logs and fields are redacted by launch; the value and error are this call's.
+  const redaction = redactionFor(parsePolicy(options))
   if (replyBytes > MAX_REPLY_BYTES) {
     return {
       ...result,
@@ -98,13 +102,17 @@ export async function callFunction<T = unknown>(
   }
   const reply = replies[0]
   if (!reply) return result // it never answered: the run's own status (timeout, memory, ...) says why
-  if (reply.kind === 'value') return { ...result, value: reply.value as T }
-  if (reply.kind === 'threw') return { ...result, error: reply.error }
+  if (reply.kind === 'value') return { ...result, value: redactValue(reply.value, redaction) as T }
+  const error = redactErrorInfo(reply.error, redaction)
+  if (reply.kind === 'threw') return { ...result, error }
   // Could not be called at all: that is an error of the call, not of the function.
-  return {
-    ...result,
-    status: 'error',
-    violation: { kind: 'error', limit: reply.kind, message: reply.error.message },
-    error: reply.error,
-  }
+  return redactResult(
+    {
+      ...result,
+      status: 'error',
+      violation: { kind: 'error', limit: reply.kind, message: error.message },
+      error,
+    },
+    redaction,
+  )
 }

@@ -29,7 +29,7 @@ import { LogCollector } from './logs.js'
 import { OutputBuffer } from './output.js'
 import { livingByUid, signalFound } from './procs.js'
 import { ChunkQueue } from './queue.js'
-import { secretValues } from './redact.js'
+import { type Redaction, redactionFor, redactResult, redactThrown } from './redact.js'
 import { watchRefusal } from './refusal.js'
 import type { Isolation, RunResult, Violation } from './result.js'
 import { RunTimers } from './timers.js'
@@ -77,18 +77,19 @@ export function launch(
   const argv = parseCommand(command)
   const policy = parsePolicy(options)
   policy.spawner?.assertOpen()
+  const redaction = redactionFor(policy)
   // An allowlist gets this run's own proxies; they live exactly as long as the run.
   const proxy = typeof policy.network === 'object' ? new NetworkProxy(policy.network) : null
   const finish = (isolation: Isolation, violation: Violation) => {
     void proxy?.close()
-    return finishedHandle(emptyResult(isolation, violation))
+    return finishedHandle(redactResult(emptyResult(isolation, violation), redaction))
   }
   let prepared: ReturnType<typeof prepare>
   try {
     prepared = prepare(argv, policy, recentCapabilities(policy.cgroup.parent), call?.visible, proxy?.dir)
   } catch (error) {
     void proxy?.close()
-    throw error
+    throw redactThrown(error, redaction)
   }
   if (prepared.kind === 'refused') return finish(prepared.tier, prepared.violation)
   const { plan } = prepared
@@ -105,7 +106,7 @@ export function launch(
     const message = `could not create the sandbox cgroup: ${(error as Error).message}`
     return finish(plan.tier, { kind: 'error', limit: 'cgroup', message })
   }
-  return supervise(plan, policy, cgroup, interactive, call, proxy)
+  return supervise(plan, policy, cgroup, interactive, call, proxy, redaction)
 }
 
 /**
@@ -133,6 +134,7 @@ function supervise(
   interactive: boolean,
   call: CallChannel | undefined,
   proxy: NetworkProxy | null,
+  redaction: Redaction,
 ): RunHandle {
   const keepStdinOpen = interactive && policy.stdin === undefined
   const { limits } = policy
@@ -157,17 +159,16 @@ function supervise(
   const onOutput = guarded(policy.onOutput)
   // Only start() hands out the live iterator; run() does not keep a second copy of every chunk.
   const queue = interactive ? new ChunkQueue<OutputChunk>() : null
-  const redact = [...policy.redact, ...secretValues(plan.env)]
   const out = new OutputBuffer(
     limits.maxOutputBytes,
     (chunk) => {
       queue?.push(chunk)
       onOutput?.(chunk)
     },
-    redact,
+    redaction,
     queue !== null || onOutput !== undefined,
   )
-  const logs = new LogCollector(limits.maxLogBytes, redact, guarded(policy.onLog))
+  const logs = new LogCollector(limits.maxLogBytes, redaction, guarded(policy.onLog))
   const started = performance.now()
   const child = startChild(plan, policy, keepStdinOpen || policy.stdin !== undefined)
   let launchError: string | null = null
@@ -307,7 +308,7 @@ function supervise(
       const text = out.finish()
       queue?.end()
       if (thrown) return reject(thrown.error)
-      resolve({
+      const finished: RunResult = {
         status,
         exitCode,
         signal,
@@ -323,7 +324,8 @@ function supervise(
         logs: logs.finish(),
         logsTruncated: logs.truncated,
         network: proxy?.events ?? [],
-      })
+      }
+      resolve(redactResult(finished, redaction))
     })
   })
 

@@ -2,14 +2,14 @@
 // their own byte budget; a line that is not a JSON object with a known level arrives as raw text at info.
 import { StringDecoder } from 'node:string_decoder'
 import type { LogEntry } from '../policy/schema.js'
-import { Redactor } from './redact.js'
+import { Redaction, Redactor } from './redact.js'
 
 const LEVELS = new Set(['trace', 'debug', 'info', 'warn', 'error'])
 /** A line longer than this is cut and delivered as raw text, so a missing newline cannot hold memory. */
 const MAX_LINE = 64 * 1024
 
-/** A log line as an entry; `redact` applies to its text: to the decoded string values of a JSON line
- * (so an escaped secret is caught and the JSON stays valid), or to the raw line. */
+/** A log line as an entry; `redact` applies to its text: to the decoded keys and string values of a JSON
+ * line, at every depth (so an escaped secret is caught and the JSON stays valid), or to the raw line. */
 export function parseLogLine(line: string, redact: (text: string) => string = (t) => t): LogEntry {
   try {
     const value: unknown = JSON.parse(line)
@@ -31,7 +31,8 @@ function redactValues(value: unknown, redact: (text: string) => string): unknown
   if (typeof value === 'string') return redact(value)
   if (Array.isArray(value)) return value.map((v) => redactValues(v, redact))
   if (value && typeof value === 'object') {
-    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, redactValues(v, redact)]))
+    // Keys too: a program may log a secret as a field name. Two keys hidden alike become one.
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [redact(k), redactValues(v, redact)]))
   }
   return value
 }
@@ -42,16 +43,16 @@ export class LogCollector {
   truncated = false
   private partial = ''
   private readonly decoder = new StringDecoder('utf8')
-  private readonly redactor: Redactor
+  private readonly redaction: Redaction
   /** An over-long line is passed on in pieces through its own streaming redactor, so no secret splits. */
   private longLine: Redactor | null = null
 
   constructor(
     private readonly budget: number,
-    private readonly redact: readonly (string | RegExp)[],
+    redact: readonly (string | RegExp)[] | Redaction,
     private readonly onLog?: (entry: LogEntry) => void,
   ) {
-    this.redactor = new Redactor(redact)
+    this.redaction = redact instanceof Redaction ? redact : new Redaction(redact)
   }
 
   push(data: Buffer): void {
@@ -64,7 +65,7 @@ export class LogCollector {
     this.partial = lines.pop() ?? ''
     for (const line of lines) this.line(line)
     if (this.partial.length > MAX_LINE) {
-      this.longLine ??= new Redactor(this.redact)
+      this.longLine ??= new Redactor(this.redaction)
       this.raw(this.longLine.push(this.partial))
       this.partial = ''
     }
@@ -88,7 +89,7 @@ export class LogCollector {
       return
     }
     if (!raw.trim()) return
-    this.add(parseLogLine(raw, (text) => this.redactor.apply(text)))
+    this.add(parseLogLine(raw, (text) => this.redaction.apply(text)))
   }
 
   private add(entry: LogEntry): void {

@@ -5,7 +5,7 @@ import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 import { after, describe, it } from 'node:test'
 import { fileURLToPath, pathToFileURL } from 'node:url'
-import { callFunction, PolicyError, run } from '../../src/index.js'
+import { callFunction, PolicyError, type RunOptions, run } from '../../src/index.js'
 import { notRoot, skipTier, TIERS } from '../helpers.js'
 
 // Outside /tmp (private in the sandbox); the tests also hide its parent to show the module stays visible.
@@ -35,9 +35,47 @@ export function forge() {
 export function spin() { for (;;) {} }
 export async function chatter() { for (;;) { console.log('x'); await new Promise((r) => setTimeout(r, 10)) } }
 export const notAFunction = 42
+export function leak(s) {
+  return { [s]: s, text: \`x \${s} y\`, map: new Map([[s, s], ['k', { [s]: [s] }]]), set: new Set([s, \`a\${s}\`]),
+    arr: [[s]], err: new RangeError(\`inner \${s}\`), bytes: new TextEncoder().encode(\`<\${s}>\`), buf: new TextEncoder().encode(s).buffer, n: 1 }
+}
+export function throwSecret(s) { throw new TypeError(\`bad \${s}\`) }
+export function throwString(s) { throw \`plain \${s}\` }
 `,
 )
 writeFileSync(path.join(dir, 'broken.mjs'), 'export const x = ;\n')
+
+/** Where `secret` appears in `value` (strings, keys, Map/Set, Errors, bytes as UTF-8), or null. */
+function whereShown(value: unknown, secret: string, at = 'value', seen = new Set<unknown>()): string | null {
+  if (typeof value === 'string') return value.includes(secret) ? at : null
+  if (value === null || typeof value !== 'object' || seen.has(value)) return null
+  seen.add(value)
+  if (ArrayBuffer.isView(value) || value instanceof ArrayBuffer) {
+    const bytes =
+      value instanceof ArrayBuffer
+        ? new Uint8Array(value)
+        : new Uint8Array(value.buffer, value.byteOffset, value.byteLength)
+    return Buffer.from(bytes).toString('latin1').includes(secret) ? at : null
+  }
+  const entries: [unknown, unknown][] =
+    value instanceof Map
+      ? [...value]
+      : value instanceof Set
+        ? [...value].map((v) => [null, v])
+        : value instanceof Error
+          ? [
+              [null, value.name],
+              [null, value.message],
+              [null, value.stack],
+            ]
+          : Object.entries(value)
+  for (const [k, v] of entries) {
+    const found =
+      whereShown(k, secret, `${at} key`, seen) ?? whereShown(v, secret, `${at}.${String(k)}`, seen)
+    if (found) return found
+  }
+  return null
+}
 
 for (const tier of TIERS) {
   describe(`callFunction (${tier} tier)`, { skip: skipTier(tier) }, () => {
@@ -97,6 +135,34 @@ for (const tier of TIERS) {
       assert.equal(noisy.stderr, 'and stderr\n')
       const forged = await callFunction(mod, 'forge', [], { isolation })
       assert.equal(forged.value, 'genuine')
+    })
+
+    it('a secret in the value or what was thrown is redacted: strings, keys, Map, Set, Error, bytes', async () => {
+      const secret = 'tok-5e3c2a1b0f9d'
+      for (const options of [
+        { redact: [secret] },
+        { env: { API_TOKEN: secret } },
+        { redact: [/tok-[0-9a-f]{12}/] },
+      ] as RunOptions[]) {
+        const r = await callFunction<Record<string, unknown>>(mod, 'leak', [secret], {
+          isolation,
+          ...options,
+        })
+        assert.equal(r.status, 'ok', r.stderr)
+        assert.equal(whereShown(r.value, secret), null)
+        assert.equal(r.value?.n, 1, 'the rest of the value is intact')
+        assert.equal(
+          (r.value as { bytes: Uint8Array }).bytes.length,
+          secret.length + 2,
+          'bytes keep their length',
+        )
+        for (const name of ['throwSecret', 'throwString']) {
+          const thrown = await callFunction(mod, name, [secret], { isolation, ...options })
+          assert.equal(thrown.status, 'nonzero-exit')
+          assert.ok(thrown.error, name)
+          assert.equal(whereShown(thrown, secret), null, `${name}: ${JSON.stringify(thrown.error)}`)
+        }
+      }
     })
 
     it('limits apply: a function that never returns times out', async () => {
@@ -160,6 +226,17 @@ describe('cordon call', () => {
     const result = JSON.parse(r.stdout)
     assert.equal(result.value, 42)
     assert.equal(result.status, 'ok')
+  })
+
+  it('the printed value and stack show no secret', () => {
+    const secret = 'tok-5e3c2a1b0f9d'
+    const value = call(`${mod}#leak`, '--args', JSON.stringify([secret]), '--redact', secret)
+    assert.equal(value.status, 0, value.stderr)
+    assert.ok(!value.stdout.includes(secret), value.stdout)
+    const thrown = call(`${mod}#throwSecret`, '--args', JSON.stringify([secret]), '--redact', secret)
+    assert.equal(thrown.status, 1)
+    assert.match(thrown.stderr, /TypeError: bad/)
+    assert.ok(!thrown.stderr.includes(secret), thrown.stderr)
   })
 
   it('exit 1 with the stack when the function throws; 125 naming --args for bad JSON', () => {

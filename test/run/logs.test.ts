@@ -376,3 +376,28 @@ describe('LogCollector: over-long lines', () => {
     assert.ok(!entries.some((e) => e.msg.startsWith('SECRET')), 'the second half leaked')
   })
 })
+
+describe('LogCollector: redaction of keys', () => {
+  it('a secret as a key, at any depth and in arrays, is redacted like a value', () => {
+    const { c } = collector(['hunter22'])
+    const line = {
+      level: 'info',
+      msg: 'm',
+      hunter22: 1,
+      n: { 'x-hunter22-y': { hunter22: 'hunter22' } },
+      a: [{ hunter22: 2 }],
+    }
+    c.push(b(`${JSON.stringify(line)}\n`))
+    const entries = c.finish()
+    assert.equal(entries.length, 1)
+    assert.ok(!JSON.stringify(entries).includes('hunter22'), JSON.stringify(entries))
+    assert.equal(entries[0]?.level, 'info')
+  })
+
+  it('parseLogLine redacts keys too', () => {
+    const entry = parseLogLine('{"level":"warn","msg":"m","k-hunter22":{"hunter22":1}}', (t) =>
+      t.replaceAll('hunter22', REDACTED),
+    )
+    assert.ok(!JSON.stringify(entry).includes('hunter22'), JSON.stringify(entry))
+  })
+})

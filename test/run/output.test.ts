@@ -284,3 +284,85 @@ describe('OutputBuffer live chunks and kept text agree', () => {
     }
   })
 })
+
+/** Every view a consumer can make: kept stdout/stderr/output, live chunks per stream and interleaved. */
+function views(out: OutputBuffer, chunks: readonly OutputChunk[]): Record<string, string> {
+  const text = out.finish()
+  const join = (cs: readonly OutputChunk[]) => cs.map((c) => c.data).join('')
+  return {
+    stdout: text.stdout,
+    stderr: text.stderr,
+    output: text.output,
+    'live stdout': join(chunks.filter((c) => c.stream === 'stdout')),
+    'live stderr': join(chunks.filter((c) => c.stream === 'stderr')),
+    'live 2>&1': join(chunks),
+  }
+}
+
+describe('OutputBuffer: a secret split across stdout and stderr', () => {
+  const SECRET = 'SECRET-42'
+
+  it('half on each stream is hidden in every view, kept and live', () => {
+    for (const [first, second] of [
+      ['stdout', 'stderr'],
+      ['stderr', 'stdout'],
+    ] as const) {
+      const chunks: OutputChunk[] = []
+      const out = new OutputBuffer(1000, (c) => chunks.push(c), [SECRET])
+      // Each half followed by exactly what a per-stream redactor holds back (8 for a 9-character secret).
+      out.push(first, b(`a SECR${'x'.repeat(8)}`))
+      out.push(second, b(`ET-42 b${'y'.repeat(8)}`))
+      out.push(first, b('\n'))
+      for (const [name, text] of Object.entries(views(out, chunks))) {
+        assert.ok(!text.includes(SECRET), `${first}→${second}: ${name} shows it: ${JSON.stringify(text)}`)
+      }
+    }
+  })
+
+  it('a secret each stream shows part of, around masked text of the other, is hidden too', () => {
+    // stdout's masked run (TOKEN) around stderr's "SEC": stdout's marker must not be the only one, or the
+    // interleaved text would read SEC + RET with nothing between.
+    const chunks: OutputChunk[] = []
+    const out = new OutputBuffer(1000, (c) => chunks.push(c), ['SECRET', 'TOKEN'])
+    out.push('stdout', b('TO'))
+    out.push('stderr', b('SEC'))
+    out.push('stdout', b('KEN'))
+    out.push('stderr', b('RET'))
+    for (const [name, text] of Object.entries(views(out, chunks))) {
+      assert.ok(!text.includes('SECRET'), `${name} shows SECRET: ${JSON.stringify(text)}`)
+      assert.ok(!text.includes('TOKEN'), `${name} shows TOKEN: ${JSON.stringify(text)}`)
+    }
+  })
+
+  it('random interleavings of secret pieces on both streams: no view shows a secret whole', () => {
+    const secrets = ['abcab', 'bca', 'xay']
+    const alphabet = [b('a'), b('b'), b('c'), b('x'), b('y'), b('€'), b('abc'), b('ab')]
+    for (let round = 0; round < 300; round++) {
+      const { pushes } = randomPushes(prng(5000 + round), alphabet)
+      const chunks: OutputChunk[] = []
+      const out = new OutputBuffer(1 << 20, (c) => chunks.push(c), secrets)
+      for (const [stream, data] of pushes) out.push(stream, data)
+      const seen = views(out, chunks)
+      for (const [name, text] of Object.entries(seen)) {
+        for (const s of secrets)
+          assert.ok(!text.includes(s), `round ${round}: ${name} shows ${s}: ${JSON.stringify(text)}`)
+      }
+      assert.equal(seen.output, seen['live 2>&1'], `round ${round}: output is the live chunks in order`)
+      assert.equal(seen.stdout, seen['live stdout'])
+      assert.equal(seen.stderr, seen['live stderr'])
+      assert.equal(
+        chunks.reduce((n, c) => n + c.bytes, 0),
+        out.bytes,
+        `round ${round}: chunk byte counts add up to the bytes kept`,
+      )
+    }
+  })
+
+  it('without a live consumer the kept views hide it the same way', () => {
+    const out = new OutputBuffer(1000, () => {}, [SECRET], false)
+    out.push('stdout', b(`a SECR${'x'.repeat(8)}`))
+    out.push('stderr', b(`ET-42 b${'y'.repeat(8)}`))
+    const text = out.finish()
+    for (const [name, view] of Object.entries(text)) assert.ok(!view.includes(SECRET), `${name}: ${view}`)
+  })
+})

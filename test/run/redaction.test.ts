@@ -1,7 +1,9 @@
 // Redaction end to end: every kept copy and every live chunk, secrets split across writes included.
 import assert from 'node:assert/strict'
+import { spawnSync } from 'node:child_process'
 import { describe, it } from 'node:test'
-import { type OutputChunk, run, start } from '../../src/index.js'
+import { fileURLToPath } from 'node:url'
+import { type OutputChunk, type RunOptions, run, start } from '../../src/index.js'
 import { skipTier, TIERS } from '../helpers.js'
 
 const SECRET = 'tok-9f8e7d6c5b4a'
@@ -40,7 +42,7 @@ for (const tier of TIERS) {
         limits: { maxOutputBytes: SECRET.length * 2 },
       })
       assert.equal(r.outputBytes, SECRET.length * 2)
-      assert.equal(r.stdout, '[REDACTED][REDACTED]')
+      assert.equal(r.stdout, '[REDACTED]', 'one run of hidden characters, one marker')
       assert.equal(r.status, 'ok')
     })
 
@@ -53,3 +55,152 @@ for (const tier of TIERS) {
     })
   })
 }
+
+// The auditor's cases: a secret split across the two streams, and every other string a run hands back.
+const CLI = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url))
+const HALF = 7 // SECRET = tok-9f8 | e7d6c5b4a
+
+/** Fails naming the view in which `secret` appears whole. */
+function assertNowhere(views: Record<string, string>, secret: string): void {
+  for (const [name, text] of Object.entries(views)) {
+    assert.ok(!text.includes(secret), `${name} shows the secret whole: ${JSON.stringify(text)}`)
+  }
+}
+
+/** The views a live consumer makes of chunks: each stream's file, and a terminal with 2>&1. */
+function liveViews(chunks: readonly OutputChunk[], prefix: string): Record<string, string> {
+  const join = (cs: readonly OutputChunk[]) => cs.map((c) => c.data).join('')
+  return {
+    [`${prefix} stdout`]: join(chunks.filter((c) => c.stream === 'stdout')),
+    [`${prefix} stderr`]: join(chunks.filter((c) => c.stream === 'stderr')),
+    [`${prefix} 2>&1`]: join(chunks),
+  }
+}
+
+for (const tier of TIERS) {
+  describe(`redaction across streams and fields (${tier} tier)`, { skip: skipTier(tier) }, () => {
+    // printf writes at once (no stdio buffer to flush); the sleeps make each half its own read. Each half
+    // is followed by exactly the window a redactor holds back (15 characters after a 16-character literal,
+    // 256 after a RegExp), so a redactor per stream releases each half up to its end, one after the other.
+    const pad = (n: number) => ' '.repeat(n)
+    const split = (n: number) =>
+      `printf 'a ${SECRET.slice(0, HALF)}${pad(n)}'; sleep 0.1; printf '${SECRET.slice(HALF)} b${pad(n)}' >&2; sleep 0.1; echo`
+    const splitBack = (n: number) =>
+      `printf '${SECRET.slice(0, HALF)}${pad(n)}' >&2; sleep 0.1; printf '${SECRET.slice(HALF)}${pad(n)}'; sleep 0.1; echo >&2`
+    const variants: [RunOptions, number][] = [
+      [{ redact: [SECRET] }, SECRET.length - 1],
+      [{ env: { API_TOKEN: SECRET } }, SECRET.length - 1],
+      [{ redact: [/tok-[0-9a-f]{12}/] }, 256],
+    ]
+
+    for (const [name, script] of [
+      ['stdout then stderr', split],
+      ['stderr then stdout', splitBack],
+    ] as const) {
+      it(`a secret split ${name} is hidden in output and in the live chunks, interleaved and per stream`, async () => {
+        for (const [redact, window] of variants) {
+          const chunks: OutputChunk[] = []
+          const r = await run(['sh', '-c', script(window)], {
+            isolation: tier,
+            ...redact,
+            onOutput: (c) => chunks.push(c),
+          })
+          assert.equal(r.status, 'ok')
+          assertNowhere(
+            { stdout: r.stdout, stderr: r.stderr, output: r.output, ...liveViews(chunks, 'onOutput') },
+            SECRET,
+          )
+          assert.equal(r.output, chunks.map((c) => c.data).join(''), 'output is the live chunks')
+          const handle = start(['sh', '-c', script(window)], { isolation: tier, ...redact })
+          const seen: OutputChunk[] = []
+          for await (const chunk of handle.output) seen.push(chunk)
+          await handle.result
+          assertNowhere(liveViews(seen, 'start()'), SECRET)
+        }
+      })
+    }
+
+    it('the CLI with 2>&1 shows no secret split across its stdout and stderr', () => {
+      for (const flags of [
+        ['--redact', SECRET],
+        ['--env', `API_TOKEN=${SECRET}`],
+      ]) {
+        const script = split(SECRET.length - 1)
+        const r = spawnSync(
+          'sh',
+          [
+            '-c',
+            '"$0" "$@" 2>&1',
+            process.execPath,
+            CLI,
+            'run',
+            '--isolation',
+            tier,
+            ...flags,
+            '--',
+            'sh',
+            '-c',
+            script,
+          ],
+          { encoding: 'utf8', timeout: 30_000 },
+        )
+        assert.equal(r.status, 0, r.stdout)
+        assert.ok(!r.stdout.includes(SECRET), `2>&1 shows the secret: ${JSON.stringify(r.stdout)}`)
+      }
+    })
+
+    it('log entry keys, nested, are redacted like their values', async () => {
+      const line = JSON.stringify({
+        level: 'info',
+        msg: 'keys',
+        [SECRET]: 1,
+        nested: { [SECRET]: { [SECRET]: SECRET } },
+      })
+      const r = await run(['sh', '-c', `echo '${line}' >&$CORDON_LOG_FD`], {
+        isolation: tier,
+        redact: [SECRET],
+      })
+      assert.equal(r.logs.length, 1)
+      assert.ok(!JSON.stringify(r.logs).includes(SECRET), JSON.stringify(r.logs))
+    })
+
+    it('a violation naming the secret (a program called after it, not found) does not show it', async () => {
+      for (const options of [{ redact: [SECRET] }, { env: { API_TOKEN: SECRET } }] as RunOptions[]) {
+        const r = await run([SECRET], { isolation: tier, ...options })
+        assert.equal(r.status, 'not-found')
+        assert.ok(!JSON.stringify(r).includes(SECRET), JSON.stringify(r.violation))
+        const cli = spawnSync(
+          process.execPath,
+          [CLI, 'run', '--isolation', tier, '--redact', SECRET, '--', SECRET],
+          {
+            encoding: 'utf8',
+            timeout: 30_000,
+          },
+        )
+        assert.equal(cli.status, 127)
+        assert.ok(!cli.stderr.includes(SECRET), `the CLI's summary shows the secret: ${cli.stderr}`)
+        const json = spawnSync(
+          process.execPath,
+          [CLI, 'run', '--json', '--isolation', tier, '--redact', SECRET, '--', SECRET],
+          { encoding: 'utf8', timeout: 30_000 },
+        )
+        assert.ok(!json.stdout.includes(SECRET), `--json shows the secret: ${json.stdout}`)
+      }
+    })
+  })
+}
+
+describe('redaction of network events (namespace tier)', { skip: skipTier('namespace') }, () => {
+  it('a refused host containing the secret is redacted in result.network', async () => {
+    const host = `${SECRET}.example`
+    const r = await run(['sh', '-c', `curl -sS --max-time 5 -p http://${host}/ || true; echo done`], {
+      isolation: 'namespace',
+      network: { allow: ['localhost'] },
+      redact: [SECRET],
+    })
+    assert.equal(r.status, 'ok')
+    assert.equal(r.network.length, 1, JSON.stringify(r.network))
+    assert.equal(r.network[0]?.allowed, false)
+    assert.ok(!JSON.stringify(r).includes(SECRET), JSON.stringify(r.network))
+  })
+})
