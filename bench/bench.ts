@@ -43,6 +43,8 @@ const IDLE_MS = 50
 const OUTPUT_BYTES = 256 * MiB
 const OUTPUT_ROUNDS = quick ? 1 : 7
 const OUTPUT_WARMUP = 2
+const REDACT_BYTES = 64 * MiB
+const REDACT_ROUNDS = quick ? 1 : 3
 const HOST_EXTRA = 512 * MiB
 const STARTUP_RUNS = scaled(40)
 const STARTUP_WARMUP = scaled(5)
@@ -602,7 +604,47 @@ async function main(): Promise<void> {
     ratio: outKeep! / outCount!,
   })
 
-  // 5. A host that holds memory: Node's spawn forks the host, so its cost grows with the host's size (page
+  // 5. Redaction's cost: the host CPU (this process: reading, decoding, scanning, keeping) of a run printing
+  // REDACT_BYTES of text with one literal secret, with one RegExp (case-insensitive, no literal prefix for
+  // the engine to skip ahead by: the DFA looks at every character), and without redaction. Rounds rotate.
+  const redactCmd = [
+    'sh',
+    '-c',
+    `yes 'the quick brown fox jumps over 13 lazy dogs' | head -c ${REDACT_BYTES}`,
+  ]
+  const redactOptions = (redact: RunOptions['redact']): RunOptions => ({
+    isolation: 'namespace',
+    limits: { maxOutputBytes: 2 * REDACT_BYTES, wallTimeMs: '5m', cpuTimeMs: '5m' },
+    redact,
+  })
+  const redactTasks = [[], ['tok-9f8e7d6c5b4a'], [/bearer\s+\S+/i]].map(
+    (redact) => () => cordonRun(redactCmd, redactOptions(redact), REDACT_BYTES),
+  )
+  const hostCpu: number[][] = redactTasks.map(() => [])
+  for (let r = 0; r < REDACT_ROUNDS; r++) {
+    for (let k = 0; k < redactTasks.length; k++) {
+      const t = (r + k) % redactTasks.length
+      gc()
+      const before = process.cpuUsage()
+      await redactTasks[t]!()
+      const used = process.cpuUsage(before)
+      hostCpu[t]!.push((used.user + used.system) / 1000)
+    }
+  }
+  const [plainCpu, literalCpu, regexCpu] = hostCpu.map((xs) => summarize(xs).median)
+  for (const [what, cpu] of [
+    ['one literal', literalCpu!],
+    ['one RegExp', regexCpu!],
+  ] as const) {
+    rows.push({
+      metric: `${REDACT_BYTES / MiB} MiB text, host CPU, ${what} vs no redaction`,
+      cordon: ms(cpu),
+      baseline: ms(plainCpu!),
+      ratio: cpu / plainCpu!,
+    })
+  }
+
+  // 6. A host that holds memory: Node's spawn forks the host, so its cost grows with the host's size (page
   // tables to copy); a spawner's fork does not. The same process tier `true`, with HOST_EXTRA more in this
   // process, touched so it is really there.
   const ballast = Buffer.alloc(HOST_EXTRA, 1)
