@@ -3,7 +3,7 @@ import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import { PolicyError } from '../../src/errors.js'
 import { parsePolicy } from '../../src/policy/schema.js'
-import { REDACTED, Redaction, Redactor, secretValues } from '../../src/run/redact.js'
+import { MarkerRuns, REDACTED, Redaction, Redactor, secretValues } from '../../src/run/redact.js'
 import { prng } from '../helpers.js'
 
 /** Push every chunk, then flush; returns every piece the redactor handed out (flush last). */
@@ -540,5 +540,29 @@ describe('Redaction: linear time, counted', () => {
         )
       }
     }
+  })
+})
+
+describe('MarkerRuns: where markers go when two streams interleave', () => {
+  it('a hidden run of one stream broken by clear text of the other gets a second marker', () => {
+    // Without it, the interleaved text would read "[REDACTED]SECRET": stdout's second hidden run would
+    // join stderr's "SEC" and "RET" with nothing between.
+    const runs = new MarkerRuns<'stdout' | 'stderr'>()
+    const written: [string, string][] = []
+    const write = (stream: string, text: string) => written.push([stream, text])
+    runs.emit('stdout', 'k1k1', true, write)
+    runs.emit('stderr', 'SEC', false, write)
+    runs.emit('stdout', 'k1k1', true, write)
+    runs.emit('stderr', 'RET', false, write)
+    runs.closeAll(write)
+    const all = written.map(([, t]) => t).join('')
+    assert.equal(all, `${REDACTED}SEC${REDACTED}RET`)
+    const own = (s: string) =>
+      written
+        .filter(([w]) => w === s)
+        .map(([, t]) => t)
+        .join('')
+    assert.equal(own('stdout'), REDACTED + REDACTED)
+    assert.equal(own('stderr'), 'SECRET', "stderr's own view was whole in its own scan, which hides it")
   })
 })

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
 import { describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
-import { type OutputChunk, type RunOptions, run, start } from '../../src/index.js'
+import { type OutputChunk, PolicyError, type RunOptions, run, start } from '../../src/index.js'
 import { skipTier, TIERS } from '../helpers.js'
 
 const SECRET = 'tok-9f8e7d6c5b4a'
@@ -189,6 +189,15 @@ for (const tier of TIERS) {
     })
   })
 }
+
+describe('redaction of what run() throws', () => {
+  it('a PolicyError about the plan quoting the secret (a cwd named after it) hides it', async () => {
+    await assert.rejects(
+      run(['true'], { cwd: `/nonexistent/${SECRET}`, redact: [SECRET] }),
+      (e: unknown) => e instanceof PolicyError && e.field === 'cwd' && !e.message.includes(SECRET),
+    )
+  })
+})
 
 describe('redaction of network events (namespace tier)', { skip: skipTier('namespace') }, () => {
   it('a refused host containing the secret is redacted in result.network', async () => {
