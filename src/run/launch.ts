@@ -29,7 +29,7 @@ import { LogCollector } from './logs.js'
 import { OutputBuffer } from './output.js'
 import { livingByUid, signalFound } from './procs.js'
 import { ChunkQueue } from './queue.js'
-import { type Redaction, redactionFor, redactResult, redactThrown } from './redact.js'
+import { type Redaction, redactionFor, redactionForInput, redactResult, redactThrown } from './redact.js'
 import { watchRefusal } from './refusal.js'
 import type { Isolation, RunResult, Violation } from './result.js'
 import { RunTimers } from './timers.js'
@@ -74,8 +74,15 @@ export function launch(
   interactive: boolean,
   call?: CallChannel,
 ): RunHandle {
-  const argv = parseCommand(command)
-  const policy = parsePolicy(options)
+  let argv: string[]
+  let policy: Policy
+  try {
+    argv = parseCommand(command)
+    policy = parsePolicy(options)
+  } catch (error) {
+    // An option error quotes the value at fault, which may be a secret.
+    throw redactThrown(error, redactionForInput(options))
+  }
   policy.spawner?.assertOpen()
   const redaction = redactionFor(policy)
   // An allowlist gets this run's own proxies; they live exactly as long as the run.

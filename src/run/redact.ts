@@ -67,7 +67,31 @@ export function redactResult<T extends RunResult>(result: T, redaction: Redactio
   }
 }
 
-/** A PolicyError about the plan (a path, a program) quoting a secret, with the secret hidden. */
+/**
+ * For options that did not parse: what they would redact, as far as it can be read from them. Option
+ * errors quote the value at fault (JSON-escaped), which may be a secret, so the escaped form counts too.
+ */
+export function redactionForInput(options: unknown): Redaction {
+  const o = (options && typeof options === 'object' ? options : {}) as Record<string, unknown>
+  const strings = (v: unknown) =>
+    Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string' && !!x) : []
+  const env = Object.fromEntries(
+    Object.entries(o.env && typeof o.env === 'object' ? o.env : {}).filter(([, v]) => typeof v === 'string'),
+  ) as Record<string, string>
+  const literals = [...strings(o.redact), ...secretValues(buildEnv(process.env, strings(o.passEnv), env))]
+  const regexes = (Array.isArray(o.redact) ? o.redact : []).filter((r): r is RegExp => {
+    if (!(r instanceof RegExp)) return false
+    try {
+      compileRedactPattern(r)
+      return true
+    } catch {
+      return false
+    }
+  })
+  return new Redaction([...literals, ...literals.map((l) => JSON.stringify(l).slice(1, -1)), ...regexes])
+}
+
+/** A PolicyError quoting a secret (a path, a program, an option's value), with the secret hidden. */
 export function redactThrown(error: unknown, redaction: Redaction): unknown {
   if (!(error instanceof PolicyError) || !redaction.active) return error
   const reason = redaction.apply(error.reason)

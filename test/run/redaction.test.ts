@@ -199,6 +199,22 @@ describe('redaction of what run() throws', () => {
   })
 })
 
+describe('redaction of option errors', () => {
+  it('an option error quoting a secret value (an env secret with a NUL, a command) hides it', async () => {
+    for (const [command, options] of [
+      [['true'], { env: { API_TOKEN: `${SECRET}\0` } }],
+      [[`${SECRET}\0`], { redact: [SECRET] }],
+      [['true'], { redact: [SECRET], env: { [`BAD ${SECRET}`]: 'x' } }],
+    ] as [string[], RunOptions][]) {
+      await assert.rejects(run(command, options), (e: unknown) => {
+        assert.ok(e instanceof PolicyError, String(e))
+        assert.ok(!e.message.includes(SECRET), e.message)
+        return true
+      })
+    }
+  })
+})
+
 describe('redaction of network events (namespace tier)', { skip: skipTier('namespace') }, () => {
   it('a refused host containing the secret is redacted in result.network', async () => {
     const host = `${SECRET}.example`
