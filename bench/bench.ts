@@ -24,6 +24,7 @@ import {
   SECCOMP_FD,
   STATUS_FD,
 } from '../src/plan/plan.js'
+import { processMounts, ROOT_TMPDIR } from '../src/plan/process-mounts.js'
 import { rlimitArgs } from '../src/plan/rlimits.js'
 import { findProgram } from '../src/policy/command.js'
 import { buildEnv } from '../src/policy/env.js'
@@ -147,6 +148,12 @@ function rawLaunch(
         '--',
         ...program,
       ]
+  // As root the process tier's own mount namespace is part of what it is, raw or not (no scratch on the host).
+  const mounts =
+    fenced && caps.isRoot
+      ? processMounts({ network: 'none', shown: [cwd], shm: realpathSync('/dev/shm') })
+      : null
+  const tmpdir = fenced ? (scratch ?? (mounts ? ROOT_TMPDIR : null)) : null
   const viaPrlimit = parts.via === 'prlimit'
   if (viaPrlimit && fenced) throw new Error('the process tier has no prlimit form')
   const argv = viaPrlimit
@@ -159,8 +166,12 @@ function rawLaunch(
         scratch: parts.mkdir ? scratch : null,
         unshareNet: fenced && processTierNetns(caps, seccomp !== null),
         unshareIpc: fenced && caps.isRoot,
+        mounts: mounts && { ...mounts, tmpfsBytes: limits.tmpfsBytes },
         drop: uid,
-        writable: fenced && caps.landlock >= 1 ? [scratch!, ...DEVICES_WRITABLE] : null,
+        writable:
+          fenced && caps.landlock >= 1
+            ? [...(mounts ? mounts.writable : [scratch!]), ...DEVICES_WRITABLE]
+            : null,
         scope: {
           signals: fenced && caps.landlock >= LANDLOCK_SCOPES,
           abstractUnix: fenced && caps.landlock >= LANDLOCK_SCOPES,
@@ -184,7 +195,7 @@ function rawLaunch(
     file: argv[0]!,
     args: argv.slice(1),
     cwd: tier === 'namespace' ? '/' : cwd,
-    env: scratch ? { ...env, TMPDIR: scratch, HOME: scratch } : env,
+    env: tmpdir ? { ...env, TMPDIR: tmpdir, HOME: tmpdir } : env,
     feeds,
     dropsItself: !viaPrlimit && uid !== null,
   }

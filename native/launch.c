@@ -5,9 +5,12 @@
  *
  *   cordon-launch --keep-fds=[N,...] [--cpu=S:H] [--fsize=N] [--core=N] [--data=N] [--nproc=N] [--nofile=N]
  *                 [--join=FILE]... [--unshare-net] [--unshare-ipc] [--mkdir=DIR] [--uid=N --gid=N]
+ *                 [--mount-ns [--keep=PATH]... [--empty=DIR]... [--tmpfs=DIR]... [--tmpfs-size=N] [--proc]]
  *                 [--landlock-fs [--landlock-write=PATH]...] [--scope-signals] [--scope-abstract-unix]
  *                 [--seccomp=HEX] [--bwrap-env] [--monitor [--kill-session]] -- PROGRAM [ARGS...]
  *   cordon-launch --landlock-abi        prints the kernel's Landlock ABI version (0: none)
+ *   cordon-launch --remove-tree=PATH    removes PATH, a directory of the caller's uid, and all beneath it,
+ *                                       never following a symlink or leaving its filesystem (see remove_tree)
  *
  * First every inherited fd above stderr is closed but the --keep-fds ones (cordon's pipes): an fd its host
  * left without close-on-exec must not reach the sandbox. With --monitor (the process tier) it then forks:
@@ -15,7 +18,8 @@
  * Then, in this order: rlimits (prlimit's syntax, N or SOFT:HARD, applied as parsed); join the sandbox's cgroup
  * (write 0 to each FILE: v1 `tasks`, v2 `cgroup.procs`), so that nothing of the program ever runs outside
  * it; an empty network namespace and an IPC namespace of its own (need root; SysV IPC objects then die
- * with the sandbox instead of outliving it on the host); the sandbox's private TMPDIR, made for uid/gid; drop to
+ * with the sandbox instead of outliving it on the host); with --mount-ns (root, the process tier) a mount
+ * namespace of its own (see private_mounts); the sandbox's private TMPDIR, made for uid/gid; drop to
  * uid/gid with no supplementary groups; no_new_privs; parent-death SIGKILL; Landlock (writes only beneath
  * the --landlock-write paths; no signals to, and no abstract unix sockets of, processes outside the
  * sandbox); the seccomp program (struct sock_filter[] in hex: a few hundred bytes, and an argument
@@ -49,8 +53,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
-#include <ftw.h>
+#include <limits.h>
 #include <sys/mman.h>
+#include <sys/fsuid.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -97,6 +103,10 @@ struct ll_path_beneath_attr {
 #define MAX_JOIN 8
 #define MAX_KEEP 16
 #define MAX_FILTER_BYTES (4096 * sizeof(struct sock_filter))
+#define MAX_MOUNTS 64
+#ifndef RENAME_NOREPLACE
+#define RENAME_NOREPLACE (1 << 0)
+#endif
 
 /* The refusal pipe (see the header); stderr only when run by hand without it. */
 #define REFUSAL_FD 4
@@ -228,6 +238,140 @@ static void close_fds(unsigned int lowest, const int *keep, int n_keep) {
   closedir(dir);
 }
 
+/* Every directory above `path` ("/" included) is a real directory of root's that nobody else may write:
+   so no one but root can rename, replace or plant a name on the way to it. */
+static void require_root_only_parents(const char *path) {
+  char prefix[PATH_MAX];
+  size_t n = strlen(path);
+  if (n >= sizeof prefix) usage(path);
+  for (size_t i = 0; i < n; i++) {
+    if (path[i] != '/') continue;
+    memcpy(prefix, path, i ? i : 1);
+    prefix[i ? i : 1] = '\0';
+    struct stat st;
+    if (lstat(prefix, &st) != 0) die("cannot look at", prefix);
+    if (!S_ISDIR(st.st_mode) || st.st_uid != 0 || (st.st_mode & (S_IWGRP | S_IWOTH))) {
+      errno = EPERM;
+      die("not a directory only root can write:", prefix);
+    }
+  }
+}
+
+/* A directory to mount on: made when missing (its parents are root's alone, see above), never a symlink. */
+static void mount_point(const char *path) {
+  require_root_only_parents(path);
+  struct stat st;
+  if (lstat(path, &st) != 0) {
+    if (errno != ENOENT || mkdir(path, 0755) != 0 || lstat(path, &st) != 0) die("cannot make", path);
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    errno = ENOTDIR;
+    die("cannot mount on", path);
+  }
+}
+
+/* The place where a kept path is bound again, inside a fresh tmpfs: walked from / by fd, following no
+   symlink; what is missing is made (a directory, or an empty file for anything else). */
+static void keep_point(const char *path, int is_dir) {
+  int dir = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+  char part[NAME_MAX + 1];
+  for (const char *p = path + 1; dir >= 0 && *p;) {
+    size_t n = strcspn(p, "/");
+    if (n == 0 || n > NAME_MAX) usage(path);
+    memcpy(part, p, n);
+    part[n] = '\0';
+    p += n + (p[n] == '/');
+    int last = *p == '\0', next;
+    if (last && !is_dir) {
+      next = openat(dir, part, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+    } else {
+      if (mkdirat(dir, part, 0755) != 0 && errno != EEXIST) die("cannot make", path);
+      next = openat(dir, part, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    }
+    close(dir);
+    dir = next;
+  }
+  if (dir < 0) die("cannot make", path);
+  close(dir);
+}
+
+static int beneath(const char *path, const char *dir);
+
+struct cover {
+  const char *path;
+  int empty; /* an empty read-only tmpfs of root's (else the sandbox's own, writable) */
+};
+
+/*
+ * --mount-ns (root, the process tier): a mount namespace of the sandbox's own, so what it mounts is seen by
+ * its processes alone and goes with the last of them (the monitor stays in the host's). Propagation turns
+ * private first, so nothing reaches the host. Then:
+ * - the --keep paths (the policy's, under a cover below) are opened before anything covers them;
+ * - each cover in order (parents first): an --empty tmpfs of root's (/run without the network: host daemons'
+ *   sockets) or a --tmpfs of the sandbox's own, mode 0700, of --tmpfs-size bytes (its TMPDIR, /dev/shm):
+ *   RAM, charged to its memory cgroup, full is ENOSPC; nosuid and nodev. A mount point is made only
+ *   beneath directories no one but root can write, and is never a symlink;
+ * - the kept paths bound again where they were, then the empty ones turned read-only;
+ * - --proc: a procfs of its own with hidepid=invisible: the sandbox uid sees its own processes only, not
+ *   cordon's (whose argv may carry secrets), not other runs', not this launcher's. (Before Linux 5.8 the
+ *   option was the whole pid namespace's, the host's /proc included: refused there, never fallen back.)
+ * Last a working directory at or beneath a cover (or /proc) is entered again by name, or it would still be
+ * the host's view of it (a cwd under /run would reach the covered host /run by ".."); any other stays as it
+ * was, on a mount nothing covers.
+ */
+static void private_mounts(const struct cover *covers, int n_covers, const char **keeps, int n_keeps,
+                           int proc, rlim_t size, long uid, long gid) {
+  char cwd[PATH_MAX], data[128];
+  int kept[MAX_MOUNTS], kept_dir[MAX_MOUNTS], rechdir = 0;
+  if (!getcwd(cwd, sizeof cwd)) die("getcwd", NULL);
+  for (int c = 0; c < n_covers; c++) rechdir |= strcmp(cwd, covers[c].path) == 0 || beneath(cwd, covers[c].path);
+  rechdir |= proc && (strcmp(cwd, "/proc") == 0 || beneath(cwd, "/proc"));
+  if (unshare(CLONE_NEWNS) != 0) die("unshare", "mount namespace");
+  if (mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) die("mount", "propagation private");
+  /* Looked up with the sandbox's own file permissions (no groups, its fsuid and fsgid), not root's: a bind
+     would otherwise hand it a directory it could not reach on the host (one beneath a directory of 0700). */
+  if (setgroups(0, NULL) != 0) die("setgroups", NULL);
+  setfsgid((gid_t)gid);
+  setfsuid((uid_t)uid);
+  if (setfsuid((uid_t)-1) != (int)uid) die("setfsuid", NULL);
+  for (int k = 0; k < n_keeps; k++) {
+    struct stat st;
+    kept[k] = open(keeps[k], O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    if (kept[k] < 0 || fstat(kept[k], &st) != 0) die("the sandbox uid cannot reach", keeps[k]);
+    kept_dir[k] = S_ISDIR(st.st_mode); /* anything else (a file, a socket) is bound onto an empty file */
+  }
+  setfsuid(0);
+  setfsgid(0);
+  for (int c = 0; c < n_covers; c++) {
+    mount_point(covers[c].path);
+    if (covers[c].empty)
+      snprintf(data, sizeof data, "size=%llu,mode=0755", (unsigned long long)size);
+    else
+      snprintf(data, sizeof data, "size=%llu,mode=0700,uid=%ld,gid=%ld", (unsigned long long)size, uid, gid);
+    unsigned long flags = MS_NOSUID | MS_NODEV | (covers[c].empty ? MS_NOEXEC : 0);
+    if (mount("tmpfs", covers[c].path, "tmpfs", flags, data) != 0) die("cannot mount a tmpfs on", covers[c].path);
+  }
+  for (int k = 0; k < n_keeps; k++) {
+    char from[64];
+    keep_point(keeps[k], kept_dir[k]);
+    snprintf(from, sizeof from, "/proc/self/fd/%d", kept[k]);
+    if (mount(from, keeps[k], NULL, MS_BIND | MS_REC, NULL) != 0) die("cannot show again", keeps[k]);
+    close(kept[k]);
+  }
+  for (int c = 0; c < n_covers; c++) {
+    if (covers[c].empty &&
+        mount(NULL, covers[c].path, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+              NULL) != 0)
+      die("cannot make read-only", covers[c].path);
+  }
+  if (proc) {
+    mount_point("/proc");
+    if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=invisible") != 0)
+      die("cannot mount /proc with hidepid=invisible", "(needs Linux 5.8)");
+  }
+  if (rechdir && chdir(cwd) != 0) die("cannot enter the working directory again:", cwd);
+}
+
 /* SIGKILL whatever is listed in a cgroup file (v1 `tasks`, v2 `cgroup.procs`); 1 when it listed someone. */
 static int kill_listed(const char *file) {
   FILE *f = fopen(file, "r");
@@ -279,10 +423,125 @@ static void kill_session(void) {
   }
 }
 
-static int remove_entry(const char *path, const struct stat *st, int type, struct FTW *at) {
-  (void)st, (void)type, (void)at;
-  remove(path);
-  return 0;
+/*
+ * `name` in `dir`, opened for the walk when it is a real directory (opened O_NOFOLLOW, so never through a
+ * symlink), on the walk's filesystem `dev` (NULL: the one it is on) and owned by the caller; made u+rwx
+ * first when its owner took that away (a sandbox's chmod 0 would leave it behind otherwise), by the inode
+ * the fd holds, never by name. -1 when it may not be walked.
+ */
+static int open_owned_dir(int dir, const char *name, dev_t *dev) {
+  int fd = openat(dir, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), walk = -1;
+  struct stat st;
+  if (fd < 0) return -1;
+  if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode) && (!*dev || st.st_dev == *dev) && st.st_uid == geteuid()) {
+    char self[64];
+    snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
+    if ((st.st_mode & S_IRWXU) == S_IRWXU || chmod(self, (st.st_mode & 07777) | S_IRWXU) == 0)
+      walk = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    *dev = st.st_dev;
+  } else {
+    errno = EPERM;
+  }
+  close(fd);
+  return walk;
+}
+
+/* Deeper than this, a directory is moved up to the top of the tree instead of entered: the walk holds one
+   fd per level, and a tree may be deeper than any fd limit. */
+#define REMOVE_DEPTH 48
+
+static int remove_emptied(int dir, const char *name, int fd, dev_t dev, int top, int depth);
+
+/*
+ * Empty the directory `dir` (an fd, never a path), `depth` levels below `top`. Every step is relative to an
+ * fd the walk opened itself with O_NOFOLLOW: a name swapped for a symlink mid-walk is unlinked as the
+ * symlink it is, never followed; a directory on another filesystem (a mount point) or of another owner is
+ * never entered. A directory renamed away while the walk holds it takes the walk along, but only one its
+ * owner could rename, into a place that owner can write: nothing the walk reaches is out of that owner's
+ * own reach. Returns how many entries it removed or moved (progress).
+ */
+static long empty_dir(int dir, dev_t dev, int top, int depth) {
+  static unsigned long moved;
+  long done = 0;
+  int copy = dup(dir);
+  DIR *d = copy < 0 ? NULL : fdopendir(copy);
+  if (!d) {
+    if (copy >= 0) close(copy);
+    return 0;
+  }
+  rewinddir(d); /* the copy shares its offset with `dir`, which an earlier pass left at the end */
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    const char *name = e->d_name;
+    if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0) continue;
+    struct stat st;
+    if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    if (!S_ISDIR(st.st_mode)) {
+      done += unlinkat(dir, name, 0) == 0;
+      continue;
+    }
+    if (st.st_dev != dev) continue;
+    if (depth >= REMOVE_DEPTH) {
+      char up[64];
+      snprintf(up, sizeof up, ".cordon-deep-%ld-%lu", (long)getpid(), moved++);
+      done += syscall(SYS_renameat2, dir, name, top, up, RENAME_NOREPLACE) == 0;
+      continue;
+    }
+    dev_t same = dev;
+    int sub = open_owned_dir(dir, name, &same);
+    if (sub < 0) continue;
+    done += remove_emptied(dir, name, sub, dev, top, depth + 1);
+    close(sub);
+  }
+  closedir(d);
+  return done;
+}
+
+/* Empty `fd` (`name` in `dir`), then remove it; again while something came back meanwhile and the last
+   pass got on. 1 when it is gone. */
+static int remove_emptied(int dir, const char *name, int fd, dev_t dev, int top, int depth) {
+  for (;;) {
+    long done = empty_dir(fd, dev, top, depth);
+    if (unlinkat(dir, name, AT_REMOVEDIR) == 0) return 1;
+    if ((errno != ENOTEMPTY && errno != EEXIST) || done == 0) return 0;
+  }
+}
+
+/*
+ * Remove `path` and everything beneath it, race-free against whoever else may write in it (the sandbox,
+ * of the same uid when cordon is not root): its parent (cordon's own TMPDIR, followed if a symlink) is
+ * opened as a directory and `path`'s last name beneath that fd with O_NOFOLLOW, and it must be a
+ * directory of the caller's uid on the parent's filesystem; then empty_dir. 0 when it is gone (or was
+ * never there), -1 with errno otherwise.
+ */
+static int remove_tree(const char *path) {
+  char parent[PATH_MAX];
+  const char *slash = strrchr(path, '/');
+  if (path[0] != '/' || !slash || !slash[1] || strcmp(slash + 1, "..") == 0 || strcmp(slash + 1, ".") == 0 ||
+      (size_t)(slash - path) >= sizeof parent) {
+    errno = EINVAL;
+    return -1;
+  }
+  const char *name = slash + 1;
+  memcpy(parent, path, (size_t)(slash - path));
+  parent[slash == path ? 1 : slash - path] = '\0';
+  int up = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (up < 0) return errno == ENOENT ? 0 : -1;
+  struct stat pst;
+  int fd = -1, rc = -1;
+  if (fstat(up, &pst) != 0) goto out;
+  dev_t dev = pst.st_dev;
+  fd = open_owned_dir(up, name, &dev);
+  if (fd < 0) {
+    if (errno == ENOENT) rc = 0;
+    goto out;
+  }
+  rc = remove_emptied(up, name, fd, dev, fd, 0) ? 0 : -1;
+  if (rc != 0 && errno == ENOENT) rc = 0;
+out:
+  if (fd >= 0) close(fd);
+  close(up);
+  return rc;
 }
 
 /*
@@ -292,8 +551,9 @@ static int remove_entry(const char *path, const struct stat *st, int type, struc
  *   sandbox uid runs (from a child with that uid, where kill(-1) reaches exactly those). In passes until
  *   one finds nobody: a killed process forks no more. The uid only without a cgroup: the host's uid lease
  *   is already free, and a new run that took it must not be hit.
- * - Its private TMPDIR, walked by that same child as the sandbox uid (following no symlink, on one
- *   filesystem), so a path swapped under the walk could only reach what the sandbox may remove anyway.
+ * - Its private TMPDIR on the host (not as root: as root it is a tmpfs in the sandbox's own mount
+ *   namespace, gone with it), removed by remove_tree as the sandbox's uid, so a path swapped under the
+ *   walk could only reach what the sandbox may remove anyway.
  * - Its cgroup: each joined file's directory, once its last process has finished exiting.
  */
 static void end_sandbox(long uid, long gid, const char **join, int n_join, const char *scratch) {
@@ -306,7 +566,7 @@ static void end_sandbox(long uid, long gid, const char **join, int n_join, const
                                  setresuid((uid_t)uid, (uid_t)uid, (uid_t)uid) == 0);
     if (as_sandbox && uid >= 0 && n_join == 0)
       for (int pass = 0; pass < 1000 && kill(-1, SIGKILL) == 0; pass++) nanosleep(&pause, NULL);
-    if (as_sandbox && scratch) nftw(scratch, remove_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+    if (as_sandbox && scratch) remove_tree(scratch);
     if (uid >= 0) _exit(0);
   } else if (helper > 0) {
     waitpid(helper, NULL, 0);
@@ -414,18 +674,32 @@ static const char *prefixed(const char *arg, const char *prefix) {
   return strncmp(arg, prefix, n) == 0 ? arg + n : NULL;
 }
 
+/* `path` is beneath `dir` (not `dir` itself). */
+static int beneath(const char *path, const char *dir) {
+  size_t n = strlen(dir);
+  return strncmp(path, dir, n) == 0 && path[n] == '/';
+}
+
 int main(int argc, char **argv) {
   /* Before anything else: an exec (of bwrap or the program) must never pass the refusal pipe on. */
   if (fcntl(REFUSAL_FD, F_SETFD, FD_CLOEXEC) == 0) refusal_fd = REFUSAL_FD;
   pid_t parent = getppid();
   int unshare_net = 0, unshare_ipc = 0, landlock_fs = 0, bwrap_env = 0, monitored = 0, keep[MAX_KEEP], n_keep = -1;
+  int mount_ns = 0, proc = 0, n_covers = 0, n_keeps = 0;
   uint64_t scoped = 0;
   long uid = -1, gid = -1;
-  const char *writable[MAX_WRITABLE], *join[MAX_JOIN], *scratch = NULL, *seccomp = NULL;
+  rlim_t tmpfs_size = 0;
+  const char *writable[MAX_WRITABLE], *join[MAX_JOIN], *scratch = NULL, *seccomp = NULL, *keeps[MAX_MOUNTS];
+  struct cover covers[MAX_MOUNTS];
   int n_writable = 0, n_join = 0;
   if (argc == 2 && strcmp(argv[1], "--landlock-abi") == 0) {
     printf("%d\n", landlock_abi());
     return 0;
+  }
+  if (argc == 2 && strncmp(argv[1], "--remove-tree=", 14) == 0) {
+    if (remove_tree(argv[1] + 14) == 0) return 0;
+    fprintf(stderr, "cordon-launch: cannot remove %s: %s\n", argv[1] + 14, strerror(errno));
+    return 1;
   }
   int i = 1;
   for (; i < argc; i++) {
@@ -463,7 +737,16 @@ int main(int argc, char **argv) {
     else if ((v = prefixed(a, "--landlock-write="))) {
       if (n_writable == MAX_WRITABLE || *v != '/') usage(a);
       writable[n_writable++] = v;
-    } else if (strcmp(a, "--landlock-fs") == 0) landlock_fs = 1;
+    } else if ((v = prefixed(a, "--tmpfs=")) || (v = prefixed(a, "--empty="))) {
+      if (n_covers == MAX_MOUNTS || *v != '/' || strcmp(v, "/") == 0) usage(a);
+      covers[n_covers++] = (struct cover){v, a[2] == 'e'};
+    } else if ((v = prefixed(a, "--keep="))) {
+      if (n_keeps == MAX_MOUNTS || *v != '/') usage(a);
+      keeps[n_keeps++] = v;
+    } else if ((v = prefixed(a, "--tmpfs-size="))) tmpfs_size = number(v, a);
+    else if (strcmp(a, "--mount-ns") == 0) mount_ns = 1;
+    else if (strcmp(a, "--proc") == 0) proc = 1;
+    else if (strcmp(a, "--landlock-fs") == 0) landlock_fs = 1;
     else if (strcmp(a, "--scope-signals") == 0) scoped |= LL_SCOPE_SIGNAL;
     else if (strcmp(a, "--scope-abstract-unix") == 0) scoped |= LL_SCOPE_ABSTRACT_UNIX;
     else if (strcmp(a, "--unshare-net") == 0) unshare_net = 1;
@@ -482,6 +765,13 @@ int main(int argc, char **argv) {
   int keeps_refusal = 0;
   for (int k = 0; k < n_keep; k++) keeps_refusal |= keep[k] == REFUSAL_FD;
   if (!keeps_refusal) refusal_fd = STDERR_FILENO;
+  if ((n_covers || n_keeps || proc) && !mount_ns) usage("--tmpfs, --empty, --keep and --proc need --mount-ns");
+  if (n_covers && (uid < 0 || tmpfs_size == 0)) usage("--tmpfs and --empty need --uid and --tmpfs-size");
+  for (int k = 0; k < n_keeps; k++) {
+    int covered = 0;
+    for (int c = 0; c < n_covers; c++) covered |= beneath(keeps[k], covers[c].path);
+    if (!covered) usage("--keep (a path beneath no --tmpfs or --empty)");
+  }
   close_fds(3, keep, n_keep); /* inherited ones above stderr */
   if (monitored) {
     monitor(uid, gid, join, n_join, scratch);
@@ -491,6 +781,7 @@ int main(int argc, char **argv) {
   for (int j = 0; j < n_join; j++) join_cgroup(join[j]);
   if (unshare_net && unshare(CLONE_NEWNET) != 0) die("unshare", "network namespace");
   if (unshare_ipc && unshare(CLONE_NEWIPC) != 0) die("unshare", "IPC namespace");
+  if (mount_ns) private_mounts(covers, n_covers, keeps, n_keeps, proc, tmpfs_size, uid, gid);
   /* A fresh name under the host's TMPDIR: mkdir refuses one that exists, so nothing is followed. */
   if (scratch) {
     if (mkdir(scratch, 0700) != 0) die("cannot make", scratch);

@@ -101,12 +101,16 @@ function processTierCheck(caps: Capabilities): Check {
       : caps.isRoot
         ? 'no sockets but unix ones (seccomp), own network namespace'
         : "no sockets but unix ones (seccomp); the host's abstract unix sockets stay reachable"
+  // As root its own mount namespace bounds TMPDIR; otherwise TMPDIR is a host directory.
+  const mounts = caps.isRoot
+    ? 'own mount namespace: TMPDIR and /dev/shm are tmpfs of tmpfsBytes, /proc shows its own processes only, /run is empty without the network'
+    : 'TMPDIR is a host directory: tmpfsBytes is NOT enforced (only each file, by maxFileSizeBytes; perProcessLimits says so); /proc shows every process'
   return {
     name: 'process tier',
     ok: true,
     detail:
       `launcher ${caps.launcher}: rlimits, ${caps.isRoot ? 'own uid' : "this user's uid"}, new session, dies with cordon, ` +
-      `${network}, ${caps.landlock >= 1 ? 'writes only to writable paths (Landlock)' : 'writes wherever its uid may'}`,
+      `${network}, ${caps.landlock >= 1 ? 'writes only to writable paths (Landlock)' : 'writes wherever its uid may'}, ${mounts}`,
     fix: null,
   }
 }

@@ -21,6 +21,16 @@ export interface LauncherSpec {
   unshareNet: boolean
   /** An IPC namespace of its own (root only): SysV IPC objects die with the sandbox. */
   unshareIpc: boolean
+  /**
+   * A mount namespace of its own (root only, the process tier; see processMounts): `covers` (tmpfs of
+   * `tmpfsBytes`), `keeps` bound again beneath them, and a /proc of its own.
+   */
+  mounts: {
+    covers: readonly { path: string; empty: boolean }[]
+    keeps: readonly string[]
+    proc: boolean
+    tmpfsBytes: number
+  } | null
   /** The sandbox's own uid/gid, when cordon runs as root. */
   drop: { uid: number; gid: number } | null
   /** Landlock: writes only beneath these paths; null leaves the filesystem to its permissions. */
@@ -52,6 +62,15 @@ export function launcherArgv(spec: LauncherSpec): string[] {
     ...spec.join.map((file) => `--join=${file}`),
     ...(spec.unshareNet ? ['--unshare-net'] : []),
     ...(spec.unshareIpc ? ['--unshare-ipc'] : []),
+    ...(spec.mounts
+      ? [
+          '--mount-ns',
+          ...spec.mounts.keeps.map((p) => `--keep=${p}`),
+          ...spec.mounts.covers.map((c) => `--${c.empty ? 'empty' : 'tmpfs'}=${c.path}`),
+          `--tmpfs-size=${spec.mounts.tmpfsBytes}`,
+          ...(spec.mounts.proc ? ['--proc'] : []),
+        ]
+      : []),
     ...(spec.scratch ? [`--mkdir=${spec.scratch}`] : []),
     ...(spec.drop ? [`--uid=${spec.drop.uid}`, `--gid=${spec.drop.gid}`] : []),
     ...(spec.writable ? ['--landlock-fs', ...spec.writable.map((p) => `--landlock-write=${p}`)] : []),

@@ -1,8 +1,7 @@
 // Resolve a parsed policy against this machine into exactly what will be launched. Everything that can
 // be refused (bad paths, denied command, missing tools) is decided here, before any process exists.
 import { randomUUID } from 'node:crypto'
-import { lstatSync, realpathSync, rmdirSync, statSync } from 'node:fs'
-import { rm } from 'node:fs/promises'
+import { lstatSync, realpathSync, statSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { PolicyError } from '../errors.js'
@@ -12,7 +11,6 @@ import { buildEnv } from '../policy/env.js'
 import { defaultHide, type Policy } from '../policy/schema.js'
 import { resolveRootfs } from '../rootfs/rootfs.js'
 import type { Isolation, Violation } from '../run/result.js'
-import { staleEntries } from '../run/stale.js'
 import { bwrapArgs, covers, NET_DIR_INSIDE } from './bwrap.js'
 import type { Capabilities } from './capabilities.js'
 import { type CgroupWrite, cgroupWrites } from './cgroup-settings.js'
@@ -25,7 +23,9 @@ import {
 } from './cgroups.js'
 import { clockEnv } from './clock.js'
 import { LANDLOCK_SCOPES, launcherArgv } from './launcher.js'
+import { processMounts, ROOT_TMPDIR } from './process-mounts.js'
 import { rlimitArgs } from './rlimits.js'
+import { releaseScratch, SCRATCH_PREFIX, sweepStaleScratch } from './scratch.js'
 import { seccompProgram, seccompSupported, socketFamilies } from './seccomp.js'
 import { claimUid, type UidLease } from './uid-pool.js'
 
@@ -48,7 +48,10 @@ export interface LaunchPlan {
     dirs: Map<CgroupController, string>
     writes: CgroupWrite[]
   } | null
-  /** The process tier's private TMPDIR (and HOME) on the host, made by the launcher; removed after the run. */
+  /**
+   * The process tier's private TMPDIR (and HOME) on the host, made by the launcher and removed after the
+   * run; null as root, where it is a tmpfs in the sandbox's own mount namespace and nothing is on the host.
+   */
   scratch: string | null
   /** Limits that only hold per process (rlimits) because no cgroup covers the whole tree. */
   perProcessLimits: PerProcessLimit[]
@@ -58,7 +61,8 @@ export interface LaunchPlan {
   fds: number[]
 }
 
-export type PerProcessLimit = 'cpuTimeMs' | 'memoryBytes' | 'maxProcesses'
+/** `tmpfsBytes`: the process tier's TMPDIR is a host directory (not as root): only each file is bounded. */
+export type PerProcessLimit = 'cpuTimeMs' | 'memoryBytes' | 'maxProcesses' | 'tmpfsBytes'
 
 /** bwrap's --json-status-fd: its init's host pid, then the program's exit once it ran it. */
 export const STATUS_FD = 3
@@ -186,6 +190,15 @@ function existingPath(field: string, p: string): string {
   return real
 }
 
+/** `p` resolved, or `p` itself when it does not exist. */
+function existingPathOr(p: string): string {
+  try {
+    return realpathSync(p)
+  } catch {
+    return p
+  }
+}
+
 /** Paths to hide that exist (hiding nothing is already safe), as real paths; never the root itself. */
 function hiddenPaths(paths: readonly string[]): { path: string; dir: boolean }[] {
   const out: { path: string; dir: boolean }[] = []
@@ -236,21 +249,14 @@ export function processTierNetns(
 /** Device files the process tier may write under Landlock (the namespace tier has a private /dev). */
 export const DEVICES_WRITABLE = ['/dev/null', '/dev/zero', '/dev/full']
 
-/** The process tier's private TMPDIRs: `<prefix><owner pid>-<uuid>` under the host's TMPDIR. */
-export const SCRATCH_PREFIX = 'cordon-tmp-'
-
-/** Give back what a run took (its uid, its private TMPDIR) once it is over or called off. */
+/**
+ * Give back what a run took (its uid, its private TMPDIR) once it is over or called off. The TMPDIR: one
+ * rmdir when empty or never made; what the sandbox left there goes through the launcher's no-follow
+ * remover (plan.file is the launcher in both tiers).
+ */
 export async function releasePlan(plan: LaunchPlan): Promise<void> {
   plan.lease?.release()
-  if (!plan.scratch) return
-  try {
-    rmdirSync(plan.scratch) // usually empty or never made: one syscall
-  } catch (error) {
-    // What the sandbox left there can be a large tree: off the event loop.
-    if ((error as NodeJS.ErrnoException).code === 'ENOTEMPTY') {
-      await rm(plan.scratch, { recursive: true, force: true, maxRetries: 2 })
-    }
-  }
+  if (plan.scratch) await releaseScratch(plan.file, plan.scratch)
 }
 
 /**
@@ -322,7 +328,7 @@ export function prepare(
     [
       (policy.hide?.length ?? 0) > 0 && tier === 'process',
       'hide',
-      'hide needs the namespace tier (the process tier has no mount namespace)',
+      'hide needs the namespace tier (the process tier hides no paths)',
     ],
   ]
   const blocker = unmet.find(([blocked]) => blocked)
@@ -402,9 +408,10 @@ export function prepare(
       : null
     // One launcher for both tiers: rlimits, the cgroup and the uid, then bwrap or the tier's own fences.
     let scratch: string | null = null
+    let mounts: ReturnType<typeof processMounts> | null = null
     let inner: readonly string[] = program
     if (tier === 'namespace') {
-      // Only bwrap hides paths (the process tier has no mount namespace): resolved only for it.
+      // Only bwrap hides paths (the process tier does not): resolved only for it.
       const hide = hiddenPaths((policy.hide ?? defaultHide()).map((p) => path.resolve(cwd, p)))
       inner = [
         caps.bwrap!,
@@ -424,15 +431,24 @@ export function prepare(
         '--',
         ...program,
       ]
+    } else if (caps.isRoot) {
+      // A mount namespace of its own: TMPDIR and /dev/shm are tmpfs bounded by tmpfsBytes, /proc shows
+      // its own processes only; nothing of its scratch is ever on the host, so nothing there to remove.
+      mounts = processMounts({
+        network: noNetwork ? 'none' : 'host',
+        shown: [cwd, ...writable, ...shown],
+        shm: existingPathOr('/dev/shm'),
+      })
     } else {
       const tmp = os.tmpdir()
       // Named after this process, so the next cordon removes it if this one dies mid-run.
-      for (const name of staleEntries(tmp, SCRATCH_PREFIX)) {
-        rm(path.join(tmp, name), { recursive: true, force: true, maxRetries: 2 }).catch(() => {})
-      }
+      sweepStaleScratch(caps.launcher!, tmp)
       scratch = path.join(tmp, `${SCRATCH_PREFIX}${process.pid}-${randomUUID()}`)
+    }
+    if (tier === 'process') {
       for (const name of ['TMPDIR', 'HOME']) {
-        if (!Object.hasOwn(policy.env, name) && !policy.passEnv.includes(name)) env[name] = scratch
+        if (!Object.hasOwn(policy.env, name) && !policy.passEnv.includes(name))
+          env[name] = scratch ?? ROOT_TMPDIR
       }
     }
     const fenced = tier === 'process'
@@ -446,8 +462,12 @@ export function prepare(
       unshareNet: fenced && noNetwork && processTierNetns(caps, seccomp !== null),
       // Shared memory would otherwise outlive the run on the host, holding memory and data for the next.
       unshareIpc: fenced && caps.isRoot,
+      mounts: mounts && { ...mounts, tmpfsBytes: policy.limits.tmpfsBytes },
       drop: lease && { uid: lease.uid, gid: lease.gid },
-      writable: fenced && caps.landlock >= 1 ? [...writable, scratch!, ...DEVICES_WRITABLE] : null,
+      writable:
+        fenced && caps.landlock >= 1
+          ? [...writable, ...(mounts ? mounts.writable : [scratch!]), ...DEVICES_WRITABLE]
+          : null,
       scope: {
         signals: fenced && caps.landlock >= LANDLOCK_SCOPES,
         abstractUnix: fenced && caps.landlock >= LANDLOCK_SCOPES && noNetwork,
@@ -472,7 +492,11 @@ export function prepare(
         lease,
         cgroup,
         scratch,
-        perProcessLimits: cgroup ? [] : ['cpuTimeMs', 'memoryBytes', 'maxProcesses'],
+        perProcessLimits: [
+          ...(cgroup ? [] : (['cpuTimeMs', 'memoryBytes', 'maxProcesses'] as const)),
+          // A host directory, not a tmpfs, without a mount namespace: RLIMIT_FSIZE bounds each file only.
+          ...(scratch ? (['tmpfsBytes'] as const) : []),
+        ],
         seccomp,
         fds,
       },

@@ -33,9 +33,10 @@ export interface RunResult {
   violation: Violation | null
   /**
    * Limits enforced only per process (rlimits) because no cgroup held the whole sandbox; empty when a
-   * cgroup enforced memory, processes and CPU time on the whole tree.
+   * cgroup enforced memory, processes and CPU time on the whole tree. `tmpfsBytes`: the process tier's
+   * TMPDIR is a host directory (not as root), where only each file is bounded (maxFileSizeBytes).
    */
-  perProcessLimits: ('cpuTimeMs' | 'memoryBytes' | 'maxProcesses')[]
+  perProcessLimits: ('cpuTimeMs' | 'memoryBytes' | 'maxProcesses' | 'tmpfsBytes')[]
   /** Lines from the log channel (CORDON_LOG_FD), in order, redacted, within limits.maxLogBytes. */
   logs: LogEntry[]
   /** The log channel went past limits.maxLogBytes; later lines were dropped. */

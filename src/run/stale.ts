@@ -10,13 +10,14 @@ const lastSweep = new Map<string, number>()
 
 /**
  * Entries of `parent` named `<prefix><pid>` or `<prefix><pid>-…` whose owner pid no longer exists; none
- * when this parent and prefix were looked at less than 10 s ago, or `parent` cannot be read.
+ * when this parent and prefix were looked at less than 10 s ago (as `throttle` remembers: this module's
+ * own record unless a caller, a test, brings its own), or `parent` cannot be read.
  */
-export function staleEntries(parent: string, prefix: string): string[] {
+export function staleEntries(parent: string, prefix: string, throttle = lastSweep): string[] {
   const key = `${parent}\0${prefix}`
   const now = performance.now()
-  if (now - (lastSweep.get(key) ?? -Infinity) < SWEEP_EVERY_MS) return []
-  lastSweep.set(key, now)
+  if (now - (throttle.get(key) ?? -Infinity) < SWEEP_EVERY_MS) return []
+  throttle.set(key, now)
   let names: string[]
   try {
     names = readdirSync(parent).filter((n) => n.startsWith(prefix))

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import { type LauncherSpec, launcherArgv } from '../../src/plan/launcher.js'
+import { processMounts, ROOT_TMPDIR } from '../../src/plan/process-mounts.js'
 
 const base: LauncherSpec = {
   launcher: '/opt/cordon/native/cordon-launch',
@@ -10,6 +11,7 @@ const base: LauncherSpec = {
   scratch: null,
   unshareNet: false,
   unshareIpc: false,
+  mounts: null,
   drop: null,
   writable: null,
   scope: { signals: false, abstractUnix: false },
@@ -39,6 +41,15 @@ describe('launcherArgv', () => {
       scratch: '/tmp/cordon-tmp-x',
       unshareNet: true,
       unshareIpc: true,
+      mounts: {
+        covers: [
+          { path: '/run', empty: true },
+          { path: '/run/cordon', empty: false },
+        ],
+        keeps: ['/run/user/1000/work'],
+        proc: true,
+        tmpfsBytes: 8192,
+      },
       drop: { uid: 60007, gid: 60000 },
       writable: ['/work', '/tmp/cordon-tmp-x', '/dev/null'],
       scope: { signals: true, abstractUnix: true },
@@ -57,6 +68,12 @@ describe('launcherArgv', () => {
       '--join=/sys/fs/cgroup/pids/cordon-1-a/tasks',
       '--unshare-net',
       '--unshare-ipc',
+      '--mount-ns',
+      '--keep=/run/user/1000/work',
+      '--empty=/run',
+      '--tmpfs=/run/cordon',
+      '--tmpfs-size=8192',
+      '--proc',
       '--mkdir=/tmp/cordon-tmp-x',
       '--uid=60007',
       '--gid=60000',
@@ -84,5 +101,54 @@ describe('launcherArgv', () => {
 
   it('--kill-session only with --monitor (the process tier, whose monitor leads the session)', () => {
     assert.ok(!launcherArgv({ ...base, killSession: true }).includes('--kill-session'))
+  })
+})
+
+describe('processMounts (the process tier as root)', () => {
+  const spec = { network: 'none', shown: [] as string[], shm: '/dev/shm' } as const
+
+  it('without the network: an empty /run first, then its TMPDIR and /dev/shm of its own, and /proc', () => {
+    assert.deepEqual(processMounts(spec), {
+      covers: [
+        { path: '/run', empty: true },
+        { path: ROOT_TMPDIR, empty: false },
+        { path: '/dev/shm', empty: false },
+      ],
+      keeps: [],
+      writable: [ROOT_TMPDIR, '/dev/shm'],
+      proc: true,
+    })
+  })
+
+  it("with the host's network /run stays the host's", () => {
+    const m = processMounts({ ...spec, network: 'host', shown: ['/run/user/1000/w'] })
+    assert.deepEqual(
+      m.covers.map((c) => c.path),
+      [ROOT_TMPDIR, '/dev/shm'],
+    )
+    assert.deepEqual(m.keeps, [], 'nothing of it is covered')
+  })
+
+  it('shows again what the policy names beneath a cover: outermost only, never a cover itself', () => {
+    const m = processMounts({
+      ...spec,
+      shown: [
+        '/home/u/p',
+        '/run/user/1000/w',
+        '/run/user/1000/w/sub',
+        '/run',
+        '/dev/shm/x',
+        '/run/user/1000/w',
+      ],
+    })
+    assert.deepEqual(m.keeps, ['/dev/shm/x', '/run/user/1000/w'])
+  })
+
+  it('a /dev/shm that resolves under /run is mounted after /run', () => {
+    const m = processMounts({ ...spec, shm: '/run/shm' })
+    assert.deepEqual(
+      m.covers.map((c) => c.path),
+      ['/run', ROOT_TMPDIR, '/run/shm'],
+    )
   })
 })

@@ -2,17 +2,27 @@
 // how it refuses when it cannot.
 import assert from 'node:assert/strict'
 import { spawn, spawnSync } from 'node:child_process'
+import { randomUUID } from 'node:crypto'
 import { once } from 'node:events'
-import { existsSync, readFileSync, writeFileSync } from 'node:fs'
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs'
 import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import { describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
-import { run } from '../../src/index.js'
+import { run, start } from '../../src/index.js'
 import { probeCapabilities } from '../../src/plan/capabilities.js'
 import { LANDLOCK_SCOPES } from '../../src/plan/launcher.js'
 import { prepare } from '../../src/plan/plan.js'
+import { ROOT_TMPDIR } from '../../src/plan/process-mounts.js'
 import { seccompProgram, seccompSupported } from '../../src/plan/seccomp.js'
 import { parsePolicy } from '../../src/policy/schema.js'
 import {
@@ -153,9 +163,15 @@ describe('process tier launcher', { skip: noLauncher }, () => {
     ])
     assert.equal(existsSync(path.join(other, 'f')), false, 'nothing written outside')
     const tmp = lines.at(-1)!
-    // Named after its owner, so a cordon that dies mid-run leaves it for the next one to remove.
-    assert.ok(tmp.startsWith(path.join(os.tmpdir(), `cordon-tmp-${process.pid}-`)), `TMPDIR ${tmp}`)
-    assert.equal(existsSync(tmp), false, 'the private TMPDIR is gone after the run')
+    if (caps.isRoot) {
+      // A tmpfs in its own mount namespace, over a root-only directory: nothing of it on the host.
+      assert.equal(tmp, ROOT_TMPDIR)
+      assert.equal(existsSync(path.join(tmp, 'f')), false, 'on the host')
+    } else {
+      // Named after its owner, so a cordon that dies mid-run leaves it for the next one to remove.
+      assert.ok(tmp.startsWith(path.join(os.tmpdir(), `cordon-tmp-${process.pid}-`)), `TMPDIR ${tmp}`)
+      assert.equal(existsSync(tmp), false, 'the private TMPDIR is gone after the run')
+    }
   })
 
   it("the private TMPDIR is the sandbox uid's alone and is removed with what it holds", async () => {
@@ -171,18 +187,27 @@ describe('process tier launcher', { skip: noLauncher }, () => {
     const [mode, owner] = (modeOwner ?? '').split(' ')
     assert.equal(mode, '700')
     if (caps.isRoot) assert.ok(Number(owner) >= 60000, `owned by the sandbox uid, not ${owner}`)
-    assert.equal(existsSync(tmp!), false, `${tmp} removed`)
+    // As root the host side is only the (shared, root-only) mount point.
+    assert.equal(existsSync(caps.isRoot ? path.join(tmp!, 'a') : tmp!), false, `${tmp} removed`)
   })
 
   it("a launcher's refusal is an `error` read from its refusal pipe; the program's stderr stays empty", () => {
-    // A host whose TMPDIR does not exist: the launcher cannot make the run's private TMPDIR there.
+    // Not as root, a host whose TMPDIR does not exist: the launcher cannot make the run's private TMPDIR
+    // there. As root (whose TMPDIR is a tmpfs of its own), a writable path under /run that the sandbox
+    // uid cannot reach: the launcher refuses to show it.
+    const closed = caps.isRoot ? tempDir('cordon-test-', { parent: '/run', mode: 0o700 }) : null
+    if (closed) {
+      mkdirSync(path.join(closed, 'open'))
+      chmodSync(path.join(closed, 'open'), 0o777) // past the umask
+    }
+    const options = closed ? { isolation, writable: [path.join(closed, 'open')] } : { isolation }
     const host = spawnSync(
       process.execPath,
       [
         '--input-type=module',
         '-e',
         `import { run } from ${JSON.stringify(LIBRARY)}
-const r = await run(['true'], { isolation: 'process' })
+const r = await run(['true'], ${JSON.stringify(options)})
 process.stdout.write(JSON.stringify(r))`,
       ],
       { encoding: 'utf8', env: { ...process.env, TMPDIR: '/nonexistent-cordon-tmp' }, timeout: 20_000 },
@@ -193,7 +218,9 @@ process.stdout.write(JSON.stringify(r))`,
     assert.equal(r.violation?.limit, 'launch')
     assert.match(
       r.violation?.message ?? '',
-      /^cordon-launch: cannot make \/nonexistent-cordon-tmp\/cordon-tmp-/,
+      closed
+        ? /^cordon-launch: the sandbox uid cannot reach \/run\/cordon-test-/
+        : /^cordon-launch: cannot make \/nonexistent-cordon-tmp\/cordon-tmp-/,
     )
     assert.equal(r.stderr, '')
   })
@@ -418,6 +445,85 @@ describe('the launcher binary', { skip: noLauncher }, () => {
     }
   })
 
+  it('refuses mounts without --mount-ns, and a --keep beneath no cover', () => {
+    for (const [args, message] of [
+      [['--tmpfs=/run/cordon', '--', 'true'], 'need --mount-ns'],
+      [['--proc', '--', 'true'], 'need --mount-ns'],
+      [['--mount-ns', '--tmpfs=/run/cordon', '--', 'true'], 'need --uid and --tmpfs-size'],
+      [
+        ['--mount-ns', '--uid=60000', '--gid=60000', '--tmpfs-size=1024', '--tmpfs=/', '--', 'true'],
+        '--tmpfs=/',
+      ],
+      [
+        [
+          '--mount-ns',
+          '--uid=60000',
+          '--gid=60000',
+          '--tmpfs-size=1024',
+          '--empty=/run',
+          '--keep=/home',
+          '--',
+          'true',
+        ],
+        'beneath no --tmpfs or --empty',
+      ],
+    ] as const) {
+      const r = launch(...args)
+      assert.equal(r.status, 1, `${args.join(' ')}: ${r.refusal}`)
+      assert.match(
+        r.refusal,
+        new RegExp(`^cordon-launch: bad argument: .*${message.replace(/[-/]/g, '\\$&')}`),
+      )
+    }
+  })
+
+  it('--remove-tree: removes a tree of its own uid, never following a symlink in it', () => {
+    // As an unprivileged uid (nobody when the tests run as root), which permissions bind.
+    const as = caps.isRoot ? { uid: 65534, gid: 65534 } : {}
+    const dir = tempDir('cordon-rm-', { mode: 0o777 })
+    const outside = tempDir('cordon-outside-', { mode: 0o777 })
+    writeFileSync(path.join(outside, 'kept'), 'x')
+    const tree = path.join(dir, 'tree')
+    let deep = tree
+    for (let i = 0; i < 300; i++) deep = path.join(deep, 'd') // deeper than it holds fds for
+    mkdirSync(deep, { recursive: true })
+    writeFileSync(path.join(deep, 'f'), 'x')
+    symlinkSync(outside, path.join(tree, 'link'))
+    symlinkSync(outside, path.join(tree, 'd', 'link'))
+    spawnSync('mkfifo', [path.join(tree, 'fifo')])
+    mkdirSync(path.join(tree, 'locked', 'in'), { recursive: true })
+    writeFileSync(path.join(tree, 'locked', 'in', 'f'), 'x')
+    if (caps.isRoot) spawnSync('chown', ['-hR', '65534:65534', tree])
+    // Its owner took every permission away: its owner may give them back, and the remover does.
+    spawnSync('chmod', ['000', path.join(tree, 'locked', 'in'), path.join(tree, 'locked'), tree])
+    const r = spawnSync(caps.launcher!, [`--remove-tree=${tree}`], { encoding: 'utf8', ...as })
+    assert.equal(r.status, 0, r.stderr)
+    assert.equal(existsSync(tree), false)
+    assert.deepEqual(readdirSync(outside), ['kept'], 'beyond a symlink')
+    assert.equal(spawnSync(caps.launcher!, [`--remove-tree=${tree}`]).status, 0, 'gone already is done')
+  })
+
+  it('--remove-tree: refuses a symlink, a relative path, and a directory of another uid', () => {
+    const dir = tempDir('cordon-rm-', { mode: 0o755 })
+    const outside = tempDir('cordon-outside-')
+    writeFileSync(path.join(outside, 'kept'), 'x')
+    symlinkSync(outside, path.join(dir, 'link'))
+    const refused = (p: string) => spawnSync(caps.launcher!, [`--remove-tree=${p}`], { encoding: 'utf8' })
+    assert.equal(refused(path.join(dir, 'link')).status, 1)
+    assert.equal(refused(path.join(dir, 'link', '.')).status, 1)
+    assert.equal(refused('relative/path').status, 1)
+    assert.deepEqual(readdirSync(outside), ['kept'])
+    if (caps.isRoot) {
+      const foreign = path.join(dir, 'foreign')
+      mkdirSync(path.join(foreign, 'sub'), { recursive: true })
+      spawnSync('chown', ['-R', '65534:65534', foreign])
+      const r = refused(foreign)
+      assert.equal(r.status, 1)
+      assert.match(r.stderr, /cannot remove .*foreign: Operation not permitted/)
+      assert.equal(existsSync(path.join(foreign, 'sub')), true)
+    }
+  })
+
   it('requires --keep-fds: which inherited fds survive is never left to chance', () => {
     const r = spawnSync(caps.launcher!, ['--', '/bin/true'], { encoding: 'utf8' })
     assert.equal(r.status, 1)
@@ -491,5 +597,148 @@ describe('the launcher binary', { skip: noLauncher }, () => {
     assert.equal(r.status, 0)
     assert.equal(Number(r.stdout), caps.landlock)
     assert.ok(readFileSync('/proc/version', 'utf8').length > 0, 'sanity')
+  })
+})
+
+// As root the process tier's child unshares a mount namespace: its TMPDIR and /dev/shm are tmpfs of
+// tmpfsBytes (RAM, charged to its cgroup, gone with it), its /proc shows only its own processes, and
+// without the network its /run is empty but for the paths the policy names.
+describe('process tier as root: mounts of its own', { skip: noLauncher || notRoot }, () => {
+  it('TMPDIR and /dev/shm are bounded by tmpfsBytes: past it ENOSPC, and nothing lands on the host', async () => {
+    const name = `big-${randomUUID()}`
+    const fill = `
+import errno, os, sys
+def fill(d):
+    try:
+        with open(os.path.join(d, ${JSON.stringify(name)}), "wb") as f:
+            for _ in range(64):
+                f.write(bytes(1 << 20))
+        return "wrote 64M"
+    except OSError as e:
+        return errno.errorcode[e.errno]
+print(os.environ["TMPDIR"], fill(os.environ["TMPDIR"]), fill("/dev/shm"), sep="|", flush=True)
+sys.stdin.readline()
+sys.exit(3)
+`
+    const handle = start(['python3', '-c', fill], { isolation, limits: { tmpfsBytes: '8M' } })
+    let seen = ''
+    for await (const chunk of handle.output) {
+      seen += chunk.data
+      if (seen.includes('\n')) break
+    }
+    const [tmp, inTmp, inShm] = seen.trim().split('|')
+    // While the sandbox still holds its files: none of them is on the host.
+    const onHost = [path.join(tmp!, name), path.join('/dev/shm', name)].filter((p) => existsSync(p))
+    handle.closeStdin()
+    const r = await handle.result
+    assert.deepEqual([inTmp, inShm], ['ENOSPC', 'ENOSPC'], r.stderr)
+    assert.deepEqual(onHost, [], 'written to the host')
+    assert.equal(r.status, 'nonzero-exit', "the program's own exit")
+    assert.equal(r.exitCode, 3)
+    assert.deepEqual(
+      r.perProcessLimits,
+      caps.cgroup.version === null ? ['cpuTimeMs', 'memoryBytes', 'maxProcesses'] : [],
+    )
+  })
+
+  it("sees only its own processes: no other run's or host process's argv, not its monitor's", async () => {
+    const secret = `DB_PASSWORD=${randomUUID()}`
+    // Stand-ins for `cordon run --env DB_PASSWORD=...` (root), a process of another user, another run.
+    const holders = [
+      spawn('sh', ['-c', 'sleep 60; true', secret], { stdio: 'ignore' }),
+      spawn('sh', ['-c', 'sleep 60; true', secret], { stdio: 'ignore', uid: 65534, gid: 65534 }),
+    ]
+    const other = start(['sh', '-c', 'sleep 60; true', secret], { isolation })
+    const probe = `
+import json, os, subprocess
+secret, mine = os.environ["PROBE"].encode(), os.getuid()
+pids = [p for p in os.listdir("/proc") if p.isdigit()]
+found, others = [], []
+for p in pids:
+    try:
+        if secret in open("/proc/%s/cmdline" % p, "rb").read():
+            found.append(p)
+        uid = next(l for l in open("/proc/%s/status" % p) if l.startswith("Uid:")).split()[1]
+        if int(uid) != mine:
+            others.append(p)
+    except OSError:
+        pass
+try:
+    monitor = open("/proc/%d/cmdline" % os.getppid(), "rb").read().decode(errors="replace")
+except OSError as e:
+    monitor = "hidden"
+ps = subprocess.run(["ps", "-eo", "uid="], capture_output=True, text=True).stdout.split()
+print(json.dumps({"found": found, "others": others, "self": str(os.getpid()) in pids,
+    "monitor": monitor, "psUids": sorted(set(ps)), "mine": str(mine)}))
+`
+    try {
+      assert.ok(await waitFor(() => processesWith(secret).length >= 3, 10_000), 'the holders started')
+      const r = await run(['python3', '-c', probe], { isolation, env: { PROBE: secret } })
+      assert.equal(r.status, 'ok', r.stderr)
+      const seen = JSON.parse(r.stdout) as {
+        found: string[]
+        others: string[]
+        self: boolean
+        monitor: string
+        psUids: string[]
+        mine: string
+      }
+      assert.deepEqual(seen.found, [], 'a secret in another argv')
+      assert.deepEqual(seen.others, [], "another uid's processes are listed")
+      assert.equal(seen.self, true, 'it sees itself')
+      assert.equal(seen.monitor, 'hidden', "its monitor's argv (the run's tag) is readable")
+      assert.deepEqual(seen.psUids, [seen.mine], 'ps shows its own processes only')
+      const node = await run(
+        ['node', '-e', 'console.log(process.pid > 0, require("os").cpus().length > 0)'],
+        {
+          isolation,
+        },
+      )
+      assert.equal(node.stdout, 'true true\n', node.stderr)
+    } finally {
+      for (const h of holders) h.kill('SIGKILL')
+      other.kill()
+      await other.result
+    }
+  })
+
+  it("without the network /run is empty, but for the cwd and writable paths under it; 'host' shows it", async () => {
+    const dir = tempDir('cordon-test-', { parent: '/run', mode: 0o777 })
+    const work = tempDir('w-', { parent: dir, mode: 0o777 })
+    const hostEntries = ['dbus', 'systemd', 'user'].filter((e) => existsSync(path.join('/run', e)))
+    const list = 'ls -A /run; echo ---; pwd; echo x > "$PWD/f" && echo wrote'
+    const none = await run(['sh', '-c', list], { isolation, cwd: work, writable: [work] })
+    assert.equal(none.status, 'ok', none.stderr)
+    const [listed, rest] = none.stdout.split('---\n')
+    for (const e of hostEntries)
+      assert.ok(!listed!.split('\n').includes(e), `/run/${e} is visible: ${listed}`)
+    assert.equal(rest, `${work}\nwrote\n`)
+    assert.equal(readFileSync(path.join(work, 'f'), 'utf8'), 'x\n', 'written through to the host')
+    const host = await run(['ls', '-A', '/run'], { isolation, network: 'host' })
+    for (const e of hostEntries) assert.ok(host.stdout.split('\n').includes(e), `/run/${e} with network host`)
+  })
+})
+
+describe('process tier as root: paths shown again under /run', { skip: noLauncher || notRoot }, () => {
+  it('are looked up as the sandbox uid: a bind never hands it what it could not reach on the host', async () => {
+    const closed = tempDir('cordon-test-', { parent: '/run', mode: 0o700 }) // root's: the sandbox cannot pass
+    const open = path.join(closed, 'open')
+    mkdirSync(open, { mode: 0o777 })
+    spawnSync('chmod', ['0777', open])
+    const r = await run(['sh', '-c', `echo x > ${open}/f; echo ran`], { isolation, writable: [open] })
+    assert.equal(r.status, 'error', r.stdout)
+    assert.equal(r.violation?.limit, 'launch')
+    assert.match(r.violation?.message ?? '', /the sandbox uid cannot reach/)
+    assert.equal(existsSync(path.join(open, 'f')), false)
+  })
+})
+
+describe('process tier not as root', { skip: noLauncher || noUnprivileged() }, () => {
+  it('its TMPDIR is a host directory: tmpfsBytes holds only per file (by maxFileSizeBytes), and says so', async () => {
+    const limits = await asUnprivileged<string[]>(`
+      const r = await run(['true'], { isolation: 'process' })
+      return r.perProcessLimits
+    `)
+    assert.ok(limits.includes('tmpfsBytes'), JSON.stringify(limits))
   })
 })

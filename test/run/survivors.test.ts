@@ -1,6 +1,7 @@
 // When run() resolves nothing of the sandbox is left, whatever the program did to escape.
 import assert from 'node:assert/strict'
-import { spawn } from 'node:child_process'
+import { spawn, spawnSync } from 'node:child_process'
+import { existsSync, mkdtempSync, readdirSync } from 'node:fs'
 import path from 'node:path'
 import { describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
@@ -8,8 +9,10 @@ import { run, start } from '../../src/index.js'
 import {
   leftBehind,
   marker,
+  noLauncher,
   noSpawner,
   notRoot,
+  noUnprivileged,
   processesWith,
   skipTier,
   TIERS,
@@ -170,6 +173,8 @@ describe('host killed with SIGKILL', () => {
       skip: skipTier(tier) || (tier === 'process' && notRoot) || (spawner && noSpawner),
     }, async () => {
       const m = marker()
+      const runDir = () => (existsSync('/run/cordon') ? readdirSync('/run/cordon').sort() : [])
+      const runBefore = runDir()
       // A setsid'd child no longer has the launched process's session; the marker arrives as $1, so only
       // the two sleeps have it after "sleep " or "1000 " in their command lines.
       const script = 'setsid sleep 1000 "$1" & exec sleep "$1"'
@@ -194,8 +199,15 @@ await run(['sh', '-c', ${JSON.stringify(script)}, 'sh', process.argv[1]], option
       // And what the run made goes too, as cordon would have removed it: its cgroup, its private TMPDIR.
       // (bwrap has no hook for the namespace tier's cgroup: the next cordon sweeps it.)
       const left = () => leftBehind(host.pid!)
-      if (tier === 'process')
+      if (tier === 'process') {
         assert.ok(await waitFor(() => left().length === 0, 5000), `left behind: ${left().join(' ')}`)
+        // As root the private TMPDIR is a tmpfs in the sandbox's own mount namespace: nothing on the host.
+        assert.deepEqual(
+          runDir().filter((e) => !runBefore.includes(e)),
+          [],
+          'left in /run/cordon',
+        )
+      }
     })
   }
 
@@ -210,4 +222,39 @@ await run(['sh', '-c', ${JSON.stringify(script)}, 'sh', process.argv[1]], option
       assert.ok(await waitFor(() => processesWith(m).length === 0, 10_000), 'sandbox died with its host')
     })
   }
+})
+
+// Not as root the private TMPDIR is a host directory: the monitor removes it, with what the sandbox left
+// there, when the host dies mid-run.
+describe('host killed with SIGKILL, not as root', { skip: noLauncher || noUnprivileged() }, () => {
+  it('the monitor removes the private TMPDIR and what it holds', async () => {
+    const tmp = mkdtempSync(path.join(worldWritableDir(), 'tmp-'))
+    const nobody = process.getuid?.() === 0 ? { uid: 65534, gid: 65534 } : {}
+    if (process.getuid?.() === 0) spawnSync('chown', ['65534:65534', tmp])
+    const m = marker()
+    const script =
+      'mkdir -p "$TMPDIR/a/b" && touch "$TMPDIR/a/b/f" && ln -s / "$TMPDIR/root" && exec sleep "$1"'
+    const host = spawn(
+      process.execPath,
+      [
+        '--input-type=module',
+        '-e',
+        `import { run } from ${JSON.stringify(LIBRARY)}
+await run(['sh', '-c', ${JSON.stringify(script)}, 'sh', process.argv[1]], { isolation: 'process' })`,
+        m,
+      ],
+      {
+        stdio: 'ignore',
+        cwd: tmp,
+        env: { PATH: process.env.PATH ?? '/usr/bin:/bin', TMPDIR: tmp },
+        ...nobody,
+      },
+    )
+    const scratch = () => readdirSync(tmp).filter((e) => e.startsWith('cordon-tmp-'))
+    assert.ok(await waitFor(() => processesWith(`sleep ${m}`).length === 1, 10_000), 'started')
+    assert.equal(scratch().length, 1, 'its private TMPDIR is there')
+    host.kill('SIGKILL')
+    assert.ok(await waitFor(() => processesWith(m).length === 0, 10_000), 'all died with their host')
+    assert.ok(await waitFor(() => scratch().length === 0, 5000), `left behind: ${scratch().join(' ')}`)
+  })
 })

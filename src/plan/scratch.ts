@@ -1,0 +1,47 @@
+// The process tier's private TMPDIR (also its HOME). As root it is a tmpfs in the sandbox's own mount
+// namespace (see processMounts): nothing of it is on the host, so there is nothing to remove. Not as root
+// it is a directory under the host's TMPDIR, which the sandbox (of cordon's own uid) may have filled and
+// rearranged: it is removed by the launcher's fd-relative, no-follow remover, never by a path walk.
+import { spawn } from 'node:child_process'
+import { lstatSync, rmdirSync } from 'node:fs'
+import path from 'node:path'
+import { staleEntries } from '../run/stale.js'
+
+/** Not as root: `<prefix><owner pid>-<uuid>` under the host's TMPDIR, so the next cordon finds a dead owner's. */
+export const SCRATCH_PREFIX = 'cordon-tmp-'
+
+/**
+ * Remove `dir` and all beneath it with `cordon-launch --remove-tree`: it opens each level by fd with
+ * O_NOFOLLOW, never follows a symlink or leaves the filesystem, and removes only a directory of cordon's
+ * own uid. A path-based walk (Node's `rm -r`) can be steered by a sandbox that swaps a directory for a
+ * symlink mid-walk into deleting outside its write area. Never rejects: what cannot go stays.
+ */
+export function removeTree(launcher: string, dir: string): Promise<void> {
+  return new Promise((resolve) => {
+    const remover = spawn(launcher, [`--remove-tree=${dir}`], { stdio: 'ignore' })
+    remover.once('error', () => resolve())
+    remover.once('close', () => resolve())
+  })
+}
+
+/** Remove a run's private TMPDIR: one rmdir when it is empty or was never made, the remover otherwise. */
+export async function releaseScratch(launcher: string, dir: string): Promise<void> {
+  try {
+    rmdirSync(dir)
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOTEMPTY') await removeTree(launcher, dir)
+  }
+}
+
+/**
+ * Remove the private TMPDIRs under `parent` whose owning cordon process is dead (at most once per 10 s per
+ * `throttle`): only directories of cordon's own uid, in the background.
+ */
+export function sweepStaleScratch(launcher: string, parent: string, throttle?: Map<string, number>): void {
+  const own = process.getuid?.()
+  for (const name of staleEntries(parent, SCRATCH_PREFIX, throttle)) {
+    const dir = path.join(parent, name)
+    const st = lstatSync(dir, { throwIfNoEntry: false })
+    if (st?.isDirectory() && st.uid === own) void removeTree(launcher, dir)
+  }
+}
