@@ -10,7 +10,8 @@
  *                 [--seccomp=HEX] [--bwrap-env] [--monitor [--kill-session]] -- PROGRAM [ARGS...]
  *   cordon-launch --landlock-abi        prints the kernel's Landlock ABI version (0: none)
  *   cordon-launch --remove-tree=PATH    removes PATH, a directory of the caller's uid, and all beneath it,
- *                                       never following a symlink or leaving its filesystem (see remove_tree)
+ *                                       never following a symlink or leaving its filesystem (see remove_tree);
+ *                                       a symlink or file of the caller's at PATH goes as what it is
  *
  * First every inherited fd above stderr is closed but the --keep-fds ones (cordon's pipes): an fd its host
  * left without close-on-exec must not reach the sandbox. With --monitor (the process tier) it then forks:
@@ -511,8 +512,8 @@ static int remove_emptied(int dir, const char *name, int fd, dev_t dev, int top,
  * Remove `path` and everything beneath it, race-free against whoever else may write in it (the sandbox,
  * of the same uid when cordon is not root): its parent (cordon's own TMPDIR, followed if a symlink) is
  * opened as a directory and `path`'s last name beneath that fd with O_NOFOLLOW, and it must be a
- * directory of the caller's uid on the parent's filesystem; then empty_dir. 0 when it is gone (or was
- * never there), -1 with errno otherwise.
+ * directory of the caller's uid on the parent's filesystem; then empty_dir. A symlink or file of the
+ * caller's there is unlinked itself. 0 when it is gone (or was never there), -1 with errno otherwise.
  */
 static int remove_tree(const char *path) {
   char parent[PATH_MAX];
@@ -532,6 +533,16 @@ static int remove_tree(const char *path) {
   if (fstat(up, &pst) != 0) goto out;
   dev_t dev = pst.st_dev;
   fd = open_owned_dir(up, name, &dev);
+  if (fd < 0 && errno == ENOTDIR) {
+    /* The name is there but not as a directory (a sandbox swapped it for a symlink): the name goes, as
+       what it is, when it is the caller's; nothing it points to is touched. */
+    struct stat st;
+    if (fstatat(up, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(st.st_mode) && st.st_uid == geteuid())
+      rc = unlinkat(up, name, 0);
+    else
+      errno = EPERM;
+    goto out;
+  }
   if (fd < 0) {
     if (errno == ENOENT) rc = 0;
     goto out;

@@ -24,24 +24,27 @@ export function removeTree(launcher: string, dir: string): Promise<void> {
   })
 }
 
-/** Remove a run's private TMPDIR: one rmdir when it is empty or was never made, the remover otherwise. */
+/**
+ * Remove a run's private TMPDIR: one rmdir when it is empty or was never made, the remover otherwise (a
+ * tree, or a symlink a sandbox swapped in for it).
+ */
 export async function releaseScratch(launcher: string, dir: string): Promise<void> {
   try {
     rmdirSync(dir)
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOTEMPTY') await removeTree(launcher, dir)
+    const code = (error as NodeJS.ErrnoException).code
+    if (code === 'ENOTEMPTY' || code === 'ENOTDIR') await removeTree(launcher, dir)
   }
 }
 
 /**
  * Remove the private TMPDIRs under `parent` whose owning cordon process is dead (at most once per 10 s per
- * `throttle`): only directories of cordon's own uid, in the background.
+ * `throttle`): only entries of cordon's own uid, in the background.
  */
 export function sweepStaleScratch(launcher: string, parent: string, throttle?: Map<string, number>): void {
   const own = process.getuid?.()
   for (const name of staleEntries(parent, SCRATCH_PREFIX, throttle)) {
     const dir = path.join(parent, name)
-    const st = lstatSync(dir, { throwIfNoEntry: false })
-    if (st?.isDirectory() && st.uid === own) void removeTree(launcher, dir)
+    if (lstatSync(dir, { throwIfNoEntry: false })?.uid === own) void removeTree(launcher, dir)
   }
 }

@@ -241,3 +241,31 @@ describe('removing scratch trees, not as root', { skip: noLauncher || noUnprivil
     assert.equal(out.victim, true, `cordon deleted outside the sandbox's write area (after ${out.runs} runs)`)
   })
 })
+
+describe('a private TMPDIR swapped for a symlink by its sandbox, not as root', {
+  skip: noLauncher || noUnprivileged(),
+}, () => {
+  it('goes as the symlink it is: nothing it points to is touched', async () => {
+    const shared = worldWritableDir()
+    type Out = { status: string; left: string[]; kept: boolean }
+    const out = await asUnprivileged<Out>(`
+      const fs = await import('node:fs')
+      const tmp = fs.mkdtempSync(${JSON.stringify(shared)} + '/tmp-')
+      const outside = fs.mkdtempSync(${JSON.stringify(shared)} + '/outside-')
+      fs.mkdirSync(outside + '/sub')
+      fs.writeFileSync(outside + '/sub/kept', 'x')
+      process.env.TMPDIR = tmp
+      const swap = 'mv "$TMPDIR" "$TMPDIR.moved" && ln -s "$1" "$TMPDIR"'
+      const r = await run(['sh', '-c', swap, 'sh', outside], { isolation: 'process', writable: [tmp] })
+      return { status: r.status, left: fs.readdirSync(tmp), kept: fs.existsSync(outside + '/sub/kept') }
+    `)
+    assert.equal(out.status, 'ok')
+    assert.equal(out.kept, true)
+    // What the sandbox renamed its TMPDIR to is its own doing, in its writable directory; the name
+    // cordon made is gone.
+    assert.deepEqual(
+      out.left.filter((n) => !n.endsWith('.moved')),
+      [],
+    )
+  })
+})
