@@ -151,7 +151,7 @@ function rawLaunch(
   // As root the process tier's own mount namespace is part of what it is, raw or not (no scratch on the host).
   const mounts =
     fenced && caps.isRoot
-      ? processMounts({ network: 'none', shown: [cwd], shm: realpathSync('/dev/shm') })
+      ? processMounts({ network: 'none', shown: [cwd], writable: [], shm: realpathSync('/dev/shm') })
       : null
   const tmpdir = fenced ? (scratch ?? (mounts ? ROOT_TMPDIR : null)) : null
   const viaPrlimit = parts.via === 'prlimit'

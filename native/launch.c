@@ -105,6 +105,14 @@ struct ll_path_beneath_attr {
 #define MAX_KEEP 16
 #define MAX_FILTER_BYTES (4096 * sizeof(struct sock_filter))
 #define MAX_MOUNTS 64
+/* The new mount API (Linux 5.2), defined here for the same reason as Landlock's. */
+#ifndef SYS_open_tree
+#define SYS_open_tree 428
+#define SYS_move_mount 429
+#endif
+#define OPEN_TREE_CLONE_ 1
+#define AT_RECURSIVE_ 0x8000
+#define MOVE_MOUNT_F_EMPTY_PATH_ 0x4
 #ifndef RENAME_NOREPLACE
 #define RENAME_NOREPLACE (1 << 0)
 #endif
@@ -307,7 +315,8 @@ struct cover {
  * --mount-ns (root, the process tier): a mount namespace of the sandbox's own, so what it mounts is seen by
  * its processes alone and goes with the last of them (the monitor stays in the host's). Propagation turns
  * private first, so nothing reaches the host. Then:
- * - the --keep paths (the policy's, under a cover below) are opened before anything covers them;
+ * - the --keep paths (the policy's, at or under a cover below) are copied (open_tree) before anything
+ *   covers them;
  * - each cover in order (parents first): an --empty tmpfs of root's (/run without the network: host daemons'
  *   sockets) or a --tmpfs of the sandbox's own, mode 0700, of --tmpfs-size bytes (its TMPDIR, /dev/shm):
  *   RAM, charged to its memory cgroup, full is ENOSPC; nosuid and nodev. A mount point is made only
@@ -337,7 +346,10 @@ static void private_mounts(const struct cover *covers, int n_covers, const char 
   if (setfsuid((uid_t)-1) != (int)uid) die("setfsuid", NULL);
   for (int k = 0; k < n_keeps; k++) {
     struct stat st;
-    kept[k] = open(keeps[k], O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    /* A copy of its mount tree as it is now, before any cover: bound by path later, a kept cover itself
+       (a writable /dev/shm) would bring the cover stacked on it along. */
+    kept[k] = (int)syscall(SYS_open_tree, AT_FDCWD, keeps[k],
+                           OPEN_TREE_CLONE_ | O_CLOEXEC | AT_RECURSIVE_ | AT_SYMLINK_NOFOLLOW);
     if (kept[k] < 0 || fstat(kept[k], &st) != 0) die("the sandbox uid cannot reach", keeps[k]);
     kept_dir[k] = S_ISDIR(st.st_mode); /* anything else (a file, a socket) is bound onto an empty file */
   }
@@ -353,10 +365,9 @@ static void private_mounts(const struct cover *covers, int n_covers, const char 
     if (mount("tmpfs", covers[c].path, "tmpfs", flags, data) != 0) die("cannot mount a tmpfs on", covers[c].path);
   }
   for (int k = 0; k < n_keeps; k++) {
-    char from[64];
     keep_point(keeps[k], kept_dir[k]);
-    snprintf(from, sizeof from, "/proc/self/fd/%d", kept[k]);
-    if (mount(from, keeps[k], NULL, MS_BIND | MS_REC, NULL) != 0) die("cannot show again", keeps[k]);
+    if (syscall(SYS_move_mount, kept[k], "", AT_FDCWD, keeps[k], MOVE_MOUNT_F_EMPTY_PATH_) != 0)
+      die("cannot show again", keeps[k]);
     close(kept[k]);
   }
   for (int c = 0; c < n_covers; c++) {
@@ -780,7 +791,8 @@ int main(int argc, char **argv) {
   if (n_covers && (uid < 0 || tmpfs_size == 0)) usage("--tmpfs and --empty need --uid and --tmpfs-size");
   for (int k = 0; k < n_keeps; k++) {
     int covered = 0;
-    for (int c = 0; c < n_covers; c++) covered |= beneath(keeps[k], covers[c].path);
+    for (int c = 0; c < n_covers; c++)
+      covered |= strcmp(keeps[k], covers[c].path) == 0 || beneath(keeps[k], covers[c].path);
     if (!covered) usage("--keep (a path beneath no --tmpfs or --empty)");
   }
   close_fds(3, keep, n_keep); /* inherited ones above stderr */

@@ -436,7 +436,8 @@ export function prepare(
       // its own processes only; nothing of its scratch is ever on the host, so nothing there to remove.
       mounts = processMounts({
         network: noNetwork ? 'none' : 'host',
-        shown: [cwd, ...writable, ...shown],
+        shown: [cwd, ...shown],
+        writable,
         shm: existingPathOr('/dev/shm'),
       })
     } else {

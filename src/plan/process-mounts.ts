@@ -7,8 +7,10 @@ export const ROOT_TMPDIR = '/run/cordon'
 
 export interface ProcessMountsSpec {
   network: 'none' | 'host'
-  /** Real paths the policy names that must stay as they are on the host: cwd, writable, visible. */
+  /** Real paths the policy names that must stay visible as they are on the host: cwd, visible. */
   shown: readonly string[]
+  /** The policy's writable real paths: the host's, even one that is a cover itself (`/dev/shm`). */
+  writable: readonly string[]
   /** The host's /dev/shm, resolved (a distribution may make it a symlink). */
   shm: string
 }
@@ -31,7 +33,8 @@ export interface ProcessMounts {
  * - Without the network an empty /run, as in the namespace tier: the sockets of host daemons there
  *   (D-Bus's system bus, journald) are world-connectable, and this tier lets the sandbox open unix sockets.
  * - Paths the policy names beneath a cover (a cwd or writable directory under /run) are shown again; a
- *   cover itself named (a cwd of /run) shows the sandbox's own, never the host's.
+ *   cover itself as the cwd (cordon started from /run) shows the sandbox's own, never the host's, but a
+ *   cover asked for as writable (`/dev/shm`) is the host's, as the policy says.
  */
 export function processMounts(spec: ProcessMountsSpec): ProcessMounts {
   const coverList = [
@@ -39,8 +42,11 @@ export function processMounts(spec: ProcessMountsSpec): ProcessMounts {
     { path: ROOT_TMPDIR, empty: false },
     { path: spec.shm, empty: false },
   ]
+  const isCover = (p: string) => coverList.some((c) => c.path === p)
   const under = (p: string) => coverList.some((c) => c.path !== p && beneathOrAt(c.path, p))
-  const candidates = [...new Set(spec.shown)].filter((p) => under(p) && !coverList.some((c) => c.path === p))
+  const candidates = [
+    ...new Set([...spec.shown.filter(under), ...spec.writable.filter((p) => under(p) || isCover(p))]),
+  ]
   const keeps = candidates.filter((p) => !candidates.some((q) => q !== p && beneathOrAt(q, p))).sort()
   return { covers: coverList, keeps, writable: [ROOT_TMPDIR, spec.shm], proc: true }
 }

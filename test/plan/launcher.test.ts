@@ -105,7 +105,7 @@ describe('launcherArgv', () => {
 })
 
 describe('processMounts (the process tier as root)', () => {
-  const spec = { network: 'none', shown: [] as string[], shm: '/dev/shm' } as const
+  const spec = { network: 'none', shown: [] as string[], writable: [] as string[], shm: '/dev/shm' } as const
 
   it('without the network: an empty /run first, then its TMPDIR and /dev/shm of its own, and /proc', () => {
     assert.deepEqual(processMounts(spec), {
@@ -132,16 +132,15 @@ describe('processMounts (the process tier as root)', () => {
   it('shows again what the policy names beneath a cover: outermost only, never a cover itself', () => {
     const m = processMounts({
       ...spec,
-      shown: [
-        '/home/u/p',
-        '/run/user/1000/w',
-        '/run/user/1000/w/sub',
-        '/run',
-        '/dev/shm/x',
-        '/run/user/1000/w',
-      ],
+      shown: ['/home/u/p', '/run/user/1000/w', '/run', '/dev/shm', '/run/user/1000/w'],
+      writable: ['/run/user/1000/w/sub', '/dev/shm/x', '/srv'],
     })
     assert.deepEqual(m.keeps, ['/dev/shm/x', '/run/user/1000/w'])
+  })
+
+  it("a cover asked for as writable is the host's (a cwd there is the sandbox's own)", () => {
+    const m = processMounts({ ...spec, shown: ['/run'], writable: ['/dev/shm', '/dev/shm/x'] })
+    assert.deepEqual(m.keeps, ['/dev/shm'])
   })
 
   it('a /dev/shm that resolves under /run is mounted after /run', () => {

@@ -721,6 +721,17 @@ print(json.dumps({"found": found, "others": others, "self": str(os.getpid()) in 
 })
 
 describe('process tier as root: paths shown again under /run', { skip: noLauncher || notRoot }, () => {
+  it("/dev/shm asked for as writable is the host's, as the policy says", async () => {
+    const name = `cordon-test-${randomUUID()}`
+    try {
+      const r = await run(['sh', '-c', `echo x > /dev/shm/${name}`], { isolation, writable: ['/dev/shm'] })
+      assert.equal(r.status, 'ok', r.stderr)
+      assert.equal(readFileSync(path.join('/dev/shm', name), 'utf8'), 'x\n')
+    } finally {
+      spawnSync('rm', ['-f', path.join('/dev/shm', name)])
+    }
+  })
+
   it('are looked up as the sandbox uid: a bind never hands it what it could not reach on the host', async () => {
     const closed = tempDir('cordon-test-', { parent: '/run', mode: 0o700 }) // root's: the sandbox cannot pass
     const open = path.join(closed, 'open')
