@@ -50,7 +50,7 @@ const HOST_EXTRA = 512 * MiB
 const STARTUP_RUNS = scaled(40)
 const STARTUP_WARMUP = scaled(5)
 /** The built CLI, as `npx cordon` runs it. */
-const CLI = new URL('../dist/cli/main.js', import.meta.url).pathname
+const CLI = new URL('../dist/cli/bin.cjs', import.meta.url).pathname
 
 // A full collection between heavy steps keeps one variant's garbage from being billed to the next.
 setFlagsFromString('--expose-gc')

@@ -1,19 +1,35 @@
 // A RegExp given to `redact`, compiled for re2js (a JavaScript port of RE2): matching takes time linear in
 // the text, whatever the pattern, which V8's backtracking engine cannot promise (`/(a+)+$/` on output the
 // sandbox chooses). What RE2 cannot run in linear time (backreferences, look-arounds) is refused here.
-import { RE2JS } from 're2js'
+import { createRequire } from 'node:module'
+import type { RE2JS } from 're2js'
+
+type Engine = typeof import('re2js')
+let engine: Engine | undefined
+/**
+ * re2js, loaded on the first RegExp a policy gives: it is ~1 MB of JavaScript that most runs (and every
+ * start of the CLI) would otherwise compile for nothing.
+ */
+const re2 = (): Engine => {
+  engine ??= createRequire(import.meta.url)('re2js') as Engine
+  return engine
+}
 
 /** Flags that change what a pattern matches and have an RE2 equivalent; `u` is RE2's own behaviour. */
-const FLAG_BITS: Readonly<Record<string, number>> = {
-  i: RE2JS.CASE_INSENSITIVE,
-  m: RE2JS.MULTILINE,
-  s: RE2JS.DOTALL,
-  u: 0,
-  // Every match is wanted anyway (g); where the search starts is cordon's business (y); indices (d) are
-  // not returned.
-  g: 0,
-  y: 0,
-  d: 0,
+function flagBits(flag: string): number | undefined {
+  const { RE2JS: E } = re2()
+  const bits: Readonly<Record<string, number>> = {
+    i: E.CASE_INSENSITIVE,
+    m: E.MULTILINE,
+    s: E.DOTALL,
+    u: 0,
+    // Every match is wanted anyway (g); where the search starts is cordon's business (y); indices (d) are
+    // not returned.
+    g: 0,
+    y: 0,
+    d: 0,
+  }
+  return bits[flag]
 }
 
 /**
@@ -53,12 +69,13 @@ export function compileRedactPattern(re: RegExp): RE2JS {
   }
   let flags = 0
   for (const flag of re.flags) {
-    const bits = FLAG_BITS[flag]
+    const bits = flagBits(flag)
     if (bits === undefined) throw new Error(`${re}: the flag ${flag} is not supported`)
     flags |= bits
   }
   try {
-    return RE2JS.compile(RE2JS.translateRegExp(re.source), flags)
+    const { RE2JS: E } = re2()
+    return E.compile(E.translateRegExp(re.source), flags)
   } catch (error) {
     throw new Error(`${re} is not a pattern RE2 can run: ${(error as Error).message}`)
   }

@@ -7,7 +7,7 @@ import { describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { noLauncher, tempDir } from '../helpers.js'
 
-const CLI = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url))
+const CLI = fileURLToPath(new URL('../../dist/cli/bin.cjs', import.meta.url))
 // Outside /tmp (private in the sandbox), readable by a sandbox uid.
 const dir = tempDir('cordon-call-cli-', { mode: 0o755, parent: '/var/tmp' })
 const mod = path.join(dir, 'values.mjs')

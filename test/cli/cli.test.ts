@@ -8,7 +8,7 @@ import { describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { marker, noNamespace, processesWith, tempDir, waitFor } from '../helpers.js'
 
-const CLI = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url))
+const CLI = fileURLToPath(new URL('../../dist/cli/bin.cjs', import.meta.url))
 const cordon = (args: string[], input?: string) =>
   spawnSync(process.execPath, [CLI, ...args], { encoding: 'utf8', input, timeout: 30_000 })
 

@@ -7,7 +7,7 @@ import { describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { tempDir } from '../helpers.js'
 
-const CLI = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url))
+const CLI = fileURLToPath(new URL('../../dist/cli/bin.cjs', import.meta.url))
 
 describe('cordon rootfs delete', () => {
   const cache = tempDir('cordon-rootfs-cache-')

@@ -5,7 +5,7 @@ import { describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { marker, noLauncher, processesWith, waitFor } from '../helpers.js'
 
-const CLI = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url))
+const CLI = fileURLToPath(new URL('../../dist/cli/bin.cjs', import.meta.url))
 
 describe('cordon run and signals', { skip: noLauncher }, () => {
   for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {

@@ -8,7 +8,7 @@ import { describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { noLauncher, tempDir } from '../helpers.js'
 
-const CLI = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url))
+const CLI = fileURLToPath(new URL('../../dist/cli/bin.cjs', import.meta.url))
 const cordon = (args: string[], io: { input?: string; stdio?: StdioOptions }) =>
   spawnSync(process.execPath, [CLI, 'run', ...args], { encoding: 'utf8', timeout: 30_000, ...io })
 

@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url'
 import { policyInput } from '../../src/cli/flags.js'
 import { PolicyError } from '../../src/index.js'
 
-const CLI = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url))
+const CLI = fileURLToPath(new URL('../../dist/cli/bin.cjs', import.meta.url))
 
 describe('units on the command line', () => {
   it('refuses a bare number for a duration or a size, naming the flag and what to write', () => {

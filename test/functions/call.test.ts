@@ -210,7 +210,7 @@ describe('callFunction input errors', () => {
 })
 
 describe('cordon call', () => {
-  const CLI = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url))
+  const CLI = fileURLToPath(new URL('../../dist/cli/bin.cjs', import.meta.url))
   const call = (...args: string[]) =>
     spawnSync(process.execPath, [CLI, 'call', ...args], { encoding: 'utf8' })
 

@@ -15,7 +15,7 @@ import { marker, notRoot, processesWith, skipTier, TIERS, waitFor, worldWritable
 const support = probeCapabilities().cgroup
 const noCgroup = support.version === null ? `no usable cgroup: ${support.reason}` : false
 const MiB = 1024 * 1024
-const CLI = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url))
+const CLI = fileURLToPath(new URL('../../dist/cli/bin.cjs', import.meta.url))
 
 /** Sandbox cgroups this test process created and did not remove. */
 function leftovers(s: CgroupSupport): string[] {

@@ -200,7 +200,7 @@ describe('namespace tier', { skip: noNamespace }, () => {
   })
 })
 
-const CLI = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url))
+const CLI = fileURLToPath(new URL('../../dist/cli/bin.cjs', import.meta.url))
 
 for (const tier of TIERS) {
   it(`fds the host left open without close-on-exec stay out of the sandbox (${tier} tier)`, {

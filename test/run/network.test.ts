@@ -74,7 +74,7 @@ describe('network allowlist (namespace tier)', { skip: noNamespace }, () => {
   })
 
   it('the CLI form: --net allow:HOST:PORT,+loopback', async () => {
-    const cli = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url))
+    const cli = fileURLToPath(new URL('../../dist/cli/bin.cjs', import.meta.url))
     const args = [
       cli,
       'run',

@@ -57,7 +57,7 @@ for (const tier of TIERS) {
 }
 
 // The auditor's cases: a secret split across the two streams, and every other string a run hands back.
-const CLI = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url))
+const CLI = fileURLToPath(new URL('../../dist/cli/bin.cjs', import.meta.url))
 const HALF = 7 // SECRET = tok-9f8 | e7d6c5b4a
 
 /** Fails naming the view in which `secret` appears whole. */

@@ -9,7 +9,7 @@ import { PolicyError, run } from '../../src/index.js'
 import { listRootfs } from '../../src/rootfs/rootfs.js'
 import { noNamespace, worldWritableDir } from '../helpers.js'
 
-const CLI = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url))
+const CLI = fileURLToPath(new URL('../../dist/cli/bin.cjs', import.meta.url))
 const NAME = 'cordon-test-minbase'
 const hasDebootstrap =
   spawnSync('sh', ['-c', 'command -v debootstrap || test -x /usr/sbin/debootstrap']).status === 0

@@ -9,7 +9,7 @@ import { LAUNCHER_PATH } from '../../src/plan/launcher.js'
 import { staleEntries } from '../../src/run/stale.js'
 import { asUnprivileged, noLauncher, notRoot, noUnprivileged, tempDir, worldWritableDir } from '../helpers.js'
 
-const CLI = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url))
+const CLI = fileURLToPath(new URL('../../dist/cli/bin.cjs', import.meta.url))
 const CAPS_LAUNCHER = LAUNCHER_PATH
 
 /** A pid that just exited (reuse within the test is unlikely on a pid space this large). */

@@ -33,7 +33,7 @@ async function within<T>(promise: Promise<T>, ms: number, why: string): Promise<
   }
 }
 
-const CLI = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url))
+const CLI = fileURLToPath(new URL('../../dist/cli/bin.cjs', import.meta.url))
 const LIBRARY = fileURLToPath(new URL('../../dist/index.js', import.meta.url))
 
 for (const tier of TIERS) {
