@@ -73,8 +73,13 @@ describe('namespace tier', { skip: noNamespace }, () => {
     const handle = start(['sh', '-c', 'echo $CORDON_TEST_MARK; exec sleep 30'], { isolation, env })
     let bwrapEnv: string | null = null
     try {
-      // The program has run (and printed) before the kill: a SIGTERM sooner would be a race with its echo.
-      for await (const chunk of handle.output) if (chunk.stream === 'stdout') break
+      // Both programs have started (sh printed, and each loader complained) before the kill: a SIGTERM
+      // sooner would race with them.
+      let seen = ''
+      for await (const chunk of handle.output) {
+        seen += chunk.data
+        if (seen.includes('x\n') && (seen.match(/LD_PRELOAD cannot be preloaded/g)?.length ?? 0) >= 2) break
+      }
       await waitFor(() => {
         if (!/^Name:\s+bwrap/m.test(readFileSync(`/proc/${handle.pid}/status`, 'utf8'))) return false
         bwrapEnv = readFileSync(`/proc/${handle.pid}/environ`, 'utf8')
