@@ -1,7 +1,9 @@
 #!/bin/sh
 # Builds cordon's native helpers. The programs are always static: cordon-launch (launch.c), which every
-# sandbox starts through, and cordon-spawner (spawner.c), which starts them for a host that opened a
-# Spawner (the function runner's addon, built last, is the exception). One exec
+# sandbox starts through, cordon-spawner (spawner.c), which starts them for a host that opened a
+# Spawner, and cordon-bridge (bridge.c), which a sandbox with a network allowlist runs first, on any root
+# filesystem, so it cannot depend on the tree's libc (the function runner's addon, built last, is the
+# exception). One exec
 # with no dynamic loader is the point, and the launcher starts as root with the sandbox's environment.
 # musl first: its static start-up touches about half the pages glibc's does, and every sandbox pays that
 # exec. Without a C compiler or a static C library no sandbox runs, and `cordon doctor` says how to fix it.
@@ -40,7 +42,8 @@ build() {
   fi
   mv "$1.tmp" "$1"
 }
-build cordon-launch launch.c "no sandbox runs" && build cordon-spawner spawner.c "openSpawner() is unavailable"
+build cordon-launch launch.c "no sandbox runs" && build cordon-spawner spawner.c "openSpawner() is unavailable" &&
+  build cordon-bridge bridge.c "a network allowlist is refused"
 # cordon-guard.node (guard.c) is the exception to "static or nothing": the function runner loads it into
 # node itself (process.dlopen), so it must be a shared object on node's own C library, the system's
 # compiler's. It runs in the sandbox's own runner, never as root nor before an exec, so no loader runs

@@ -1,8 +1,9 @@
 // The decision for one connection: rules first (deny wins, a non-empty allow list is required), then the
 // address the name resolves to, which is the one connected to (so a rebinding DNS answer cannot swap it).
-import { lookup } from 'node:dns/promises'
-import net from 'node:net'
-import { addressKind, type HostRule, normalizeHost, parseRule, ruleMatches } from './rules.js'
+// Hosts arrive parsed (see host.ts): the name judged here is exactly the name resolved.
+import { lookup as dnsLookup } from 'node:dns/promises'
+import { addressKind, embeddedIPv4, type Host, type IpHost, parseIp } from './host.js'
+import { type HostRule, parseRule, ruleMatches } from './rules.js'
 
 export interface NetworkPolicy {
   allow: string[]
@@ -21,43 +22,80 @@ export interface NetworkEvent {
 
 export type Decision = { allowed: true; address: string } | { allowed: false; reason: string }
 
+/** Resolves a name to one address (getaddrinfo: /etc/hosts, then DNS). */
+export type Lookup = (name: string) => Promise<string>
+
 const rules = (entries: readonly string[]) =>
   entries.map(parseRule).filter((r): r is HostRule => typeof r !== 'string')
+
+/**
+ * Name lookups of one run at once. getaddrinfo runs on libuv's pool of 4 threads, which the host's file
+ * system work shares: a sandbox resolving slow names must not hold them all. Beyond this, lookups wait
+ * in order (each connection waits for at most one, and connections are capped: see proxy.ts).
+ */
+export const MAX_LOOKUPS = 2
+
+const systemLookup: Lookup = async (name) => (await dnsLookup(name)).address
 
 export class NetworkGate {
   private readonly allow: HostRule[]
   private readonly deny: HostRule[]
+  private lookups = 0
+  private readonly waiting: (() => void)[] = []
 
-  constructor(private readonly policy: NetworkPolicy) {
+  constructor(
+    private readonly policy: NetworkPolicy,
+    private readonly lookup: Lookup = systemLookup,
+  ) {
     this.allow = rules(policy.allow)
     this.deny = rules(policy.deny)
   }
 
-  async decide(rawHost: string, port: number): Promise<Decision> {
-    const host = normalizeHost(rawHost)
-    const denied = this.deny.find((r) => ruleMatches(r, host, port))
-    if (denied)
-      return { allowed: false, reason: `denied by ${denied.host}${denied.port ? `:${denied.port}` : ''}` }
-    if (!this.allow.some((r) => ruleMatches(r, host, port)))
-      return { allowed: false, reason: 'not on the allow list' }
-    let address = host
-    if (!net.isIP(host)) {
-      try {
-        address = (await lookup(host)).address
-      } catch (error) {
-        return { allowed: false, reason: `cannot resolve: ${(error as NodeJS.ErrnoException).code ?? error}` }
-      }
+  /** The deny rule that matches this address in any of its spellings (the IPv4 one an IPv6 one carries). */
+  private denied(address: string, bytes: Uint8Array | null, port: number): HostRule | undefined {
+    const forms = [address, ...(bytes ? embeddedIPv4(bytes) : [])]
+    return this.deny.find((r) => forms.some((form) => ruleMatches(r, form, port)))
+  }
+
+  private async resolve(name: string): Promise<string> {
+    if (this.lookups >= MAX_LOOKUPS) await new Promise<void>((wake) => this.waiting.push(wake))
+    this.lookups++
+    try {
+      return await this.lookup(name)
+    } finally {
+      this.lookups--
+      this.waiting.shift()?.()
     }
-    const kind = addressKind(address)
+  }
+
+  async decide(host: Host, port: number): Promise<Decision> {
+    const refuse = (reason: string): Decision => ({ allowed: false, reason })
+    const byRule = (r: HostRule) => `denied by ${r.host}${r.port ? `:${r.port}` : ''}`
+    const bytes = host.kind === 'name' ? null : host.bytes
+    const denied = this.denied(host.text, bytes, port)
+    if (denied) return refuse(byRule(denied))
+    if (!this.allow.some((r) => ruleMatches(r, host.text, port))) return refuse('not on the allow list')
+    let address: IpHost | null = host.kind === 'name' ? null : host
+    if (!address) {
+      let answer: string
+      try {
+        answer = await this.resolve(host.text)
+      } catch (error) {
+        return refuse(`cannot resolve: ${(error as NodeJS.ErrnoException).code ?? error}`)
+      }
+      // What the resolver answered is judged like what a sandbox names: a zone id or anything odd is refused.
+      address = parseIp(answer)
+      if (!address) return refuse(`resolved to ${JSON.stringify(answer.slice(0, 64))}, not an address`)
+      const deniedAddress = this.denied(address.text, address.bytes, port)
+      if (deniedAddress) return refuse(`${address.text} is ${byRule(deniedAddress)}`)
+    }
+    const kind = addressKind(address.bytes)
     if (kind === 'loopback' && !this.policy.allowLoopback) {
-      return { allowed: false, reason: `${address} is a loopback address (allowLoopback is off)` }
+      return refuse(`${address.text} is a loopback address (allowLoopback is off)`)
     }
     if (kind === 'private' && !this.policy.allowPrivate) {
-      return {
-        allowed: false,
-        reason: `${address} is a private, link-local or metadata address (allowPrivate is off)`,
-      }
+      return refuse(`${address.text} is a private, link-local or metadata address (allowPrivate is off)`)
     }
-    return { allowed: true, address }
+    return { allowed: true, address: address.text }
   }
 }

@@ -1,45 +1,124 @@
 // Per-sandbox HTTP (CONNECT and absolute-URI) and SOCKS5 proxies on unix sockets. The sandbox has no
-// route out; a bridge inside it forwards 127.0.0.1:3128/1080 to these sockets, and every connection is
-// decided by the sandbox's own NetworkGate and recorded as an event.
-import { chmodSync, chownSync, mkdtempSync, rmSync } from 'node:fs'
+// route out; cordon's bridge inside it (native/bridge.c) forwards 127.0.0.1:3128/1080 to these sockets,
+// and every connection is decided by the sandbox's own NetworkGate and recorded as an event.
+//
+// A proxy serves only its run: not as root every sandbox runs as cordon's own uid, so the socket's file
+// mode cannot tell runs apart. Each connection presents this run's secret token first (the bridge got it
+// on an inherited pipe); one without it is dropped and is no event of this run.
+//
+// Everything a sandbox can make the host hold is bounded: connections (MAX_CONNECTIONS), what is read
+// before a decision (the token and a SOCKS5 request are read exactly, never more than a stream's
+// high-water mark is buffered), silent clients (a handshake deadline), name lookups (MAX_LOOKUPS), and
+// the events kept (MAX_EVENTS, the rest counted in `dropped`).
+import { randomBytes, timingSafeEqual } from 'node:crypto'
+import { chmodSync, chownSync, mkdtempSync, rmdirSync, unlinkSync, writeFileSync } from 'node:fs'
 import http from 'node:http'
 import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import { type Decision, type NetworkEvent, NetworkGate, type NetworkPolicy } from './gate.js'
+import { type Host, ipFromBytes, parseHost, parseUriHost, showHost } from './host.js'
 
 export const HTTP_PROXY_PORT = 3128
 export const SOCKS_PROXY_PORT = 1080
+/** The token line every connection starts with: 64 hex digits and a newline (native/bridge.c agrees). */
+export const TOKEN_LINE_BYTES = 65
+/** The empty file in a run's socket directory that the bridge binary is bound over (see bwrap.ts). */
+export const BRIDGE_MOUNT_POINT = 'bridge'
+const SOCKETS = { http: 'http.sock', socks: 'socks.sock' } as const
 
-function splitHostPort(target: string, defaultPort: number): { host: string; port: number } | null {
-  const m = /^\[([^\]]+)\](?::(\d+))?$/.exec(target) ?? /^([^:]+)(?::(\d+))?$/.exec(target)
-  if (!m) return null
-  return { host: m[1]!, port: m[2] ? Number(m[2]) : defaultPort }
+export interface ProxyLimits {
+  /** Events kept in `events`; later ones are only counted (`dropped`). */
+  maxEvents: number
+  /** Connections of this run open at once (the bridge holds fewer; more is someone else with the token). */
+  maxConnections: number
+  /** From accept until the request is read (token, SOCKS5 handshake, HTTP headers). */
+  handshakeMs: number
+}
+
+export const DEFAULT_PROXY_LIMITS: ProxyLimits = { maxEvents: 1000, maxConnections: 96, handshakeMs: 10_000 }
+/** Connections per socket still to show the token; each holds at most a token's bytes. */
+const MAX_UNAUTHENTICATED = 256
+/** A SOCKS5 request is at most 262 bytes; more waiting beyond it before the reply is not a client. */
+const SOCKS_EARLY_BYTES = 4096
+/** How long a refusal may take to reach the client before its socket is destroyed anyway. */
+const REFUSAL_FLUSH_MS = 5000
+
+/** Exactly `n` bytes from a paused socket, or null when it ends first. Reads nothing beyond them. */
+function readExactly(socket: net.Socket, n: number): Promise<Buffer | null> {
+  return new Promise((resolve) => {
+    const finish = (chunk: Buffer | null) => {
+      socket.off('readable', attempt)
+      socket.off('close', closed)
+      resolve(chunk)
+    }
+    const closed = () => finish(null)
+    function attempt() {
+      const chunk = socket.read(n) as Buffer | null
+      if (chunk) finish(chunk.length === n ? chunk : null)
+      else if (socket.readableEnded || socket.destroyed) finish(null)
+    }
+    socket.on('readable', attempt)
+    socket.once('close', closed)
+    attempt()
+  })
+}
+
+/** Send a refusal and stop reading: nothing more the client sends is looked at, and the socket goes. */
+function refuse(socket: net.Socket, answer: string | Buffer): void {
+  socket.removeAllListeners('readable')
+  socket.removeAllListeners('data')
+  socket.pause()
+  socket.end(answer, () => socket.destroy())
+  setTimeout(() => socket.destroy(), REFUSAL_FLUSH_MS).unref()
+}
+
+/** `host:port` of a CONNECT request (authority form; an IPv6 host in brackets). */
+function splitTarget(target: string): { raw: string; port: number | null } {
+  const m = /^(\[[^\]]*\]|[^:]*)(?::(\d{1,5}))?$/.exec(target)
+  if (!m) return { raw: target, port: null }
+  const port = m[2] === undefined ? 443 : Number(m[2])
+  return { raw: m[1]!, port: port >= 1 && port <= 65535 ? port : null }
 }
 
 export class NetworkProxy {
   readonly dir: string
+  /** This run's token line, written to the bridge on TOKEN_FD; never in an argv, a file or an environment. */
+  readonly token: Buffer
   readonly events: NetworkEvent[] = []
+  /** Events not kept in `events` (past maxEvents). */
+  dropped = 0
   private readonly gate: NetworkGate
+  private readonly limits: ProxyLimits
+  private readonly httpServer: http.Server
   private readonly servers: net.Server[] = []
   private readonly sockets = new Set<net.Socket>()
+  private readonly deadlines = new WeakMap<net.Socket, NodeJS.Timeout>()
+  private open = 0
 
-  constructor(policy: NetworkPolicy) {
+  constructor(policy: NetworkPolicy, limits: Partial<ProxyLimits> = {}) {
     this.gate = new NetworkGate(policy)
-    // Only this run's sandbox may connect: the directory stays 0700 (mkdtemp's mode), and `handTo` gives
-    // it to the sandbox uid when cordon runs as root.
+    this.limits = { ...DEFAULT_PROXY_LIMITS, ...limits }
+    this.token = Buffer.from(`${randomBytes(32).toString('hex')}\n`)
+    // As root the directory goes to the sandbox uid (`handTo`), so other sandbox uids cannot even connect.
     this.dir = mkdtempSync(path.join(os.tmpdir(), 'cordon-net-'))
-    const httpServer = http.createServer((req, res) => void this.forward(req, res))
-    httpServer.on(
-      'connect',
-      (req: http.IncomingMessage, socket: net.Socket, head: Buffer) => void this.tunnel(req, socket, head),
+    writeFileSync(path.join(this.dir, BRIDGE_MOUNT_POINT), '', { mode: 0o444, flag: 'wx' })
+    this.httpServer = http.createServer(
+      { headersTimeout: this.limits.handshakeMs, requestTimeout: 300_000 },
+      (req, res) => void this.forward(req, res),
     )
-    const socksServer = net.createServer((socket) => void this.socks(socket))
-    for (const [server, name] of [
-      [httpServer, 'http.sock'],
-      [socksServer, 'socks.sock'],
+    this.httpServer.on('connect', (req: http.IncomingMessage, socket: net.Socket, head: Buffer) => {
+      void this.tunnel(req, socket, head)
+    })
+    // Connections reach the HTTP server by hand (after their token), never by its own listen(); its
+    // header and request timeouts are checked only once it has seen 'listening'.
+    this.httpServer.emit('listening')
+    for (const [name, serve] of [
+      [SOCKETS.http, (s: net.Socket) => this.httpServer.emit('connection', s)],
+      [SOCKETS.socks, (s: net.Socket) => void this.socks(s)],
     ] as const) {
-      server.on('connection', (s: net.Socket) => this.track(s))
+      const server = net.createServer({ pauseOnConnect: true }, (s) => void this.admit(s, serve))
+      server.maxConnections = MAX_UNAUTHENTICATED
       // listen() on a path binds before it returns, so the socket exists before the sandbox starts.
       server.listen(path.join(this.dir, name))
       chmodSync(path.join(this.dir, name), 0o600)
@@ -49,7 +128,7 @@ export class NetworkProxy {
 
   /** The sandbox's own uid, when it has one, owns the directory and its sockets: no other uid gets in. */
   handTo(uid: number, gid: number): void {
-    for (const name of ['', 'http.sock', 'socks.sock']) chownSync(path.join(this.dir, name), uid, gid)
+    for (const name of ['', SOCKETS.http, SOCKETS.socks]) chownSync(path.join(this.dir, name), uid, gid)
   }
 
   private track(socket: net.Socket): void {
@@ -58,10 +137,44 @@ export class NetworkProxy {
     socket.on('close', () => this.sockets.delete(socket))
   }
 
-  private async decide(host: string, port: number): Promise<Decision> {
-    const decision = await this.gate.decide(host, port)
-    this.events.push({
-      host,
+  private record(event: NetworkEvent): void {
+    if (this.events.length < this.limits.maxEvents) this.events.push(event)
+    else this.dropped++
+  }
+
+  private endHandshake(socket: net.Socket): void {
+    clearTimeout(this.deadlines.get(socket))
+  }
+
+  /** The token first, compared in constant time; then the connection is this run's, within its cap. */
+  private async admit(socket: net.Socket, serve: (s: net.Socket) => void): Promise<void> {
+    this.track(socket)
+    const deadline = setTimeout(() => socket.destroy(), this.limits.handshakeMs).unref()
+    this.deadlines.set(socket, deadline)
+    socket.once('close', () => clearTimeout(deadline))
+    const line = await readExactly(socket, TOKEN_LINE_BYTES)
+    if (!line || !timingSafeEqual(line, this.token)) return void socket.destroy()
+    if (this.open >= this.limits.maxConnections) {
+      this.record({
+        host: '',
+        port: 0,
+        allowed: false,
+        reason: `more than ${this.limits.maxConnections} connections at once`,
+      })
+      return void socket.destroy()
+    }
+    this.open++
+    socket.once('close', () => this.open--)
+    serve(socket)
+  }
+
+  /** Decide and record; a host that did not parse is refused here, shown as the sandbox sent it. */
+  private async decide(host: Host | null, raw: string, port: number): Promise<Decision> {
+    const decision: Decision = host
+      ? await this.gate.decide(host, port)
+      : { allowed: false, reason: 'not a host name or IP address' }
+    this.record({
+      host: host ? host.text : showHost(raw),
       port,
       allowed: decision.allowed,
       reason: decision.allowed ? `connected to ${decision.address}` : decision.reason,
@@ -90,121 +203,157 @@ export class NetworkProxy {
   }
 
   private async tunnel(req: http.IncomingMessage, client: net.Socket, head: Buffer): Promise<void> {
-    const target = splitHostPort(req.url ?? '', 443)
-    const decision = target ? await this.decide(target.host, target.port) : null
-    if (!target || !decision?.allowed) {
-      const reason = decision && !decision.allowed ? decision.reason : 'bad target'
-      client.end(`HTTP/1.1 403 Forbidden\r\ncontent-type: text/plain\r\n\r\ncordon: ${reason}\n`)
+    this.endHandshake(client)
+    const target = splitTarget(req.url ?? '')
+    const decision =
+      target.port === null
+        ? await this.decide(null, req.url ?? '', 0)
+        : await this.decide(parseUriHost(target.raw), target.raw, target.port)
+    if (!decision.allowed) {
+      refuse(client, `HTTP/1.1 403 Forbidden\r\ncontent-type: text/plain\r\n\r\ncordon: ${decision.reason}\n`)
       return
     }
     this.connect(
       decision.address,
-      target.port,
+      target.port!,
       client,
       () => {
         client.write('HTTP/1.1 200 Connection Established\r\n\r\n')
         if (head.length) client.unshift(head)
       },
-      () => client.end('HTTP/1.1 502 Bad Gateway\r\n\r\n'),
+      () => refuse(client, 'HTTP/1.1 502 Bad Gateway\r\n\r\n'),
     )
   }
 
   /** Plain http:// requests through the proxy (absolute URI). */
   private async forward(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    this.endHandshake(req.socket)
+    // A refused request whose body is still coming closes the connection rather than read that body.
+    const answer = (status: number, text: string) => {
+      if (!req.complete) res.setHeader('connection', 'close')
+      res.writeHead(status, { 'content-type': 'text/plain' }).end(text)
+    }
     let url: URL
     try {
       url = new URL(req.url ?? '')
     } catch {
-      res.writeHead(400).end('cordon: the proxy needs an absolute URL\n')
-      return
+      return answer(400, 'cordon: the proxy needs an absolute URL\n')
     }
-    if (url.protocol !== 'http:') {
-      res.writeHead(400).end('cordon: only http:// is forwarded; use CONNECT for https\n')
-      return
-    }
+    if (url.protocol !== 'http:')
+      return answer(400, 'cordon: only http:// is forwarded; use CONNECT for https\n')
     const port = url.port ? Number(url.port) : 80
-    const decision = await this.decide(url.hostname, port)
-    if (!decision.allowed) {
-      res.writeHead(403, { 'content-type': 'text/plain' }).end(`cordon: ${decision.reason}\n`)
-      return
-    }
+    // The URL parser has canonicalised the host already (0x7f.1 is 127.0.0.1); it is parsed again all the same.
+    const decision = await this.decide(parseUriHost(url.hostname), url.hostname, port)
+    if (!decision.allowed) return answer(403, `cordon: ${decision.reason}\n`)
     const upstream = http.request(
       {
         host: decision.address,
         port,
         method: req.method,
         path: url.pathname + url.search,
-        headers: req.headers,
+        // The Host header names the host that was allowed, not another one served at the same address.
+        headers: { ...req.headers, host: url.host },
+        // A connection of its own: never one pooled with another run's.
+        agent: false,
       },
-      (answer) => {
-        res.writeHead(answer.statusCode ?? 502, answer.headers)
-        answer.pipe(res)
+      (reply) => {
+        res.writeHead(reply.statusCode ?? 502, reply.headers)
+        reply.pipe(res)
       },
     )
-    upstream.on('error', () => (res.headersSent ? res.destroy() : res.writeHead(502).end()))
+    upstream.on('socket', (s) => this.track(s))
+    upstream.on('error', () => (res.headersSent ? res.destroy() : answer(502, 'cordon: bad gateway\n')))
+    res.once('close', () => upstream.destroy())
     req.pipe(upstream)
   }
 
   /** SOCKS5, no authentication, CONNECT only (RFC 1928). */
   private async socks(client: net.Socket): Promise<void> {
-    let buffer = Buffer.alloc(0)
-    let wake: (() => void) | null = null
-    let ended = false
-    const onData = (chunk: Buffer) => {
-      buffer = Buffer.concat([buffer, chunk])
-      wake?.()
-    }
-    client.on('data', onData)
-    client.once('close', () => {
-      ended = true
-      wake?.()
-    })
-    const need = async (n: number): Promise<Buffer> => {
-      while (buffer.length < n) {
-        if (ended) throw new Error('closed')
-        await new Promise<void>((resolve) => {
-          wake = resolve
-        })
-      }
-      const out = buffer.subarray(0, n)
-      buffer = buffer.subarray(n)
-      return out
-    }
     const reply = (code: number) => Buffer.from([5, code, 0, 1, 0, 0, 0, 0, 0, 0])
-    try {
-      const [version, methods = 0] = await need(2)
-      if (version !== 5) return void client.destroy()
-      await need(methods)
-      client.write(Buffer.from([5, 0]))
-      const [, command, , type] = await need(4)
-      let host: string
-      if (type === 1) host = [...(await need(4))].join('.')
-      else if (type === 3) host = (await need((await need(1))[0]!)).toString('latin1')
-      else if (type === 4) host = ((await need(16)).toString('hex').match(/.{4}/g) ?? []).join(':')
-      else return void client.end(reply(8))
-      const port = (await need(2)).readUInt16BE(0)
-      if (command !== 1) return void client.end(reply(7))
-      const decision = await this.decide(host, port)
-      if (!decision.allowed) return void client.end(reply(2))
-      client.off('data', onData)
-      client.pause()
-      // Bytes the client sent after its request belong to the tunnel.
-      if (buffer.length) client.unshift(buffer)
-      this.connect(
-        decision.address,
-        port,
-        client,
-        () => client.write(reply(0)),
-        () => client.end(reply(5)),
-      )
-    } catch {
-      client.destroy()
+    const need = (n: number) => (n === 0 ? Promise.resolve(Buffer.alloc(0)) : readExactly(client, n))
+    const greeting = await need(2)
+    if (greeting?.[0] !== 5) return void client.destroy()
+    const methods = await need(greeting[1]!)
+    if (!methods) return void client.destroy()
+    if (!methods.includes(0)) return refuse(client, Buffer.from([5, 0xff]))
+    client.write(Buffer.from([5, 0]))
+    const head = await need(4)
+    if (head?.[0] !== 5) return void client.destroy()
+    const [, command, , type] = head
+    let host: Host | null = null
+    let raw = ''
+    if (type === 1 || type === 4) {
+      const bytes = await need(type === 1 ? 4 : 16)
+      if (!bytes) return void client.destroy()
+      host = ipFromBytes(bytes)
+      raw = host.text
+    } else if (type === 3) {
+      const length = await need(1)
+      const name = length && (await need(length[0]!))
+      if (!name) return void client.destroy()
+      // Bytes, not text: a NUL or a byte above 0x7f stays what it is, and the parser refuses it.
+      raw = name.toString('latin1')
+      host = parseHost(raw)
+    } else {
+      this.record({
+        host: '',
+        port: 0,
+        allowed: false,
+        reason: `SOCKS5 address type ${type} is not supported`,
+      })
+      return refuse(client, reply(8))
     }
+    const portBytes = await need(2)
+    if (!portBytes) return void client.destroy()
+    const port = portBytes.readUInt16BE(0)
+    this.endHandshake(client)
+    const shown = host ? host.text : showHost(raw)
+    if (command !== 1) {
+      this.record({
+        host: shown,
+        port,
+        allowed: false,
+        reason: `SOCKS5 command ${command} is not supported (CONNECT only)`,
+      })
+      return refuse(client, reply(7))
+    }
+    if (client.readableLength > SOCKS_EARLY_BYTES) {
+      this.record({
+        host: shown,
+        port,
+        allowed: false,
+        reason: `sent more than ${SOCKS_EARLY_BYTES} bytes before the reply`,
+      })
+      return void client.destroy()
+    }
+    const decision = await this.decide(port === 0 ? null : host, raw, port)
+    if (!decision.allowed) return refuse(client, reply(2))
+    // What the client sent after its request (at most a stream's high-water mark) goes through the tunnel.
+    this.connect(
+      decision.address,
+      port,
+      client,
+      () => client.write(reply(0)),
+      () => refuse(client, reply(5)),
+    )
   }
 
   async close(): Promise<void> {
     for (const s of this.sockets) s.destroy()
+    this.httpServer.close()
     await Promise.all(this.servers.map((s) => new Promise((r) => s.close(r))))
-    rmSync(this.dir, { recursive: true, force: true })
+    // By name, never recursively: as root the directory belonged to the sandbox uid during the run.
+    for (const name of [SOCKETS.http, SOCKETS.socks, BRIDGE_MOUNT_POINT]) {
+      try {
+        unlinkSync(path.join(this.dir, name))
+      } catch {
+        // already gone
+      }
+    }
+    try {
+      rmdirSync(this.dir)
+    } catch {
+      // not empty: something was put there; left rather than followed
+    }
   }
 }

@@ -2,9 +2,12 @@
 // directories), private size-limited /tmp (and /run without the network), private /dev and /proc, hidden
 // paths, every namespace unshared (network too unless asked), own session, dies with its parent.
 import path from 'node:path'
+import { BRIDGE_MOUNT_POINT } from '../net/proxy.js'
 
 /** Where a run's proxy sockets appear inside the sandbox (network allowlist). */
 export const NET_DIR_INSIDE = '/tmp/.cordon-net'
+/** Where cordon's network bridge appears inside the sandbox, on any root filesystem. */
+export const BRIDGE_INSIDE = `${NET_DIR_INSIDE}/${BRIDGE_MOUNT_POINT}`
 
 export interface BwrapSpec {
   /** Real, existing host paths bound read-write at the same place. */
@@ -13,6 +16,8 @@ export interface BwrapSpec {
   cwd: string
   /** Host directory of this run's proxy sockets, shown at NET_DIR_INSIDE (network allowlist). */
   netDir?: string
+  /** Host path of cordon's network bridge, bound read-only at BRIDGE_INSIDE (with netDir). */
+  bridge?: string
   /** Another root filesystem: / is assembled from its top-level entries, read-only; host paths are bound in. */
   rootfs?: { dir: string; entries: readonly { name: string; symlink: string | null }[] }
   /** Real paths that must be visible (read-only at least) besides the cwd. */
@@ -124,6 +129,8 @@ export function bwrapArgs(spec: BwrapSpec): string[] {
   const ownView = (p: string) => isPrivate(p) || covers('/proc', p) || covers('/dev', p)
   for (const dir of spec.writable) add(dir, 3, false, ['--bind', dir, dir])
   if (spec.netDir) add(NET_DIR_INSIDE, 3, false, ['--ro-bind', spec.netDir, NET_DIR_INSIDE])
+  // Over the empty file the proxy made in netDir: a mount point already there, in a read-only directory.
+  if (spec.netDir && spec.bridge) add(BRIDGE_INSIDE, 3, false, ['--ro-bind', spec.bridge, BRIDGE_INSIDE])
   // A hide equal to a listed path or the cwd is dropped (listed wins); one *inside* them still applies.
   // A private mount hides the host's view already.
   const hide = spec.hide.filter(

@@ -5,6 +5,7 @@ import path from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { isExecutableFile, resolveProgram } from '../policy/command.js'
 import { SAFE_PATH } from '../policy/env.js'
+import { BRIDGE_PATH } from './bridge.js'
 import { type CgroupSupport, cgroupSupport, detectCgroups } from './cgroups.js'
 import { LAUNCHER_PATH, landlockAbi } from './launcher.js'
 
@@ -18,8 +19,8 @@ export interface Capabilities {
   landlock: number
   /** coreutils env: sets the clock's variables for the program alone. */
   env: string | null
-  /** socat bridges the sandbox's loopback to cordon's proxies (network allowlist). */
-  socat: string | null
+  /** cordon's network bridge (native/cordon-bridge) for network allowlists; null when not built. */
+  bridge: string | null
   /** Unprivileged user namespaces are allowed by the kernel's sysctls. */
   userns: boolean
   /** Why user namespaces are unavailable, when they are. */
@@ -69,7 +70,7 @@ function usernsBlocker(): string | null {
 
 /**
  * Define `fields` as getters that compute once, on first read: every run probes, but most runs never
- * ask about the tools only some policies need (socat, env, libfaketime, the launcher and Landlock).
+ * ask about the tools only some policies need (the bridge, env, libfaketime, the launcher and Landlock).
  */
 function lazily<T extends object>(target: T, fields: { [K in keyof T]?: () => T[K] }): T {
   for (const [key, compute] of Object.entries(fields) as [string, () => unknown][]) {
@@ -100,7 +101,7 @@ export function probeCapabilities(cgroupParent?: string, hostPath = process.env.
   const caps: Capabilities = lazily(eager as Capabilities, {
     launcher: () => (isExecutableFile(LAUNCHER_PATH) ? LAUNCHER_PATH : null),
     landlock: () => (caps.launcher ? landlockAbi(caps.launcher) : 0),
-    socat: () => find('socat'),
+    bridge: () => (isExecutableFile(BRIDGE_PATH) ? BRIDGE_PATH : null),
     env: () => find('env'),
     faketime: findFaketime,
   })

@@ -301,18 +301,18 @@ export function diagnose(): Diagnosis {
     },
     {
       name: 'network allowlist',
-      ok: namespaceOk && caps.socat !== null,
+      ok: namespaceOk && caps.bridge !== null,
       detail:
-        namespaceOk && caps.socat
-          ? `per-sandbox HTTP CONNECT and SOCKS5 proxies on unix sockets, bridged into the sandbox's own network namespace by ${caps.socat}`
+        namespaceOk && caps.bridge
+          ? `per-sandbox HTTP CONNECT and SOCKS5 proxies on unix sockets, bridged into the sandbox's own network namespace by ${caps.bridge} (each connection shows the run's token)`
           : !namespaceOk
             ? 'needs the namespace tier (a network namespace with no route out)'
-            : 'socat is not installed: `network: { allow }` is refused',
+            : "cordon's network bridge (native/cordon-bridge) is not built: `network: { allow }` is refused",
       fix:
-        namespaceOk && caps.socat
+        namespaceOk && caps.bridge
           ? null
           : namespaceOk
-            ? 'apt-get install -y socat'
+            ? 'apt-get install -y gcc musl-tools, then npm run build (native/build.sh)'
             : 'fix the namespace tier',
     },
     {

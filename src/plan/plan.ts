@@ -11,7 +11,8 @@ import { buildEnv } from '../policy/env.js'
 import { defaultHide, type Policy } from '../policy/schema.js'
 import { resolveRootfs } from '../rootfs/rootfs.js'
 import type { Isolation, Violation } from '../run/result.js'
-import { bwrapArgs, covers, NET_DIR_INSIDE } from './bwrap.js'
+import { BRIDGE_PROCESSES, bridgeArgv, TOKEN_FD } from './bridge.js'
+import { bwrapArgs, covers } from './bwrap.js'
 import type { Capabilities } from './capabilities.js'
 import { type CgroupWrite, cgroupWrites } from './cgroup-settings.js'
 import {
@@ -72,24 +73,6 @@ export const STATUS_FD = 3
  */
 export const REFUSAL_FD = 4
 
-/**
- * Inside the sandbox's own network namespace: listen on 127.0.0.1:3128 (HTTP proxy) and :1080 (SOCKS5),
- * forward each to cordon's proxy socket, wait until both listen, then exec the program. Fixed text;
- * the socat path and the program arrive as arguments. The listeners live as long as the run, dumpable and
- * of the sandbox's uid, so they get neither end of a called function's request and reply (fds 7, 8).
- */
-export const BRIDGE_SCRIPT = `socat=$1; shift
-for p in ${HTTP_PROXY_PORT}:http ${SOCKS_PROXY_PORT}:socks; do
-  "$socat" TCP-LISTEN:\${p%%:*},bind=127.0.0.1,fork,reuseaddr UNIX-CONNECT:${NET_DIR_INSIDE}/\${p#*:}.sock 2>/dev/null 7>&- 8>&- &
-done
-i=0
-until grep -q ':0C38 00000000:0000 0A' /proc/net/tcp && grep -q ':0438 00000000:0000 0A' /proc/net/tcp; do
-  i=$((i + 1)); [ "$i" -gt 2500 ] && { echo 'cordon: the network bridge did not start' >&2; exit 125; }
-  sleep 0.002
-done
-exec "$@"`
-/** The bridge's own processes (two socat listeners) count against the sandbox's process limit. */
-const BRIDGE_PROCESSES = 2
 const PROXY_ENV = {
   HTTP_PROXY: `http://127.0.0.1:${HTTP_PROXY_PORT}`,
   HTTPS_PROXY: `http://127.0.0.1:${HTTP_PROXY_PORT}`,
@@ -105,17 +88,20 @@ export const LOG_FD = 6
 /** A called function's request (in) and reply (out), kept off stdout so nothing printed can forge them. */
 export const CALL_FDS = { request: 7, reply: 8 } as const
 
+export { TOKEN_FD }
+
 /**
  * The fds beyond stdio a run pipes: bwrap's status and seccomp fds, the launcher's refusal pipe, the log
- * channel, a called function's two.
+ * channel, a called function's two, and the network bridge's token.
  */
-export function pipedFds(tier: Isolation, seccomp: boolean, calling: boolean): number[] {
+export function pipedFds(tier: Isolation, seccomp: boolean, calling: boolean, proxied = false): number[] {
   return [
     ...(tier === 'namespace' ? [STATUS_FD] : []),
     REFUSAL_FD,
     ...(tier === 'namespace' && seccomp ? [SECCOMP_FD] : []),
     LOG_FD,
     ...(calling ? [CALL_FDS.request, CALL_FDS.reply] : []),
+    ...(proxied ? [TOKEN_FD] : []),
   ]
 }
 
@@ -313,7 +299,11 @@ export function prepare(
       'clock needs libfaketime: apt-get install -y faketime',
     ],
     [proxied && tier === 'process', 'network', 'a network allowlist needs the namespace tier'],
-    [proxied && !caps.socat, 'network', 'a network allowlist needs socat: apt-get install -y socat'],
+    [
+      proxied && !caps.bridge,
+      'network',
+      "a network allowlist needs cordon's network bridge (native/cordon-bridge): apt-get install -y gcc musl-tools, then npm run build",
+    ],
     [rootfs !== null && tier === 'process', 'rootfs', 'another root filesystem needs the namespace tier'],
     [
       readable !== undefined && tier === 'process',
@@ -361,6 +351,14 @@ export function prepare(
           )
         }
       }
+      // bwrap (as the sandbox uid) binds the bridge in and the sandbox runs it.
+      if (proxied && !readableBy(caps.bridge!, lease.uid, lease.gid)) {
+        throw new PolicyError(
+          'network',
+          `${caps.bridge} (cordon's network bridge) is not readable by the sandbox user (a uid from ${policy.uidPool.first}, gid ${lease.gid}); ` +
+            'make it and its parents world-readable',
+        )
+      }
       for (const [i, real] of writable.entries()) {
         if (!writableBy(real, lease.uid, lease.gid)) {
           throw new PolicyError(
@@ -386,12 +384,12 @@ export function prepare(
       overheadProcesses,
       cgroup: cgroup !== null,
     })
-    // With an allowlist, a fixed shell starts the bridge to cordon's proxies, then execs the program.
+    // With an allowlist, cordon's bridge (bound in, so on any root filesystem) starts first, then execs the program.
     const withClock = clock
       ? [caps.env!, ...Object.entries(clock).map(([k, v]) => `${k}=${v}`), check.program]
       : [check.program]
     const program = proxied
-      ? ['/bin/sh', '-c', BRIDGE_SCRIPT, 'cordon-net', caps.socat!, ...withClock, ...command.slice(1)]
+      ? bridgeArgv([...withClock, ...command.slice(1)])
       : [...withClock, ...command.slice(1)]
     if (proxied) Object.assign(env, PROXY_ENV)
     const noNetwork = policy.network === 'none'
@@ -420,7 +418,7 @@ export function prepare(
           cwd,
           visible: shown,
           network: policy.network === 'host' ? 'host' : 'none',
-          ...(netDir ? { netDir } : {}),
+          ...(netDir ? { netDir, bridge: caps.bridge! } : {}),
           tmpfsBytes: policy.limits.tmpfsBytes,
           hide,
           ...(rootfs ? { rootfs } : {}),
@@ -453,7 +451,7 @@ export function prepare(
       }
     }
     const fenced = tier === 'process'
-    const fds = pipedFds(tier, seccomp !== null, visible !== undefined)
+    const fds = pipedFds(tier, seccomp !== null, visible !== undefined, proxied)
     const argv = launcherArgv({
       launcher: caps.launcher!,
       keepFds: fds,

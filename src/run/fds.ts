@@ -1,9 +1,17 @@
 // The sandbox's file descriptors beyond stdio, by number: bwrap's status fd and seccomp program, the
-// launcher's refusal pipe, the log channel, a called function's request and reply. One layout, so spawn's
-// stdio array and the pipes agree.
+// launcher's refusal pipe, the log channel, a called function's request and reply, the network bridge's
+// token. One layout, so spawn's stdio array and the pipes agree.
 import type { ChildProcess } from 'node:child_process'
 import type { Readable, Writable } from 'node:stream'
-import { CALL_FDS, type LaunchPlan, LOG_FD, REFUSAL_FD, SECCOMP_FD, STATUS_FD } from '../plan/plan.js'
+import {
+  CALL_FDS,
+  type LaunchPlan,
+  LOG_FD,
+  REFUSAL_FD,
+  SECCOMP_FD,
+  STATUS_FD,
+  TOKEN_FD,
+} from '../plan/plan.js'
 import type { Policy } from '../policy/schema.js'
 import type { SpawnedProcess, SpawnStdio } from '../spawner/spawner.js'
 
@@ -36,6 +44,7 @@ const DIRECTION: Readonly<Record<number, 'read' | 'write'>> = {
   [LOG_FD]: 'read',
   [CALL_FDS.request]: 'write',
   [CALL_FDS.reply]: 'read',
+  [TOKEN_FD]: 'write',
 }
 
 /** The same layout for a spawner, whose pipes go one way each (Node's are socketpairs, both ways). */
@@ -57,6 +66,8 @@ export interface ExtraFds {
   log: Readable | undefined
   request: Writable | undefined
   reply: Readable | undefined
+  /** The network bridge's token (network allowlist). */
+  token: Writable | undefined
 }
 
 export function extraFds(child: Child): ExtraFds {
@@ -71,6 +82,7 @@ export function extraFds(child: Child): ExtraFds {
     log: at(LOG_FD),
     request: at(CALL_FDS.request),
     reply: at(CALL_FDS.reply),
+    token: at(TOKEN_FD),
   }
 }
 

@@ -37,6 +37,7 @@ export function emptyResult(isolation: Isolation, violation: Violation): RunResu
     logs: [],
     logsTruncated: false,
     network: [],
+    networkDropped: 0,
   }
 }
 

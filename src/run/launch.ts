@@ -184,6 +184,7 @@ function supervise(
   }
   const fds = extraFds(child)
   if (plan.seccomp) fds.seccomp?.end(plan.seccomp)
+  if (proxy) fds.token?.end(proxy.token)
   fds.log?.on('data', (b: Buffer) => logs.push(b))
   const refused = watchRefusal(fds.refusal)
   if (call) {
@@ -331,6 +332,7 @@ function supervise(
         logs: logs.finish(),
         logsTruncated: logs.truncated,
         network: proxy?.events ?? [],
+        networkDropped: proxy?.dropped ?? 0,
       }
       resolve(redactResult(finished, redaction))
     })

@@ -41,6 +41,8 @@ export interface RunResult {
   logs: LogEntry[]
   /** The log channel went past limits.maxLogBytes; later lines were dropped. */
   logsTruncated: boolean
-  /** Connections through cordon's proxies (network allowlist): each allowed or refused one, in order. */
+  /** Connections through cordon's proxies (network allowlist): each allowed or refused one, in order, at most 1000. */
   network: NetworkEvent[]
+  /** Connections past the first 1000, not kept in `network` (0 normally). */
+  networkDropped: number
 }

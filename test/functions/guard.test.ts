@@ -289,9 +289,10 @@ for (const tier of TIERS) {
 }
 
 describe('the network bridge holds no end of the call channel', {
-  skip: noNamespace || noPython || (probeCapabilities().socat ? false : 'socat is not installed'),
+  skip:
+    noNamespace || noPython || (probeCapabilities().bridge ? false : "cordon's network bridge is not built"),
 }, () => {
-  it('a subprocess finds neither the request nor the reply in socat', async () => {
+  it("a subprocess finds neither the request nor the reply in the bridge's relay", async () => {
     await assertNotForged({ isolation: 'namespace', network: { allow: ['localhost'], allowLoopback: true } })
   })
 })

@@ -9,7 +9,16 @@ import path from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { run, start } from '../../src/index.js'
-import { noLauncher, noNamespace, notRoot, waitFor } from '../helpers.js'
+import { listRootfs } from '../../src/rootfs/rootfs.js'
+import { asUnprivileged, noLauncher, noNamespace, notRoot, noUnprivileged, waitFor } from '../helpers.js'
+
+/** The tree test/run/rootfs.test.ts builds (with busybox); an allowlist on it is tested here when it exists. */
+const ROOTFS = 'cordon-test-minbase'
+const noRootfs = () =>
+  noNamespace ||
+  (listRootfs().some((r) => r.name === ROOTFS)
+    ? false
+    : `the root filesystem ${ROOTFS} is not built (test/run/rootfs.test.ts builds it with debootstrap)`)
 
 describe('network allowlist (namespace tier)', { skip: noNamespace }, () => {
   let server: http.Server
@@ -51,7 +60,8 @@ describe('network allowlist (namespace tier)', { skip: noNamespace }, () => {
     assert.deepEqual(
       r.network.map((e) => [e.host, e.allowed, e.reason.replace(/\d+\.\d+\.\d+\.\d+/, 'IP')]),
       [
-        ['localhost', false, 'IP is a loopback address (allowLoopback is off)'],
+        // The deny of 127.0.0.1 holds for the address localhost resolves to, too.
+        ['localhost', false, 'IP is denied by 127.0.0.1'],
         ['127.0.0.1', false, 'denied by IP'],
       ],
     )
@@ -126,9 +136,314 @@ describe('network allowlist (namespace tier)', { skip: noNamespace }, () => {
     }
   })
 
+  it("another sandbox of the same uid that connects to a run's proxy socket gets nothing through it", {
+    skip: noLauncher || noUnprivileged(),
+  }, async () => {
+    // As an unprivileged host every sandbox runs as cordon's own uid: file modes cannot keep them apart.
+    const steal = String.raw`
+import socket, sys
+out = []
+for name, data in (('http.sock', b'GET http://localhost:%s/stolen HTTP/1.1\r\nHost: localhost\r\n\r\n' % sys.argv[2].encode()),
+                   ('http.sock', b'0' * 64 + b'\nGET http://localhost:%s/guessed HTTP/1.1\r\nHost: localhost\r\n\r\n' % sys.argv[2].encode()),
+                   ('socks.sock', b'\x05\x01\x00\x05\x01\x00\x03\x09localhost' + int(sys.argv[2]).to_bytes(2, 'big') + b'GET /socks HTTP/1.0\r\n\r\n')):
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(3)
+    got = b''
+    try:
+        s.connect(sys.argv[1] + '/' + name)
+        s.sendall(data)
+        while True:
+            b = s.recv(4096)
+            if not b:
+                break
+            got += b
+        out.append(repr(got))
+    except OSError as e:
+        out.append('%r, then error %s' % (got, e.errno))
+print(' | '.join(out))
+`
+    type Out = { other: string; otherStatus: string; network: unknown[]; dir: string }
+    const out = await asUnprivileged<Out>(`
+      const { readdirSync } = await import('node:fs')
+      const dirs = () => readdirSync('/tmp').filter((n) => n.startsWith('cordon-net-'))
+      const before = new Set(dirs())
+      const owner = start(['sleep', '30'], { network: { allow: ['localhost:${port}'], allowLoopback: true } })
+      let dir
+      for (let i = 0; i < 250 && !dir; i++) {
+        dir = dirs().find((d) => !before.has(d))
+        await new Promise((r) => setTimeout(r, 20))
+      }
+      const other = await run(['python3', '-c', ${JSON.stringify(steal)}, '/tmp/' + dir, '${port}'], {
+        isolation: 'process', limits: { wallTimeMs: 20000 },
+      })
+      owner.kill()
+      const r = await owner.result
+      return { other: other.stdout + other.stderr, otherStatus: other.status, network: r.network, dir }
+    `)
+    assert.ok(out.dir, 'the run made its proxy directory')
+    assert.equal(out.otherStatus, 'ok', out.other)
+    assert.doesNotMatch(out.other, /hello|x05\\x00\\x05\\x00/, out.other)
+    assert.deepEqual(out.network, [], "the other sandbox's attempts are not this run's traffic")
+  })
+
+  it('a root filesystem with an allowlist reaches an allowed host (the bridge is bound in)', {
+    skip: noRootfs(),
+    timeout: 60_000,
+  }, async () => {
+    const r = await run(['busybox', 'wget', '-q', '-O', '-', `http://localhost:${port}/rootfs`], {
+      rootfs: ROOTFS,
+      network: { allow: [`localhost:${port}`], allowLoopback: true },
+      limits: { wallTimeMs: 20_000 },
+    })
+    assert.equal(r.status, 'ok', r.stderr)
+    assert.equal(r.stdout, 'hello /rootfs\n')
+    assert.equal(r.network[0]?.allowed, true)
+  })
+
   it('the process tier refuses an allowlist rather than run without it', async () => {
     const r = await run(['true'], { isolation: 'process', network: { allow: ['localhost'] } })
     assert.equal(r.status, 'error')
     assert.equal(r.violation?.limit, 'network')
+  })
+})
+
+/**
+ * Raw proxy clients run inside the sandbox (python3): each case prints one line with what the proxy
+ * answered. Cases: ["socks", atyp, hex address] or ["http", request line (without CRLFs)].
+ */
+const PROBE = String.raw`
+import json, socket, sys
+def socks(atyp, addr, port):
+    s = socket.create_connection(('127.0.0.1', 1080), timeout=5)
+    s.sendall(b'\x05\x01\x00')
+    if s.recv(2) != b'\x05\x00':
+        return 'no greeting'
+    head = bytes([5, 1, 0, atyp]) + (bytes([len(addr)]) if atyp == 3 else b'')
+    s.sendall(head + addr + port.to_bytes(2, 'big'))
+    r = s.recv(10)
+    return 'socks %d' % r[1] if len(r) >= 2 else 'closed'
+def http(line):
+    s = socket.create_connection(('127.0.0.1', 3128), timeout=5)
+    s.sendall(line.encode('latin1') + b'\r\nHost: x\r\n\r\n')
+    data = b''
+    while b'\r\n' not in data:
+        try:
+            b = s.recv(4096)
+        except OSError:
+            break
+        if not b:
+            break
+        data += b
+    return data.split(b'\r\n')[0].decode('latin1') or 'closed'
+port = int(sys.argv[1])
+for case in json.loads(sys.argv[2]):
+    try:
+        print(socks(case[1], bytes.fromhex(case[2]), port) if case[0] == 'socks' else http(case[1].replace('PORT', str(port))))
+    except OSError as e:
+        print('error', e)
+`
+
+type ProbeCase = ['socks', number, string] | ['http', string]
+const text = (s: string) => Buffer.from(s, 'latin1').toString('hex')
+
+describe('network allowlist: every spelling of a host, bounded host side (namespace tier)', {
+  skip: noNamespace,
+}, () => {
+  let server: http.Server
+  let port = 0
+  let requests = 0
+  before(async () => {
+    server = http.createServer((req, res) => {
+      requests++
+      res.end(`hello ${req.url}\n`)
+    })
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
+    port = (server.address() as net.AddressInfo).port
+  })
+  after(() => server.close())
+
+  const probe = async (cases: ProbeCase[], network: object) => {
+    const seen = requests
+    const r = await run(['python3', '-c', PROBE, String(port), JSON.stringify(cases)], {
+      network,
+      limits: { wallTimeMs: 30_000 },
+    })
+    assert.equal(r.status, 'ok', r.stderr)
+    assert.equal(requests, seen, `the test server was reached: ${r.stdout}`)
+    return r
+  }
+
+  it('a SOCKS5 name with a NUL byte is refused, recorded escaped, and never resolved', async () => {
+    const r = await probe([['socks', 3, text('localhost\0.example.com')]], {
+      allow: ['*.example.com'],
+      allowLoopback: true,
+    })
+    assert.equal(r.stdout, 'socks 2\n')
+    assert.deepEqual(r.network, [
+      {
+        host: 'localhost\\u0000.example.com',
+        port,
+        allowed: false,
+        reason: 'not a host name or IP address',
+      },
+    ])
+  })
+
+  it('names that are not names, and addresses that are not canonical, are refused through both proxies', async () => {
+    const bad = [
+      'localhost\0.example.com',
+      'localhost .example.com',
+      'localhost\t.example.com',
+      'localhost%00.example.com',
+      '127.1',
+      '2130706433',
+      '0x7f.1',
+      '0x7f000001',
+      '0177.0.0.1',
+      '127.0.0.01',
+      '127.0.0.1.',
+      'a.example.com\n',
+      'a..example.com',
+      '-a.example.com',
+      `${'a'.repeat(64)}.example.com`,
+      `${'a.'.repeat(122)}example.com`,
+      'é.example.com',
+      '::1%lo',
+      '[::1]',
+      '1.2.3.4.5',
+      '',
+    ]
+    const cases: ProbeCase[] = bad.map((h) => ['socks', 3, text(h)])
+    for (const h of [
+      '127.1',
+      '0x7f.1',
+      '2130706433',
+      'localhost%00.example.com',
+      '[::1%25lo]',
+      '1.2.3',
+      'a,b',
+    ])
+      cases.push(['http', `CONNECT ${h}:PORT HTTP/1.1`])
+    const r = await probe(cases, { allow: ['*.example.com'], allowLoopback: true })
+    const lines = r.stdout.trim().split('\n')
+    assert.equal(lines.length, cases.length, r.stdout)
+    for (const [i, line] of lines.entries())
+      assert.match(line, /^(socks [1-8]|HTTP\/1\.1 4\d\d)/, String(cases[i]))
+    assert.equal(r.network.length, cases.length, JSON.stringify(r.network))
+    for (const e of r.network) {
+      assert.equal(e.allowed, false)
+      assert.equal(e.reason, 'not a host name or IP address', JSON.stringify(e))
+      assert.match(e.host, /^[\x20-\x7e]{0,300}$/, 'the raw host is shown escaped and cut')
+    }
+    assert.equal(r.network[0]?.host, 'localhost\\u0000.example.com')
+  })
+
+  it('every IPv6 spelling of a loopback address is loopback, through both proxies', async () => {
+    const spellings = [
+      '::ffff:7f00:1',
+      '::ffff:127.0.0.1',
+      '0:0:0:0:0:0:0:1',
+      '::127.0.0.1',
+      '64:ff9b::7f00:1',
+      '::',
+    ]
+    const cases: ProbeCase[] = []
+    for (const h of spellings) {
+      cases.push(
+        ['socks', 3, text(h)],
+        ['http', `CONNECT [${h}]:PORT HTTP/1.1`],
+        ['http', `GET http://[${h}]:PORT/ HTTP/1.1`],
+      )
+    }
+    const v4mapped = Buffer.alloc(16)
+    v4mapped.writeUInt16BE(0xffff, 10)
+    v4mapped.writeUInt32BE(0x7f000001, 12)
+    cases.push(['socks', 4, v4mapped.toString('hex')])
+    const r = await probe(cases, { allow: spellings.map((h) => `[${h}]`) })
+    assert.equal(r.network.length, cases.length, JSON.stringify(r.network))
+    for (const e of r.network) {
+      assert.equal(e.allowed, false, JSON.stringify(e))
+      assert.match(e.reason, /loopback/, JSON.stringify(e))
+    }
+  })
+
+  it('a deny of an IPv4 address holds for its IPv6 spellings', async () => {
+    const cases: ProbeCase[] = [
+      ['http', 'CONNECT [::ffff:7f00:1]:PORT HTTP/1.1'],
+      ['http', 'GET http://[::ffff:127.0.0.1]:PORT/ HTTP/1.1'],
+      ['socks', 3, text('::ffff:127.0.0.1')],
+      ['socks', 3, text('::127.0.0.1')],
+    ]
+    const r = await probe(cases, {
+      allow: ['[::ffff:7f00:1]', '[::127.0.0.1]'],
+      deny: ['127.0.0.1'],
+      allowLoopback: true,
+    })
+    assert.equal(r.network.length, cases.length, JSON.stringify(r.network))
+    for (const e of r.network) assert.match(e.reason, /^denied by 127\.0\.0\.1/, JSON.stringify(e))
+  })
+
+  it('data a sandbox sends after a refused SOCKS5 request is not kept: the host does not grow', async (t) => {
+    const flood = String.raw`
+import socket, time
+total, attempts, start = 0, 0, time.time()
+chunk = b'x' * (1 << 20)
+while total < (512 << 20) and time.time() - start < 20:
+    attempts += 1
+    try:
+        s = socket.create_connection(('127.0.0.1', 1080), timeout=5)
+        s.sendall(b'\x05\x01\x00')
+        s.recv(2)
+        s.sendall(bytes([5, 1, 0, 3, 11]) + b'not.allowed' + (80).to_bytes(2, 'big'))
+        while total < (512 << 20):
+            total += s.send(chunk)
+    except OSError:
+        pass
+    s.close()
+print(total >> 20, attempts)
+`
+    const { monitorEventLoopDelay } = await import('node:perf_hooks')
+    const delay = monitorEventLoopDelay({ resolution: 10 })
+    const base = process.memoryUsage().rss
+    let peak = base
+    const sampler = setInterval(() => {
+      peak = Math.max(peak, process.memoryUsage().rss)
+    }, 20)
+    delay.enable()
+    const r = await run(['python3', '-c', flood], {
+      network: { allow: ['example.com'] },
+      limits: { wallTimeMs: 60_000 },
+    })
+    delay.disable()
+    clearInterval(sampler)
+    const growth = (peak - base) / 2 ** 20
+    t.diagnostic(
+      `sandbox sent ${r.stdout.trim()} (MiB, attempts); host RSS +${growth.toFixed(1)} MiB; event loop delay max ${(delay.max / 1e6).toFixed(1)} ms, p99 ${(delay.percentile(99) / 1e6).toFixed(1)} ms`,
+    )
+    assert.equal(r.status, 'ok', r.stderr)
+    assert.ok(growth < 64, `host RSS grew by ${growth.toFixed(1)} MiB`)
+  })
+
+  it('20 000 refused requests: network keeps at most 1000 events, networkDropped counts the rest', async () => {
+    const many = String.raw`
+import socket
+s = socket.create_connection(('127.0.0.1', 3128), timeout=10)
+n, got, buf = 20000, 0, b''
+for batch in range(0, n, 200):
+    s.sendall(b''.join(b'GET http://h%d.%s.not-allowed.test/ HTTP/1.1\r\nHost: x\r\n\r\n' % (i, b'a' * 200) for i in range(batch, batch + 200)))
+    while got < batch + 200:
+        buf += s.recv(65536)
+        got = buf.count(b'HTTP/1.1 403')
+print(got)
+`
+    const r = await run(['python3', '-c', many], {
+      network: { allow: ['example.com'] },
+      limits: { wallTimeMs: 120_000 },
+    })
+    assert.equal(r.status, 'ok', r.stderr)
+    assert.equal(r.stdout, '20000\n')
+    assert.equal(r.network.length, 1000)
+    assert.equal((r as { networkDropped?: number }).networkDropped, 19_000)
+    assert.ok(JSON.stringify(r).length < 1 << 20, 'the result stays small')
   })
 })

@@ -79,7 +79,7 @@ for fam in list(range(64)) + [0x100000028]:
 print(json.dumps({'opened': sorted(opened), 'errnos': {k: sorted(v) for k, v in errnos.items()}}))
 `
 
-const socat = probeCapabilities().socat
+const bridge = probeCapabilities().bridge
 const NETWORKS = [
   ['none', 'none'],
   ['host', 'host'],
@@ -92,8 +92,8 @@ for (const isolation of TIERS) {
       const skip =
         name === 'allowlist' && isolation === 'process'
           ? 'the process tier refuses an allowlist'
-          : name === 'allowlist' && !socat
-            ? 'a network allowlist needs socat'
+          : name === 'allowlist' && !bridge
+            ? "a network allowlist needs cordon's network bridge (npm run build)"
             : false
       // The process tier without a network namespace of its own keeps to AF_UNIX (as before).
       const allowed = isolation === 'process' && name === 'none' ? [1] : NETWORK_FAMILIES
