@@ -12,7 +12,6 @@ command -v cc >/dev/null || missing+=(gcc)
 dpkg-query -W -f='${Status}' libc6-dev 2>/dev/null | grep -q 'ok installed' || missing+=(libc6-dev)
 command -v musl-gcc >/dev/null || missing+=(musl-tools)   # a launcher on musl starts ~0.2 ms faster than on glibc
 command -v python3 >/dev/null || missing+=(python3)
-command -v socat >/dev/null || missing+=(socat)     # bridges a sandbox to its network-allowlist proxies
 command -v curl >/dev/null || missing+=(curl)       # used by the network tests
 command -v debootstrap >/dev/null || [ -x /usr/sbin/debootstrap ] || missing+=(debootstrap)  # cordon rootfs create
 # libfaketime gives sandboxes a deterministic clock (the `clock` option).

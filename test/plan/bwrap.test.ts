@@ -1,6 +1,12 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
-import { type BwrapSpec, bwrapArgs, SYSTEM_PATHS } from '../../src/plan/bwrap.js'
+import {
+  BRIDGE_INSIDE,
+  type BwrapSpec,
+  bwrapArgs,
+  NET_DIR_INSIDE,
+  SYSTEM_PATHS,
+} from '../../src/plan/bwrap.js'
 
 const BYTES = 64 * 1024 * 1024
 const SIZE = String(BYTES)
@@ -913,5 +919,20 @@ describe('bwrapArgs', () => {
       const args = bwrapArgs(spec({ hide: [dir('/tmp')] }))
       assert.equal(indexOf(args, '--remount-ro', '/tmp'), -1)
     })
+  })
+
+  it("binds the run's socket directory, then the bridge over its mount point, after the private /tmp", () => {
+    const args = bwrapArgs(spec({ netDir: '/tmp/cordon-net-x', bridge: '/opt/cordon/native/cordon-bridge' }))
+    before(args, tmpfs('/tmp'), ['--ro-bind', '/tmp/cordon-net-x', NET_DIR_INSIDE])
+    before(
+      args,
+      ['--ro-bind', '/tmp/cordon-net-x', NET_DIR_INSIDE],
+      ['--ro-bind', '/opt/cordon/native/cordon-bridge', BRIDGE_INSIDE],
+    )
+    assert.equal(BRIDGE_INSIDE, `${NET_DIR_INSIDE}/bridge`)
+    // On another root filesystem too: the tree's own userland never runs the bridge.
+    const rootfs = { dir: '/srv/tree', entries: [{ name: 'usr', symlink: null }] }
+    const onTree = bwrapArgs(spec({ rootfs, netDir: '/tmp/cordon-net-x', bridge: '/b' }))
+    before(onTree, ['--ro-bind', '/srv/tree/usr', '/usr'], ['--ro-bind', '/b', BRIDGE_INSIDE])
   })
 })

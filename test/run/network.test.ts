@@ -8,9 +8,17 @@ import os from 'node:os'
 import path from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
-import { run, start } from '../../src/index.js'
+import { openSpawner, run, start } from '../../src/index.js'
 import { listRootfs } from '../../src/rootfs/rootfs.js'
-import { asUnprivileged, noLauncher, noNamespace, notRoot, noUnprivileged, waitFor } from '../helpers.js'
+import {
+  asUnprivileged,
+  noLauncher,
+  noNamespace,
+  noSpawner,
+  notRoot,
+  noUnprivileged,
+  waitFor,
+} from '../helpers.js'
 
 /** The tree test/run/rootfs.test.ts builds (with busybox); an allowlist on it is tested here when it exists. */
 const ROOTFS = 'cordon-test-minbase'
@@ -184,6 +192,57 @@ print(' | '.join(out))
     assert.equal(out.otherStatus, 'ok', out.other)
     assert.doesNotMatch(out.other, /hello|x05\\x00\\x05\\x00/, out.other)
     assert.deepEqual(out.network, [], "the other sandbox's attempts are not this run's traffic")
+  })
+
+  it("the program sees no token: not on an fd, in an argv or environment, nor in the relay's memory", async () => {
+    const look = String.raw`
+import os, re
+token = re.compile(rb'[0-9a-f]{64}\n')
+out = ['fds ' + ' '.join(sorted(os.listdir('/proc/self/fd'), key=int))]
+relays = []
+for pid in filter(str.isdigit, os.listdir('/proc')):
+    for what in ('cmdline', 'environ'):
+        try:
+            if token.search(open('/proc/%s/%s' % (pid, what), 'rb').read()):
+                out.append('token in %s/%s' % (pid, what))
+        except OSError:
+            pass
+    try:
+        if open('/proc/%s/cmdline' % pid, 'rb').read().startswith(b'/tmp/.cordon-net/bridge\0'):
+            relays.append(pid)
+    except OSError:
+        pass
+out.append('relays %d' % len(relays))
+for pid in relays:
+    for what in ('mem', 'environ', 'fd/3'):
+        try:
+            open('/proc/%s/%s' % (pid, what), 'rb').read(1)
+            out.append('read %s' % what)
+        except OSError as e:
+            out.append('%s refused' % what)
+print('\n'.join(out))
+`
+    const r = await run(['python3', '-c', look], { network: { allow: ['example.com'] } })
+    assert.equal(r.status, 'ok', r.stderr)
+    const lines = r.stdout.trim().split('\n')
+    assert.doesNotMatch(lines[0] ?? '', /\b9\b/, 'fd 9 (the token) is closed before the program runs')
+    assert.doesNotMatch(r.stdout, /token in|read /, r.stdout)
+    assert.deepEqual(lines.slice(1), ['relays 1', 'mem refused', 'environ refused', 'fd/3 refused'])
+  })
+
+  it('an allowlist works through a spawner too (the token on a pipe of its own)', {
+    skip: noSpawner,
+  }, async () => {
+    const spawner = await openSpawner()
+    try {
+      const r = await run(curl(`http://localhost:${port}/spawned`), {
+        spawner,
+        network: { allow: [`localhost:${port}`], allowLoopback: true },
+      })
+      assert.equal(r.stdout, 'hello /spawned\n', r.stderr)
+    } finally {
+      await spawner.close()
+    }
   })
 
   it('a root filesystem with an allowlist reaches an allowed host (the bridge is bound in)', {

@@ -1,0 +1,146 @@
+// The proxies on their own, host side: what a connection without the run's token gets, and the bounds a
+// sandbox cannot push past (handshake deadline, connections, early data, events).
+import assert from 'node:assert/strict'
+import { existsSync, mkdirSync, rmdirSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs'
+import net from 'node:net'
+import path from 'node:path'
+import { describe, it } from 'node:test'
+import { NetworkProxy, type ProxyLimits, TOKEN_LINE_BYTES } from '../../src/net/proxy.js'
+import { tempDir } from '../helpers.js'
+
+const policy = { allow: ['example.com'], deny: [], allowLoopback: false, allowPrivate: false }
+
+/** Connect to one of the proxy's sockets, send `data`, and collect what comes back until it closes. */
+function exchange(proxy: NetworkProxy, name: string, data: Buffer | string, timeoutMs = 5000) {
+  return new Promise<{ got: string; closed: boolean }>((resolve) => {
+    const s = net.connect(path.join(proxy.dir, name))
+    let got = ''
+    s.on('data', (b: Buffer) => {
+      got += b.toString('latin1')
+    })
+    s.on('error', () => {})
+    s.write(data)
+    const timer = setTimeout(() => {
+      s.destroy()
+      resolve({ got, closed: false })
+    }, timeoutMs)
+    s.on('close', () => {
+      clearTimeout(timer)
+      resolve({ got, closed: true })
+    })
+  })
+}
+
+const socksRequest = (name: string) =>
+  Buffer.concat([Buffer.from([5, 1, 0, 5, 1, 0, 3, name.length]), Buffer.from(name), Buffer.from([0, 80])])
+
+async function withProxy(limits: Partial<ProxyLimits>, body: (p: NetworkProxy) => Promise<void>) {
+  const proxy = new NetworkProxy(policy, limits)
+  try {
+    await body(proxy)
+  } finally {
+    await proxy.close()
+  }
+}
+
+describe('network proxy (host side)', () => {
+  it('a connection without the token, or with a wrong one, gets nothing and is no event', async () => {
+    await withProxy({}, async (proxy) => {
+      assert.equal(proxy.token.length, TOKEN_LINE_BYTES)
+      const get = 'GET http://example.com/ HTTP/1.1\r\nHost: example.com\r\n\r\n'
+      const wrong = `${'0'.repeat(64)}\n`
+      for (const [name, data] of [
+        ['http.sock', get],
+        ['http.sock', wrong + get],
+        ['socks.sock', socksRequest('example.com')],
+        ['socks.sock', Buffer.concat([Buffer.from(wrong), socksRequest('example.com')])],
+        ['http.sock', proxy.token.subarray(0, 64)], // a token without its last byte, then silence
+      ] as const) {
+        const r = await exchange(proxy, name, data)
+        assert.equal(r.got, '', `${name}: ${JSON.stringify(data).slice(0, 80)}`)
+      }
+      assert.deepEqual(proxy.events, [])
+    })
+  })
+
+  it('with the token, the run is served: a refusal is an event', async () => {
+    await withProxy({}, async (proxy) => {
+      const r = await exchange(
+        proxy,
+        'http.sock',
+        Buffer.concat([proxy.token, Buffer.from('CONNECT evil.test:443 HTTP/1.1\r\n\r\n')]),
+      )
+      assert.match(r.got, /^HTTP\/1\.1 403/)
+      const s = await exchange(proxy, 'socks.sock', Buffer.concat([proxy.token, socksRequest('evil.test')]))
+      assert.equal(s.got, '\x05\x00\x05\x02\x00\x01\x00\x00\x00\x00\x00\x00')
+      assert.deepEqual(
+        proxy.events.map((e) => [e.host, e.allowed, e.reason]),
+        [
+          ['evil.test', false, 'not on the allow list'],
+          ['evil.test', false, 'not on the allow list'],
+        ],
+      )
+    })
+  })
+
+  it('a client that goes silent is dropped at the handshake deadline, on both sockets', async () => {
+    await withProxy({ handshakeMs: 200 }, async (proxy) => {
+      for (const [name, data] of [
+        ['http.sock', Buffer.concat([proxy.token, Buffer.from('GET http://example.com/ HTTP/1.1\r\n')])],
+        ['socks.sock', Buffer.concat([proxy.token, Buffer.from([5, 1, 0, 5, 1, 0])])],
+        ['socks.sock', Buffer.alloc(10)],
+      ] as const) {
+        const r = await exchange(proxy, name, data, 10_000)
+        assert.equal(r.closed, true, `${name} closed`)
+      }
+    })
+  })
+
+  it('more than a SOCKS5 request before the reply is refused, not kept', async () => {
+    await withProxy({}, async (proxy) => {
+      const flood = Buffer.concat([proxy.token, socksRequest('example.com'), Buffer.alloc(8192, 0x78)])
+      const r = await exchange(proxy, 'socks.sock', flood)
+      assert.equal(r.closed, true)
+      assert.match(proxy.events[0]?.reason ?? '', /^sent more than 4096 bytes before the reply/)
+    })
+  })
+
+  it('connections past the cap are refused as events; events past the cap are counted', async () => {
+    await withProxy({ maxConnections: 2, maxEvents: 3 }, async (proxy) => {
+      const held = [0, 1].map(() => {
+        const s = net.connect(path.join(proxy.dir, 'socks.sock'))
+        s.on('error', () => {})
+        s.write(proxy.token)
+        return s
+      })
+      await new Promise((r) => setTimeout(r, 200))
+      const third = await exchange(proxy, 'socks.sock', Buffer.concat([proxy.token, socksRequest('x.test')]))
+      assert.equal(third.got, '')
+      assert.equal(proxy.events[0]?.reason, 'more than 2 connections at once')
+      for (const s of held) s.destroy()
+      await new Promise((r) => setTimeout(r, 200))
+      for (let i = 0; i < 4; i++)
+        await exchange(proxy, 'socks.sock', Buffer.concat([proxy.token, socksRequest(`n${i}.test`)]))
+      assert.equal(proxy.events.length, 3)
+      assert.equal(proxy.dropped, 2)
+    })
+  })
+
+  it('close() removes the socket directory by its entries, never following what was planted there', async () => {
+    const outside = tempDir('cordon-planted-')
+    writeFileSync(path.join(outside, 'keep'), 'x')
+    const proxy = new NetworkProxy(policy)
+    symlinkSync(outside, path.join(proxy.dir, 'planted'))
+    mkdirSync(path.join(proxy.dir, 'sub'))
+    await proxy.close()
+    assert.equal(existsSync(path.join(outside, 'keep')), true, 'the planted link was not followed')
+    assert.equal(existsSync(path.join(proxy.dir, 'http.sock')), false)
+    // What close() left (the planted entries and their directory) is the test's to remove.
+    unlinkSync(path.join(proxy.dir, 'planted'))
+    rmdirSync(path.join(proxy.dir, 'sub'))
+    rmdirSync(proxy.dir)
+    const clean = new NetworkProxy(policy)
+    await clean.close()
+    assert.equal(existsSync(clean.dir), false)
+  })
+})
