@@ -119,6 +119,7 @@ describe('cordon run', () => {
         logs: [],
         logsTruncated: false,
         network: [],
+        networkDropped: 0,
       })
     })
   }
