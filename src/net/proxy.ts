@@ -37,7 +37,10 @@ export interface ProxyLimits {
 }
 
 export const DEFAULT_PROXY_LIMITS: ProxyLimits = { maxEvents: 1000, maxConnections: 96, handshakeMs: 10_000 }
-/** Connections per socket still to show the token; each holds at most a token's bytes. */
+/**
+ * Connections per socket in all, those still to show the token included (each of these holds at most a
+ * stream's high-water mark, and goes at the handshake deadline).
+ */
 const MAX_UNAUTHENTICATED = 256
 /** A SOCKS5 request is at most 262 bytes; more waiting beyond it before the reply is not a client. */
 const SOCKS_EARLY_BYTES = 4096
@@ -105,19 +108,22 @@ export class NetworkProxy {
     writeFileSync(path.join(this.dir, BRIDGE_MOUNT_POINT), '', { mode: 0o444, flag: 'wx' })
     this.httpServer = http.createServer(
       { headersTimeout: this.limits.handshakeMs, requestTimeout: 300_000 },
-      (req, res) => void this.forward(req, res),
+      // A handler that throws ends its connection, never the host (an unhandled rejection would).
+      (req, res) => this.forward(req, res).catch(() => res.destroy()),
     )
     this.httpServer.on('connect', (req: http.IncomingMessage, socket: net.Socket, head: Buffer) => {
-      void this.tunnel(req, socket, head)
+      this.tunnel(req, socket, head).catch(() => socket.destroy())
     })
     // Connections reach the HTTP server by hand (after their token), never by its own listen(); its
     // header and request timeouts are checked only once it has seen 'listening'.
     this.httpServer.emit('listening')
     for (const [name, serve] of [
       [SOCKETS.http, (s: net.Socket) => this.httpServer.emit('connection', s)],
-      [SOCKETS.socks, (s: net.Socket) => void this.socks(s)],
+      [SOCKETS.socks, (s: net.Socket) => this.socks(s).catch(() => s.destroy())],
     ] as const) {
-      const server = net.createServer({ pauseOnConnect: true }, (s) => void this.admit(s, serve))
+      const server = net.createServer({ pauseOnConnect: true }, (s) => {
+        this.admit(s, serve).catch(() => s.destroy())
+      })
       server.maxConnections = MAX_UNAUTHENTICATED
       // listen() on a path binds before it returns, so the socket exists before the sandbox starts.
       server.listen(path.join(this.dir, name))
