@@ -16,7 +16,7 @@ import http from 'node:http'
 import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
-import { type Decision, type NetworkEvent, NetworkGate, type NetworkPolicy } from './gate.js'
+import { type Decision, type Lookup, type NetworkEvent, NetworkGate, type NetworkPolicy } from './gate.js'
 import { type Host, ipFromBytes, parseHost, parseUriHost, showHost } from './host.js'
 
 export const HTTP_PROXY_PORT = 3128
@@ -99,8 +99,9 @@ export class NetworkProxy {
   private readonly deadlines = new WeakMap<net.Socket, NodeJS.Timeout>()
   private open = 0
 
-  constructor(policy: NetworkPolicy, limits: Partial<ProxyLimits> = {}) {
-    this.gate = new NetworkGate(policy)
+  /** `lookup`: how names are resolved (the system's resolver unless a test says otherwise). */
+  constructor(policy: NetworkPolicy, limits: Partial<ProxyLimits> = {}, lookup?: Lookup) {
+    this.gate = new NetworkGate(policy, lookup)
     this.limits = { ...DEFAULT_PROXY_LIMITS, ...limits }
     this.token = Buffer.from(`${randomBytes(32).toString('hex')}\n`)
     // As root the directory goes to the sandbox uid (`handTo`), so other sandbox uids cannot even connect.
@@ -196,6 +197,8 @@ export class NetworkProxy {
     onOpen: () => void,
     onFail: () => void,
   ): void {
+    // Gone while its host was decided: no connection out that nothing would ever close.
+    if (client.destroyed) return
     const upstream = net.connect({ host: address, port })
     this.track(upstream)
     upstream.once('connect', () => {
@@ -251,6 +254,7 @@ export class NetworkProxy {
     // The URL parser has canonicalised the host already (0x7f.1 is 127.0.0.1); it is parsed again all the same.
     const decision = await this.decide(parseUriHost(url.hostname), url.hostname, port)
     if (!decision.allowed) return answer(403, `cordon: ${decision.reason}\n`)
+    if (req.socket.destroyed) return
     const upstream = http.request(
       {
         host: decision.address,

@@ -126,6 +126,32 @@ describe('network proxy (host side)', () => {
     })
   })
 
+  it('a client gone while its host was decided leaves no connection out behind', async () => {
+    // A server that keeps a half-closed connection open, as many do.
+    const server = net.createServer({ allowHalfOpen: true }, (s) => s.on('error', () => {}))
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
+    const { port } = server.address() as net.AddressInfo
+    const slow = async () => {
+      await new Promise((r) => setTimeout(r, 300))
+      return '127.0.0.1'
+    }
+    const proxy = new NetworkProxy({ ...policy, allow: ['slow.test'], allowLoopback: true }, {}, slow)
+    try {
+      const s = net.connect(path.join(proxy.dir, 'http.sock'))
+      s.on('error', () => {})
+      s.write(Buffer.concat([proxy.token, Buffer.from(`CONNECT slow.test:${port} HTTP/1.1\r\n\r\n`)]))
+      await new Promise((r) => setTimeout(r, 100))
+      s.destroy()
+      await new Promise((r) => setTimeout(r, 600))
+      const open = await new Promise<number>((r) => server.getConnections((_, n) => r(n)))
+      assert.equal(open, 0, 'the upstream connection of a client that left')
+      assert.equal(proxy.events[0]?.allowed, true)
+    } finally {
+      await proxy.close()
+      server.close()
+    }
+  })
+
   it('close() removes the socket directory by its entries, never following what was planted there', async () => {
     const outside = tempDir('cordon-planted-')
     writeFileSync(path.join(outside, 'keep'), 'x')
