@@ -21,8 +21,8 @@ describe('network bridge', () => {
 
   it('gets its token on fd 9, piped only with an allowlist, which the host writes', () => {
     assert.equal(TOKEN_FD, 9)
-    assert.deepEqual(pipedFds('namespace', true, false, true), [3, 5, 6, 9])
-    assert.deepEqual(pipedFds('namespace', true, false), [3, 5, 6])
+    assert.deepEqual(pipedFds('namespace', true, false, true), [3, 4, 5, 6, 9])
+    assert.deepEqual(pipedFds('namespace', true, false), [3, 4, 5, 6])
     const plan = { fds: pipedFds('namespace', true, true, true) } as Parameters<typeof stdioFor>[0]
     const stdio = stdioFor(plan, false)
     assert.equal(stdio.length, 10)
