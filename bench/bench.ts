@@ -11,8 +11,8 @@ import { StringDecoder } from 'node:string_decoder'
 import { setFlagsFromString } from 'node:v8'
 import { runInNewContext } from 'node:vm'
 import { type Isolation, openSpawner, probeCapabilities, type RunOptions, run } from '../src/index.js'
-import { bwrapArgs } from '../src/plan/bwrap.js'
-import { cgroupDirs, joinFiles, sandboxCgroupName } from '../src/plan/cgroups.js'
+import { bwrapArgs, type CgroupView } from '../src/plan/bwrap.js'
+import { cgroupDirs, joinFiles, ownCgroupView, sandboxCgroupName } from '../src/plan/cgroups.js'
 import { LANDLOCK_SCOPES, launcherArgv } from '../src/plan/launcher.js'
 import {
   DEVICES_WRITABLE,
@@ -26,6 +26,7 @@ import {
 } from '../src/plan/plan.js'
 import { processMounts, ROOT_TMPDIR } from '../src/plan/process-mounts.js'
 import { rlimitArgs } from '../src/plan/rlimits.js'
+import { isSocket, recentHostSockets } from '../src/plan/sockets.js'
 import { findProgram } from '../src/policy/command.js'
 import { buildEnv } from '../src/policy/env.js'
 import { defaultHide, MiB, parseCommand, parsePolicy } from '../src/policy/schema.js'
@@ -128,6 +129,8 @@ function rawLaunch(
   seccomp: Buffer | null,
   uid: { uid: number; gid: number } | null = null,
   scratch: string | null = null,
+  // The raw runs have no cgroup: an empty /sys/fs/cgroup, as cordon shows a run without one.
+  cgroups: CgroupView = { binds: [], links: [] },
 ): Launch {
   const overheadProcesses = tier === 'namespace' ? 2 : 0
   const rlimits = rlimitArgs(limits, { ownUid: caps.isRoot, overheadProcesses, cgroup })
@@ -144,6 +147,9 @@ function rawLaunch(
           hide,
           ...(seccomp ? { seccompFd: SECCOMP_FD } : {}),
           statusFd: STATUS_FD,
+          sockets: recentHostSockets(),
+          socketLive: isSocket,
+          cgroups,
         }),
         '--',
         ...program,
@@ -212,17 +218,18 @@ function baselineFor(tier: Isolation, options: RunOptions, via: CordonParts['via
   if (prepared.kind !== 'launch')
     throw new Error(`cordon refused the ${tier} tier: ${prepared.violation.message}`)
   const { plan } = prepared
-  // The uid goes back at once; the process tier's private TMPDIR serves the raw runs and goes at exit.
+  // The uid and fds go back at once; the process tier's private TMPDIR serves the raw runs and goes at exit.
   plan.lease?.release()
+  plan.pathFds.close()
   if (plan.scratch) {
     mkdirSync(plan.scratch)
     scratchDirs.push(plan.scratch)
   }
   const uid = plan.lease && { uid: plan.lease.uid, gid: plan.lease.gid }
-  const launch = (parts: CordonParts) =>
-    rawLaunch(tier, program, plan.cgroup !== null, parts, plan.seccomp, uid, plan.scratch)
+  const launch = (parts: CordonParts, cgroups?: CgroupView) =>
+    rawLaunch(tier, program, plan.cgroup !== null, parts, plan.seccomp, uid, plan.scratch, cgroups)
   const join = plan.cgroup ? joinFiles(plan.cgroup.support.version, plan.cgroup.dirs) : []
-  const expected = launch({ join, mkdir: plan.scratch !== null, via: 'launcher' })
+  const expected = launch({ join, mkdir: plan.scratch !== null, via: 'launcher' }, ownCgroupView(plan.cgroup))
   const same =
     plan.tier === tier &&
     plan.file === expected.file &&
@@ -714,7 +721,10 @@ async function main(): Promise<void> {
       'prepare() incl. uid lease + release',
       microseconds(() => {
         const p = prepare(trueCmd, policy, caps)
-        if (p.kind === 'launch') p.plan.lease?.release()
+        if (p.kind === 'launch') {
+          p.plan.lease?.release()
+          p.plan.pathFds.close()
+        }
       }, calls),
     ],
     [`one /proc scan (${listProcesses().length} processes)`, microseconds(() => listProcesses(), calls / 5)],
@@ -722,6 +732,7 @@ async function main(): Promise<void> {
   const prepared = prepare(trueCmd, policy, caps)
   if (prepared.kind === 'launch') {
     prepared.plan.lease?.release()
+    prepared.plan.pathFds.close()
     const cgroup = prepared.plan.cgroup
     if (cgroup) {
       const started = performance.now()

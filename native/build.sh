@@ -53,4 +53,6 @@ if command -v "$cc" >/dev/null 2>&1 && "$cc" -O2 -s -Wall -Wextra -Werror -share
 else
   echo "cordon: cordon-guard.node is not built, so callFunction() refuses to call functions (apt-get install -y gcc libc6-dev, then npm run build)" >&2
 fi
+# Whatever the umask: the launcher is also the namespace tier's exec step, run as the sandbox's uid.
+chmod 755 cordon-launch cordon-spawner 2>/dev/null || true
 exit 0

@@ -6,12 +6,16 @@
  *   cordon-launch --keep-fds=[N,...] [--cpu=S:H] [--fsize=N] [--core=N] [--data=N] [--nproc=N] [--nofile=N]
  *                 [--join=FILE]... [--unshare-net] [--unshare-ipc] [--mkdir=DIR] [--uid=N --gid=N]
  *                 [--mount-ns [--keep=PATH]... [--empty=DIR]... [--tmpfs=DIR]... [--tmpfs-size=N] [--proc]]
- *                 [--landlock-fs [--landlock-write=PATH]...] [--scope-signals] [--scope-abstract-unix]
- *                 [--seccomp=HEX] [--bwrap-env] [--monitor [--kill-session]] -- PROGRAM [ARGS...]
+ *                 [--landlock-fs [--landlock-write=PATH]... [--landlock-write-fd=N]...] [--scope-signals]
+ *                 [--scope-abstract-unix] [--seccomp=HEX] [--bwrap-env] [--monitor [--kill-session]]
+ *                 [--argv0=NAME] -- PROGRAM [ARGS...]
  *   cordon-launch --landlock-abi        prints the kernel's Landlock ABI version (0: none)
  *   cordon-launch --remove-tree=PATH    removes PATH, a directory of the caller's uid, and all beneath it,
  *                                       never following a symlink or leaving its filesystem (see remove_tree);
  *                                       a symlink or file of the caller's at PATH goes as what it is
+ *   cordon-launch --exec ARGV0 FILE [ARGS...]
+ *                 the sandbox's exec step, and nothing else: execute FILE with argv[0] ARGV0 (bwrap before
+ *                 0.9 cannot set argv[0], and cordon executes a program's judged real path, not its name)
  *
  * First every inherited fd above stderr is closed but the --keep-fds ones (cordon's pipes): an fd its host
  * left without close-on-exec must not reach the sandbox. With --monitor (the process tier) it then forks:
@@ -22,7 +26,8 @@
  * with the sandbox instead of outliving it on the host); with --mount-ns (root, the process tier) a mount
  * namespace of its own (see private_mounts); the sandbox's private TMPDIR, made for uid/gid; drop to
  * uid/gid with no supplementary groups; no_new_privs; parent-death SIGKILL; Landlock (writes only beneath
- * the --landlock-write paths; no signals to, and no abstract unix sockets of, processes outside the
+ * the --landlock-write paths and the --landlock-write-fd fds, judged paths cordon opened and passed, each
+ * closed once its rule is made; no signals to, and no abstract unix sockets of, processes outside the
  * sandbox); the seccomp program (struct sock_filter[] in hex: a few hundred bytes, and an argument
  * costs no pipe); exec. With --bwrap-env PROGRAM is bwrap: the environment is the sandbox's, so it reaches
  * bwrap only as --clearenv/--setenv arguments (through --args and a memfd, never the visible argv) and bwrap
@@ -102,7 +107,8 @@ struct ll_path_beneath_attr {
 
 #define MAX_WRITABLE 256
 #define MAX_JOIN 8
-#define MAX_KEEP 16
+/* cordon's pipes, and an fd per use of a judged path (up to 256 writable ones, besides the rest). */
+#define MAX_KEEP 1024
 #define MAX_FILTER_BYTES (4096 * sizeof(struct sock_filter))
 #define MAX_MOUNTS 64
 /* The new mount API (Linux 5.2), defined here for the same reason as Landlock's. */
@@ -162,7 +168,19 @@ static int landlock_abi(void) {
   return abi < 0 ? 0 : (int)abi;
 }
 
-static void apply_landlock(int fs, const char **writable, int n_writable, uint64_t scoped) {
+/* Allow writes beneath the file open at `fd` (a directory, or a file that takes only file rights). */
+static void allow_writes(int ruleset, uint64_t access, int fd, const char *what) {
+  struct stat st;
+  if (fstat(fd, &st) != 0) die("landlock: cannot stat", what);
+  struct ll_path_beneath_attr rule = {.allowed_access = access, .parent_fd = fd};
+  /* A file (e.g. /dev/null) takes only the rights that apply to files. */
+  if (!S_ISDIR(st.st_mode)) rule.allowed_access &= LL_WRITE_FILE | LL_TRUNCATE;
+  if (syscall(SYS_landlock_add_rule, ruleset, LL_RULE_PATH_BENEATH, &rule, 0) != 0)
+    die("landlock: cannot allow writes beneath", what);
+}
+
+static void apply_landlock(int fs, const char **writable, int n_writable, const int *writable_fd,
+                           int n_writable_fd, uint64_t scoped) {
   int abi = landlock_abi();
   if (abi < 1) die("landlock", "is not available");
   struct ll_ruleset_attr attr = {0};
@@ -182,14 +200,16 @@ static void apply_landlock(int fs, const char **writable, int n_writable, uint64
   for (int i = 0; i < n_writable; i++) {
     int fd = open(writable[i], O_PATH | O_CLOEXEC);
     if (fd < 0) die("landlock: cannot open", writable[i]);
-    struct stat st;
-    if (fstat(fd, &st) != 0) die("landlock: cannot stat", writable[i]);
-    struct ll_path_beneath_attr rule = {.allowed_access = attr.handled_access_fs, .parent_fd = fd};
-    /* A file (e.g. /dev/null) takes only the rights that apply to files. */
-    if (!S_ISDIR(st.st_mode)) rule.allowed_access &= LL_WRITE_FILE | LL_TRUNCATE;
-    if (syscall(SYS_landlock_add_rule, ruleset, LL_RULE_PATH_BENEATH, &rule, 0) != 0)
-      die("landlock: cannot allow writes beneath", writable[i]);
+    allow_writes(ruleset, attr.handled_access_fs, fd, writable[i]);
     close(fd);
+  }
+  /* Judged paths, by the fd cordon judged them on: never looked up by name again. Closed here: the
+     program must not inherit them. */
+  for (int i = 0; i < n_writable_fd; i++) {
+    char what[32];
+    snprintf(what, sizeof what, "fd %d", writable_fd[i]);
+    allow_writes(ruleset, attr.handled_access_fs, writable_fd[i], what);
+    close(writable_fd[i]);
   }
   if (syscall(SYS_landlock_restrict_self, ruleset, 0) != 0) die("landlock", "restrict_self");
   close(ruleset);
@@ -702,18 +722,34 @@ static int beneath(const char *path, const char *dir) {
   return strncmp(path, dir, n) == 0 && path[n] == '/';
 }
 
+/* --exec ARGV0 FILE [ARGS...]: inside the sandbox, as the sandbox, with its environment; nothing to set up. */
+static int exec_step(int argc, char **argv) {
+  if (argc < 4) {
+    fprintf(stderr, "cordon: the exec step needs ARGV0 and FILE\n");
+    return 126;
+  }
+  const char *file = argv[3];
+  argv[3] = argv[2];
+  execv(file, argv + 3);
+  int err = errno;
+  fprintf(stderr, "cordon: cannot execute %s: %s\n", file, strerror(err));
+  return err == ENOENT ? 127 : 126;
+}
+
 int main(int argc, char **argv) {
+  if (argc >= 2 && strcmp(argv[1], "--exec") == 0) return exec_step(argc, argv);
   /* Before anything else: an exec (of bwrap or the program) must never pass the refusal pipe on. */
   if (fcntl(REFUSAL_FD, F_SETFD, FD_CLOEXEC) == 0) refusal_fd = REFUSAL_FD;
   pid_t parent = getppid();
-  int unshare_net = 0, unshare_ipc = 0, landlock_fs = 0, bwrap_env = 0, monitored = 0, keep[MAX_KEEP], n_keep = -1;
+  static int keep[MAX_KEEP], writable_fd[MAX_WRITABLE];
+  int unshare_net = 0, unshare_ipc = 0, landlock_fs = 0, bwrap_env = 0, monitored = 0, n_keep = -1;
   int mount_ns = 0, proc = 0, n_covers = 0, n_keeps = 0;
   uint64_t scoped = 0;
   long uid = -1, gid = -1;
   rlim_t tmpfs_size = 0;
-  const char *writable[MAX_WRITABLE], *join[MAX_JOIN], *scratch = NULL, *seccomp = NULL, *keeps[MAX_MOUNTS];
+  const char *writable[MAX_WRITABLE], *join[MAX_JOIN], *scratch = NULL, *seccomp = NULL, *keeps[MAX_MOUNTS], *argv0 = NULL;
   struct cover covers[MAX_MOUNTS];
-  int n_writable = 0, n_join = 0;
+  int n_writable = 0, n_writable_fd = 0, n_join = 0;
   if (argc == 2 && strcmp(argv[1], "--landlock-abi") == 0) {
     printf("%d\n", landlock_abi());
     return 0;
@@ -768,6 +804,11 @@ int main(int argc, char **argv) {
     } else if ((v = prefixed(a, "--tmpfs-size="))) tmpfs_size = number(v, a);
     else if (strcmp(a, "--mount-ns") == 0) mount_ns = 1;
     else if (strcmp(a, "--proc") == 0) proc = 1;
+    else if ((v = prefixed(a, "--landlock-write-fd="))) {
+      long fd = (long)number(v, a);
+      if (n_writable_fd == MAX_WRITABLE || fd < 3 || fd > 1 << 20) usage(a);
+      writable_fd[n_writable_fd++] = (int)fd;
+    } else if ((v = prefixed(a, "--argv0="))) argv0 = v;
     else if (strcmp(a, "--landlock-fs") == 0) landlock_fs = 1;
     else if (strcmp(a, "--scope-signals") == 0) scoped |= LL_SCOPE_SIGNAL;
     else if (strcmp(a, "--scope-abstract-unix") == 0) scoped |= LL_SCOPE_ABSTRACT_UNIX;
@@ -780,7 +821,7 @@ int main(int argc, char **argv) {
   }
   if (i >= argc) usage("(no program after --)");
   if ((uid < 0) != (gid < 0)) usage("--uid and --gid go together");
-  if (n_writable > 0 && !landlock_fs) usage("--landlock-write needs --landlock-fs");
+  if ((n_writable > 0 || n_writable_fd > 0) && !landlock_fs) usage("--landlock-write needs --landlock-fs");
   if (n_keep < 0) usage("--keep-fds is required (empty for none)");
   if (session_sweep && !monitored) usage("--kill-session needs --monitor");
   /* An fd 4 cordon did not pipe is not the refusal pipe: it is closed below, and something else may reuse it. */
@@ -819,7 +860,7 @@ int main(int argc, char **argv) {
   /* Set after the uid change (which clears it); a parent already gone means cordon died meanwhile. */
   if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) die("pdeathsig", NULL);
   if (getppid() != parent) return 1;
-  if (landlock_fs || scoped) apply_landlock(landlock_fs, writable, n_writable, scoped);
+  if (landlock_fs || scoped) apply_landlock(landlock_fs, writable, n_writable, writable_fd, n_writable_fd, scoped);
   if (seccomp) apply_seccomp(seccomp);
   if (bwrap_env) {
     char fd_text[16], *empty[] = {NULL}, **args = calloc((size_t)(argc - i + 3), sizeof *args);
@@ -831,7 +872,11 @@ int main(int argc, char **argv) {
     memcpy(args + 3, argv + i + 1, (size_t)(argc - i - 1) * sizeof *args);
     execve(args[0], args, empty);
   } else {
-    execv(argv[i], argv + i);
+    /* argv[i] is the judged real path; argv[0] may be the name it was found by (a venv's bin/python). */
+    const char *file = argv[i];
+    if (argv0) argv[i] = (char *)argv0;
+    execv(file, argv + i);
+    argv[i] = (char *)file;
   }
   int failed = errno;
   dprintf(refusal_fd, "cordon-launch: cannot execute %s: %s\n", argv[i], strerror(failed));

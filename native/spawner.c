@@ -16,11 +16,15 @@
  * Events are queued here and written as the host reads them: this process never waits for the host to
  * read, because the host may be waiting for the reply to its next request.
  * Requests come on the request pipe: a 4-byte little-endian length, then NUL-terminated fields:
- *   spawn ID FILE CWD DETACHED UMASK STDIO ARGC ARG... ENVC ENV...   (UMASK in octal)
- *       STDIO has one character per child fd from 0: '-' none, 'n' /dev/null, 'r' a pipe the host reads,
- *       'w' a pipe the host writes. The reply (on the reply pipe, at once, before the exec) is
- *       "ok PID FD..." with this process's end of each pipe (-1 for the others) or "err ERRNO". A request
- *       longer than MAX_REQUEST (more than exec takes) is read and refused with E2BIG.
+ *   spawn ID FILE CWD DETACHED UMASK STDIO HOSTFDS ARGC ARG... ENVC ENV...   (UMASK in octal)
+ *       STDIO has one character per child fd from 0 (up to MAX_FDS): '-' none, 'n' /dev/null, 'r' a pipe
+ *       the host reads, 'w' a pipe the host writes (pipes only below MAX_STDIO), 'h' an fd of the host's:
+ *       HOSTFDS lists their numbers in the host, comma-separated, one per 'h' in order. Each is reopened
+ *       here through /proc/HOSTPID/fd/N with O_PATH, which follows the fd's own file (not a lookup of its
+ *       name): meant for the host's O_PATH fds of judged paths, passed on as they are. The reply (on the
+ *       reply pipe, at once, before the exec) is "ok PID FD..." with this process's end of each pipe among
+ *       the first MAX_STDIO fds (-1 for the others) or "err ERRNO". A request longer than MAX_REQUEST (more
+ *       than exec takes) is read and refused with E2BIG.
  *   opened ID           the host has opened its ends (through /proc); this closes its copies
  *   kill ID SIGNO       signal process ID, unless it has already been reaped (so never a reused pid)
  * End of the request pipe: the host is done; exit.
@@ -42,13 +46,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+/* Pipes go to the first MAX_STDIO fds; host fds ('h') to any below MAX_FDS. */
 #define MAX_STDIO 16
+#define MAX_FDS 1024
 /* exec takes at most 6 MiB of arguments and environment (3/4 of the 8 MiB stack limit's cap), so longer
  * requests are refused unread; buffers over BIG_REQUEST are freed after use: every fork copies them. */
 #define MAX_REQUEST (8 << 20)
 #define BIG_REQUEST (1 << 20)
-/* Child fds are moved here first, above every target, so that no dup2 overwrites a source still needed. */
-#define MOVE_ABOVE 64
 
 struct slot {
   char id[32];
@@ -60,7 +64,7 @@ struct slot {
 static struct slot *slots;
 static size_t n_slots, cap_slots;
 static int events, reply, devnull;
-static pid_t spawner_pid;
+static pid_t spawner_pid, host_pid;
 
 /* Event lines not yet written to the host. */
 static char *queue;
@@ -156,6 +160,7 @@ static int read_full(int fd, void *buf, size_t len) {
 /* In the child, before the exec: never returns. */
 static void become(int failure, const char *file, const char *cwd, int detached, mode_t mask, int n_fds,
                    int *child_end, char **argv, char **envp) {
+  static int moved[MAX_FDS];
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, NULL);
@@ -164,9 +169,14 @@ static void become(int failure, const char *file, const char *cwd, int detached,
   if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != spawner_pid) goto failed;
   if (detached) setsid();
   umask(mask); /* the host's of the moment, as a fork of the host would have */
-  int moved[MAX_STDIO];
+  /* Everything still needed is moved above every target first, so that no dup2 overwrites it: the child
+     ends, and the pipe that reports a failed exec. */
+  int top = n_fds;
+  int report = fcntl(failure, F_DUPFD_CLOEXEC, top);
+  if (report < 0) goto failed;
+  failure = report;
   for (int i = 0; i < n_fds; i++) {
-    moved[i] = child_end[i] < 0 ? -1 : fcntl(child_end[i], F_DUPFD_CLOEXEC, MOVE_ABOVE);
+    moved[i] = child_end[i] < 0 ? -1 : fcntl(child_end[i], F_DUPFD_CLOEXEC, top);
     if (child_end[i] >= 0 && moved[i] < 0) goto failed;
   }
   for (int i = 0; i < n_fds; i++)
@@ -179,44 +189,63 @@ failed:;
   _exit(127);
 }
 
-static void close_ends(const int *child_end, const int *host_end) {
-  for (int i = 0; i < MAX_STDIO; i++) {
+static void close_ends(const int *child_end, int n_fds, const int *host_end) {
+  for (int i = 0; i < n_fds; i++)
     if (child_end[i] >= 0 && child_end[i] != devnull) close(child_end[i]);
+  for (int i = 0; i < MAX_STDIO; i++)
     if (host_end[i] >= 0) close(host_end[i]);
-  }
+}
+
+/* The next number of HOSTFDS (comma-separated), advancing *at; -1 when there is none. */
+static int next_host_fd(const char **at) {
+  if (**at < '0' || **at > '9') return -1;
+  char *end;
+  long fd = strtol(*at, &end, 10);
+  if (fd > 1 << 20 || (*end != ',' && *end != '\0')) return -1;
+  *at = *end ? end + 1 : end;
+  return (int)fd;
 }
 
 static void spawn_request(char **f, int n) {
-  char line[64 + 12 * MAX_STDIO];
-  /* spawn ID FILE CWD DETACHED UMASK STDIO ARGC ARG... ENVC ENV... */
-  if (n < 9) goto invalid;
-  const char *id = f[1], *file = f[2], *cwd = f[3], *stdio = f[6];
+  char line[64 + 12 * MAX_STDIO], proc_fd[64];
+  /* spawn ID FILE CWD DETACHED UMASK STDIO HOSTFDS ARGC ARG... ENVC ENV... */
+  if (n < 10) goto invalid;
+  const char *id = f[1], *file = f[2], *cwd = f[3], *stdio = f[6], *host_fds = f[7];
   int detached = strcmp(f[4], "1") == 0, n_fds = (int)strlen(stdio);
   mode_t mask = (mode_t)strtol(f[5], NULL, 8) & 0777;
-  long argc = strtol(f[7], NULL, 10);
-  if (strlen(id) >= sizeof slots->id || n_fds < 3 || n_fds > MAX_STDIO || argc < 1 || argc > n - 9) goto invalid;
-  char **argv = f + 8;
-  long envc = strtol(f[8 + argc], NULL, 10);
-  if (envc < 0 || 9 + argc + envc != n) goto invalid;
-  char **envp = f + 9 + argc; /* ends at f[n], which is NULL */
-  argv[argc] = NULL;          /* was the ENVC field, already read */
+  long argc = strtol(f[8], NULL, 10);
+  if (strlen(id) >= sizeof slots->id || n_fds < 3 || n_fds > MAX_FDS || argc < 1 || argc > n - 10) goto invalid;
+  char **argv = f + 9;
+  long envc = strtol(f[9 + argc], NULL, 10);
+  if (envc < 0 || 10 + argc + envc != n) goto invalid;
+  char **envp = f + 10 + argc; /* ends at f[n], which is NULL */
+  argv[argc] = NULL;           /* was the ENVC field, already read */
 
-  int child_end[MAX_STDIO], host_end[MAX_STDIO], failure[2] = {-1, -1};
-  for (int i = 0; i < MAX_STDIO; i++) child_end[i] = host_end[i] = -1;
+  static int child_end[MAX_FDS];
+  int host_end[MAX_STDIO], failure[2] = {-1, -1};
+  for (int i = 0; i < MAX_FDS; i++) child_end[i] = -1;
+  for (int i = 0; i < MAX_STDIO; i++) host_end[i] = -1;
   for (int i = 0; i < n_fds; i++) {
-    int p[2];
+    int p[2], fd;
     switch (stdio[i]) {
     case '-': break;
     case 'n': child_end[i] = devnull; break;
     case 'r':
     case 'w':
+      if (i >= MAX_STDIO) goto refused;
       if (pipe2(p, O_CLOEXEC) != 0) goto failed;
       child_end[i] = stdio[i] == 'r' ? p[1] : p[0];
       host_end[i] = stdio[i] == 'r' ? p[0] : p[1];
       break;
-    default: close_ends(child_end, host_end); goto invalid;
+    case 'h':
+      if ((fd = next_host_fd(&host_fds)) < 0) goto refused;
+      snprintf(proc_fd, sizeof proc_fd, "/proc/%d/fd/%d", (int)host_pid, fd);
+      if ((child_end[i] = open(proc_fd, O_PATH | O_CLOEXEC)) < 0) goto failed;
+      break;
+    default: goto refused;
     }
   }
+  if (*host_fds) goto refused; /* more numbers than 'h' entries */
   if (n_slots == cap_slots) {
     size_t cap = cap_slots ? cap_slots * 2 : 64;
     struct slot *grown = realloc(slots, cap * sizeof *slots);
@@ -240,17 +269,21 @@ static void spawn_request(char **f, int n) {
     if (i < n_fds) at += snprintf(line + at, sizeof line - (size_t)at, " %d", host_end[i]);
     if (child_end[i] >= 0 && child_end[i] != devnull) close(child_end[i]);
   }
+  for (int i = MAX_STDIO; i < n_fds; i++)
+    if (child_end[i] >= 0 && child_end[i] != devnull) close(child_end[i]);
   snprintf(line + at, sizeof line - (size_t)at, "\n");
   answer(line);
   return;
 
 failed:
   snprintf(line, sizeof line, "err %d\n", errno);
-  close_ends(child_end, host_end);
+  close_ends(child_end, n_fds, host_end);
   if (failure[0] >= 0) close(failure[0]);
   if (failure[1] >= 0) close(failure[1]);
   answer(line);
   return;
+refused:
+  close_ends(child_end, n_fds, host_end);
 invalid:
   answer("err 22\n");
 }
@@ -349,7 +382,8 @@ int main(int argc, char **argv) {
     return 2;
   }
   if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) fatal("parent-death signal");
-  if (getppid() != (pid_t)strtol(argv[1], NULL, 10)) return 1; /* the host is already gone */
+  host_pid = (pid_t)strtol(argv[1], NULL, 10);
+  if (getppid() != host_pid) return 1; /* the host is already gone */
   spawner_pid = getpid();
   /* What the host left open without close-on-exec would reach every process started here. */
   if (syscall(SYS_close_range, 3U, ~0U, 0U) != 0)

@@ -8,6 +8,21 @@ import { BRIDGE_MOUNT_POINT } from '../net/proxy.js'
 export const NET_DIR_INSIDE = '/tmp/.cordon-net'
 /** Where cordon's network bridge appears inside the sandbox, on any root filesystem. */
 export const BRIDGE_INSIDE = `${NET_DIR_INSIDE}/${BRIDGE_MOUNT_POINT}`
+/**
+ * Where cordon's launcher is bound (read-only, by fd) when it is the sandbox's exec step (see plan.ts):
+ * in bwrap's own /dev, so that no host directory needs a mount point and no host directory's permissions
+ * stand between the sandbox uid and it.
+ */
+export const EXEC_INSIDE = '/dev/.cordon-exec'
+/** Where the host's cgroup hierarchies are mounted; the sandbox sees only its own cgroup there. */
+export const CGROUP_ROOT = '/sys/fs/cgroup'
+
+/** The sandbox's own cgroup: each of its directories at its hierarchy's mount point, and the links to those. */
+export interface CgroupView {
+  binds: readonly { source: string; dest: string }[]
+  /** e.g. /sys/fs/cgroup/cpuacct -> cpu,cpuacct */
+  links: readonly { at: string; target: string }[]
+}
 
 export interface BwrapSpec {
   /** Real, existing host paths bound read-write at the same place. */
@@ -36,6 +51,28 @@ export interface BwrapSpec {
   statusFd?: number
   /** fd from which bwrap reads the seccomp program it installs just before running the program. */
   seccompFd?: number
+  /**
+   * Binds writable, readable, cwd and visible paths (and the exec step) by fd: called once per bind with
+   * the path, it returns the sandbox's fd for that use (bwrap closes each fd it binds). Without it, by path.
+   */
+  fdFor?: (path: string) => number
+  /** Host path of cordon's launcher, bound read-only at EXEC_INSIDE for the sandbox's exec step. */
+  execStep?: string
+  /**
+   * Real paths of the host's bound unix sockets (listening ones, and datagram ones): without the host's
+   * network, each one the sandbox would see gets /dev/null bound over it, so connecting fails.
+   */
+  sockets?: readonly string[]
+  /**
+   * Asked only of the sockets about to be covered: whether each is still a socket (the list may be a
+   * moment old; bwrap could not mount over a path that is gone). Without it, all are taken as live.
+   */
+  socketLive?: (path: string) => boolean
+  /**
+   * The sandbox's own cgroup, shown at CGROUP_ROOT in place of the host's (every run's cgroups); an empty
+   * view (no binds) shows an empty directory. Unset: the host's, as the root shows it.
+   */
+  cgroups?: CgroupView
 }
 
 /** What programs need to run in strict mode: the userland, and the few /etc files the loader and libc read. */
@@ -75,6 +112,8 @@ interface Mount {
   /** Whether what is below becomes invisible (a private or hiding tmpfs) rather than the host's view. */
   hides: boolean
   args: string[]
+  /** A bind of a path the policy names: by fd when the spec says so (args[0] is --bind or --ro-bind). */
+  byFd?: boolean
 }
 
 const byMountOrder = (a: Mount, b: Mount) => depth(a.path) - depth(b.path) || a.rank - b.rank
@@ -83,8 +122,14 @@ export function bwrapArgs(spec: BwrapSpec): string[] {
   const size = String(spec.tmpfsBytes)
   const tmpfs = (dir: string) => ['--size', size, '--tmpfs', dir]
   const mounts: Mount[] = []
-  const add = (path: string, rank: number, hides: boolean, args: string[]) =>
-    mounts.push({ path, rank, hides, args })
+  const add = (path: string, rank: number, hides: boolean, args: string[], byFd = false) =>
+    mounts.push({ path, rank, hides, args, byFd })
+  /** The mount that decides what `path` shows so far: the last one at or above it, in mount order. */
+  const topAt = (path: string) =>
+    mounts
+      .filter((m) => covers(m.path, path))
+      .sort(byMountOrder)
+      .at(-1)
 
   // Explicitly listed paths are shown whole: nothing of the system list or the hide list lands inside them
   // again (a re-mounted /etc/localtime would even fail: it is an absolute symlink).
@@ -105,11 +150,11 @@ export function bwrapArgs(spec: BwrapSpec): string[] {
           : ['--symlink', e.symlink, at],
       )
     }
-    for (const p of spec.readable ?? []) add(p, 0, false, ['--ro-bind', p, p])
+    for (const p of spec.readable ?? []) add(p, 0, false, ['--ro-bind', p, p], true)
   } else if (spec.readable) {
     // --ro-bind-try: a system path this distribution lacks (/lib32, /libx32) is simply absent.
     for (const p of SYSTEM_PATHS) if (!insideExplicit(p)) add(p, 0, false, ['--ro-bind-try', p, p])
-    for (const p of spec.readable) add(p, 0, false, ['--ro-bind', p, p])
+    for (const p of spec.readable) add(p, 0, false, ['--ro-bind', p, p], true)
   } else {
     add('/', 0, false, ['--ro-bind', '/', '/'])
   }
@@ -127,10 +172,11 @@ export function bwrapArgs(spec: BwrapSpec): string[] {
   const isPrivate = (p: string) => privateMounts.some(([dir]) => dir === p)
   // The sandbox's own /proc and /dev are whole views of its own: nothing of the host's goes in them.
   const ownView = (p: string) => isPrivate(p) || covers('/proc', p) || covers('/dev', p)
-  for (const dir of spec.writable) add(dir, 3, false, ['--bind', dir, dir])
+  for (const dir of spec.writable) add(dir, 3, false, ['--bind', dir, dir], true)
   if (spec.netDir) add(NET_DIR_INSIDE, 3, false, ['--ro-bind', spec.netDir, NET_DIR_INSIDE])
   // Over the empty file the proxy made in netDir: a mount point already there, in a read-only directory.
   if (spec.netDir && spec.bridge) add(BRIDGE_INSIDE, 3, false, ['--ro-bind', spec.bridge, BRIDGE_INSIDE])
+  if (spec.execStep) add(EXEC_INSIDE, 3, false, ['--ro-bind', spec.execStep, EXEC_INSIDE], true)
   // A hide equal to a listed path or the cwd is dropped (listed wins); one *inside* them still applies.
   // A private mount hides the host's view already.
   const hide = spec.hide.filter(
@@ -138,28 +184,58 @@ export function bwrapArgs(spec: BwrapSpec): string[] {
   )
   // A hidden file reads as an empty /dev/null (a plain bind would be nodev and unreadable).
   for (const h of hide) add(h.path, 4, true, h.dir ? tmpfs(h.path) : ['--dev-bind', '/dev/null', h.path])
+  // The host's cgroups (every run's names, usage and limits) give way to the sandbox's own, read-only, at
+  // each hierarchy's mount point, where programs read their limits (Node, the JVM and Go size heaps by
+  // them). Only where the host's would show: strict mode and another root show no /sys/fs/cgroup anyway.
+  const cgroupTop = spec.cgroups && topAt(CGROUP_ROOT)
+  const cgroupTmpfs = spec.cgroups !== undefined && cgroupTop !== undefined && !cgroupTop.hides
+  if (spec.cgroups && cgroupTmpfs) {
+    const whole = spec.cgroups.binds.find((b) => b.dest === CGROUP_ROOT)
+    if (whole) add(CGROUP_ROOT, 1, true, ['--ro-bind', whole.source, CGROUP_ROOT])
+    else {
+      add(CGROUP_ROOT, 1, true, tmpfs(CGROUP_ROOT))
+      for (const b of spec.cgroups.binds) add(b.dest, 1, false, ['--ro-bind', b.source, b.dest])
+      for (const l of spec.cgroups.links) add(l.at, 1, true, ['--symlink', l.target, l.at])
+    }
+  }
   // The cwd (and any other path that must stay visible, like a called function's module) is bound again
   // when the mount that would show it hides it instead (inside the private /tmp, a hide) or, in strict
   // mode, when nothing shows it. Never over the sandbox's own /tmp, /run, /proc or /dev: a cwd there
   // (cordon started from /tmp) sees the sandbox's own, not the host's files or processes.
   for (const path of [spec.cwd, ...(spec.visible ?? [])]) {
-    const top = mounts
-      .filter((m) => covers(m.path, path))
-      .sort(byMountOrder)
-      .at(-1)
+    const top = topAt(path)
     if (path === '/' || ownView(path) || (top && !top.hides)) continue
-    add(path, 2, false, ['--ro-bind', path, path])
+    add(path, 2, false, ['--ro-bind', path, path], true)
     // Shown whole too: drop system paths inside it (cwd /etc in strict mode).
     const inside = mounts.filter(
       (m) => m.args[0] === '--ro-bind-try' && m.path !== path && covers(path, m.path),
     )
     for (const m of inside) mounts.splice(mounts.indexOf(m), 1)
   }
+  // Without the host's network its daemons are out of reach: a pathname socket of theirs the sandbox would
+  // see (through the root, the cwd, a module's directory) is covered by /dev/null, which no one can connect
+  // to. Not one the sandbox cannot see anyway (its own /tmp, /run, /dev; a hidden path), nor one inside a
+  // path the policy names (`writable`, `readable`): those are shown whole, sockets and all.
+  if (spec.network === 'none') {
+    for (const s of spec.sockets ?? []) {
+      const top = topAt(s)
+      if (!top || top.hides || explicit.some((dir) => covers(dir, s))) continue
+      if (spec.socketLive && !spec.socketLive(s)) continue
+      add(s, 5, true, ['--ro-bind', '/dev/null', s])
+    }
+  }
 
   mounts.sort(byMountOrder)
-  const args = mounts.flatMap((m) => m.args)
+  // Each bind of a path the policy names gets its fd only now, for the mounts that are really made.
+  const args = mounts.flatMap((m) => {
+    if (!m.byFd || !spec.fdFor) return m.args
+    const [flag, source, dest] = m.args as [string, string, string]
+    return [flag === '--bind' ? '--bind-fd' : '--ro-bind-fd', String(spec.fdFor(source)), dest]
+  })
   // Last, so every mount inside a hidden directory exists before its tmpfs turns read-only.
   for (const h of hide) if (h.dir) args.push('--remount-ro', h.path)
+  if (cgroupTmpfs && !spec.cgroups?.binds.some((b) => b.dest === CGROUP_ROOT))
+    args.push('--remount-ro', CGROUP_ROOT)
   if (spec.rootfs) args.push('--remount-ro', '/')
   args.push('--remount-ro', '/dev', '--unshare-all')
   if (spec.network === 'host') args.push('--share-net')

@@ -1,6 +1,14 @@
 // Which cgroup hierarchies this machine offers and where this process sits in them.
 import { randomUUID } from 'node:crypto'
-import { accessSync, constants, readFileSync, statSync, writeFileSync } from 'node:fs'
+import {
+  accessSync,
+  constants,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs'
 import path from 'node:path'
 import { V1_CONTROLLERS, type V1Controller } from './cgroup-settings.js'
 
@@ -57,9 +65,38 @@ export function parseOwnCgroups(text: string): Record<string, string> {
 }
 
 export type CgroupSupport =
-  | { version: 2; parent: string }
-  | { version: 1; parents: Record<V1Controller, string> }
+  | { version: 2; parent: string; mount: string }
+  | {
+      version: 1
+      parents: Record<V1Controller, string>
+      /** Each controller's mount point, e.g. /sys/fs/cgroup/cpu,cpuacct. */
+      mounts: Record<V1Controller, string>
+      /** Symlinks beside the mount points that name them (cpuacct -> cpu,cpuacct), as `at` -> `target`. */
+      links: { at: string; target: string }[]
+    }
   | { version: null; reason: string }
+
+/** Symlinks in the directories holding `mounts` that point at one of them by name (cpuacct -> cpu,cpuacct). */
+function linksTo(mounts: readonly string[]): { at: string; target: string }[] {
+  const out: { at: string; target: string }[] = []
+  for (const dir of new Set(mounts.map((m) => path.dirname(m)))) {
+    let names: string[]
+    try {
+      names = readdirSync(dir)
+    } catch {
+      continue
+    }
+    for (const name of names) {
+      try {
+        const target = readlinkSync(path.join(dir, name))
+        if (mounts.includes(path.resolve(dir, target))) out.push({ at: path.join(dir, name), target })
+      } catch {
+        // Not a symlink.
+      }
+    }
+  }
+  return out
+}
 
 /** A directory inside a hierarchy mounted at `mount`, without a trailing slash. */
 const inside = (mount: string, sub: string) => path.join(mount, sub).replace(/(.)\/$/, '$1')
@@ -85,7 +122,7 @@ export function cgroupSupport(info: CgroupInfo = detectCgroups(), parent?: strin
     const missing = ['memory', 'pids'].filter((c) => !available.includes(c))
     if (missing.length) reasons.push(`v2 at ${dir} lacks ${missing.join(', ')}`)
     else if (!writableDir(dir)) reasons.push(`v2 ${dir} is not writable`)
-    else if (enableV2Controllers(dir, available)) return { version: 2, parent: dir }
+    else if (enableV2Controllers(dir, available)) return { version: 2, parent: dir, mount: info.v2.mount }
     else reasons.push(`v2 ${dir} holds processes, so it cannot delegate controllers (set cgroupParent)`)
   }
   const missingV1 = V1_CONTROLLERS.filter((c) => !info.v1[c])
@@ -94,7 +131,13 @@ export function cgroupSupport(info: CgroupInfo = detectCgroups(), parent?: strin
       V1_CONTROLLERS.map((c) => [c, inside(info.v1[c]!, parent ?? info.own[c] ?? '/')]),
     ) as Record<V1Controller, string>
     const unwritable = V1_CONTROLLERS.filter((c) => !writableDir(parents[c]))
-    if (unwritable.length === 0) return { version: 1, parents }
+    if (unwritable.length === 0) {
+      const mounts = Object.fromEntries(V1_CONTROLLERS.map((c) => [c, info.v1[c]!])) as Record<
+        V1Controller,
+        string
+      >
+      return { version: 1, parents, mounts, links: linksTo(Object.values(mounts)) }
+    }
     reasons.push(`v1 ${unwritable.map((c) => parents[c]).join(', ')} not writable`)
   } else if (Object.keys(info.v1).length) {
     reasons.push(`v1 lacks ${missingV1.join(', ')}`)
@@ -137,4 +180,24 @@ export function cgroupDirs(
 /** The files a process writes 0 into to join the cgroup itself (v1: its thread, which is all a launcher has). */
 export function joinFiles(version: 1 | 2, dirs: ReadonlyMap<CgroupController, string>): string[] {
   return [...dirs.values()].map((dir) => path.join(dir, version === 2 ? 'cgroup.procs' : 'tasks'))
+}
+
+/**
+ * What the namespace tier shows at /sys/fs/cgroup: the sandbox's own directories at their hierarchies'
+ * mount points (and the links that name those); nothing without a cgroup.
+ */
+export function ownCgroupView(
+  cgroup: {
+    support: Exclude<CgroupSupport, { version: null }>
+    dirs: ReadonlyMap<CgroupController, string>
+  } | null,
+): { binds: { source: string; dest: string }[]; links: { at: string; target: string }[] } {
+  if (!cgroup) return { binds: [], links: [] }
+  const { support, dirs } = cgroup
+  if (support.version === 2)
+    return { binds: [{ source: dirs.get('unified')!, dest: support.mount }], links: [] }
+  return {
+    binds: [...dirs].map(([c, dir]) => ({ source: dir, dest: support.mounts[c as V1Controller] })),
+    links: support.links,
+  }
 }

@@ -33,8 +33,13 @@ export interface LauncherSpec {
   } | null
   /** The sandbox's own uid/gid, when cordon runs as root. */
   drop: { uid: number; gid: number } | null
-  /** Landlock: writes only beneath these paths; null leaves the filesystem to its permissions. */
+  /** Landlock: writes only beneath these paths (and `writableFds`); null leaves the filesystem to its permissions. */
   writable: readonly string[] | null
+  /**
+   * Landlock, with `writable`: writes also beneath these fds, judged paths cordon opened (see paths.ts);
+   * the launcher closes each once its rule is made. They must be in `keepFds`.
+   */
+  writableFds?: readonly number[]
   /** Landlock scopes (ABI 6): no signals to processes outside the sandbox, no abstract unix sockets of theirs. */
   scope: { signals: boolean; abstractUnix: boolean }
   /** The seccomp program (struct sock_filter[]), passed in hex; null for none. */
@@ -51,6 +56,8 @@ export interface LauncherSpec {
    * of its session when the program ends (and when the host dies), while its id is still the sandbox's.
    */
   killSession: boolean
+  /** argv[0] for the program, when it is not `program[0]` (the path executed is the judged real path). */
+  argv0?: string
   program: readonly string[]
 }
 
@@ -73,16 +80,31 @@ export function launcherArgv(spec: LauncherSpec): string[] {
       : []),
     ...(spec.scratch ? [`--mkdir=${spec.scratch}`] : []),
     ...(spec.drop ? [`--uid=${spec.drop.uid}`, `--gid=${spec.drop.gid}`] : []),
-    ...(spec.writable ? ['--landlock-fs', ...spec.writable.map((p) => `--landlock-write=${p}`)] : []),
+    ...(spec.writable
+      ? [
+          '--landlock-fs',
+          ...spec.writable.map((p) => `--landlock-write=${p}`),
+          ...(spec.writableFds ?? []).map((fd) => `--landlock-write-fd=${fd}`),
+        ]
+      : []),
     ...(spec.scope.signals ? ['--scope-signals'] : []),
     ...(spec.scope.abstractUnix ? ['--scope-abstract-unix'] : []),
     ...(spec.seccomp ? [`--seccomp=${spec.seccomp.toString('hex')}`] : []),
     ...(spec.bwrapEnv ? ['--bwrap-env'] : []),
     ...(spec.monitor ? ['--monitor'] : []),
     ...(spec.monitor && spec.killSession ? ['--kill-session'] : []),
+    ...(spec.argv0 !== undefined ? [`--argv0=${spec.argv0}`] : []),
     '--',
     ...spec.program,
   ]
+}
+
+/**
+ * The sandbox's exec step: the launcher at `step` (no set-up at all in this mode) executes `file` with
+ * argv[0] `argv0` and the arguments that follow. For bwrap, which cannot set argv[0] itself (before 0.9).
+ */
+export function execStep(step: string, argv0: string, file: string): string[] {
+  return [step, '--exec', argv0, file]
 }
 
 /** Where `npm run build` (native/build.sh) puts the launcher: the same place from src/ and from dist/. */

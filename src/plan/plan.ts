@@ -1,7 +1,7 @@
 // Resolve a parsed policy against this machine into exactly what will be launched. Everything that can
 // be refused (bad paths, denied command, missing tools) is decided here, before any process exists.
 import { randomUUID } from 'node:crypto'
-import { lstatSync, realpathSync, statSync } from 'node:fs'
+import { realpathSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { PolicyError } from '../errors.js'
@@ -12,7 +12,7 @@ import { defaultHide, type Policy } from '../policy/schema.js'
 import { resolveRootfs } from '../rootfs/rootfs.js'
 import type { Isolation, Violation } from '../run/result.js'
 import { BRIDGE_PROCESSES, bridgeArgv, TOKEN_FD } from './bridge.js'
-import { bwrapArgs, covers } from './bwrap.js'
+import { bwrapArgs, covers, EXEC_INSIDE } from './bwrap.js'
 import type { Capabilities } from './capabilities.js'
 import { type CgroupWrite, cgroupWrites } from './cgroup-settings.js'
 import {
@@ -20,14 +20,25 @@ import {
   type CgroupSupport,
   cgroupDirs,
   joinFiles,
+  ownCgroupView,
   sandboxCgroupName,
 } from './cgroups.js'
 import { clockEnv } from './clock.js'
-import { LANDLOCK_SCOPES, launcherArgv } from './launcher.js'
+import { execStep, LANDLOCK_SCOPES, launcherArgv } from './launcher.js'
+import {
+  hiddenPaths,
+  PathFds,
+  readableBy,
+  resolvePath,
+  searchableBy,
+  secretsOf,
+  writableBy,
+} from './paths.js'
 import { processMounts, ROOT_TMPDIR } from './process-mounts.js'
 import { rlimitArgs } from './rlimits.js'
 import { releaseScratch, SCRATCH_PREFIX, sweepStaleScratch } from './scratch.js'
 import { seccompProgram, seccompSupported, socketFamilies } from './seccomp.js'
+import { isSocket, recentHostSockets } from './sockets.js'
 import { claimUid, type UidLease } from './uid-pool.js'
 
 export interface LaunchPlan {
@@ -60,6 +71,11 @@ export interface LaunchPlan {
   seccomp: Buffer | null
   /** The fds beyond stdio cordon pipes (`pipedFds`); the launcher closes every other one it inherits. */
   fds: number[]
+  /**
+   * The judged paths the sandbox gets by fd (bwrap's --bind-fd, the launcher's Landlock rules), open on the
+   * host until the sandbox has started: `pathFds.close()` then (releasePlan closes them too).
+   */
+  pathFds: PathFds
 }
 
 /** `tmpfsBytes`: the process tier's TMPDIR is a host directory (not as root): only each file is bounded. */
@@ -131,51 +147,6 @@ function chooseTier(policy: Policy, caps: Capabilities): { tier: Isolation; miss
   return { tier, missing: (tier === 'namespace' ? nsMissing : null) ?? noLauncher }
 }
 
-/**
- * Refuse a path that reaches its target through a symlink owned by neither root nor cordon's own uid: a
- * sandbox may have planted it in a writable directory, to turn a later run's `writable` (or `cwd`) into
- * a path of its choosing.
- */
-function refusePlantedSymlink(field: string, given: string, real: string): void {
-  if (real === given) return
-  const own = process.getuid?.() ?? 0
-  let prefix = ''
-  for (const part of given.split('/').slice(1)) {
-    prefix += `/${part}`
-    const st = lstatSync(prefix, { throwIfNoEntry: false })
-    if (st?.isSymbolicLink() && st.uid !== 0 && st.uid !== own) {
-      throw new PolicyError(
-        field,
-        `${given} goes through ${prefix}, a symlink owned by uid ${st.uid} (a sandbox may have planted it); give the real path`,
-      )
-    }
-  }
-}
-
-function existingDir(field: string, dir: string): string {
-  let real: string
-  try {
-    real = realpathSync(dir)
-  } catch {
-    throw new PolicyError(field, `${dir} does not exist`)
-  }
-  refusePlantedSymlink(field, dir, real)
-  if (!statSync(real).isDirectory() && field === 'cwd')
-    throw new PolicyError(field, `${dir} is not a directory`)
-  return real
-}
-
-function existingPath(field: string, p: string): string {
-  let real: string
-  try {
-    real = realpathSync(p)
-  } catch {
-    throw new PolicyError(field, `${p} does not exist`)
-  }
-  refusePlantedSymlink(field, p, real)
-  return real
-}
-
 /** `p` resolved, or `p` itself when it does not exist. */
 function existingPathOr(p: string): string {
   try {
@@ -183,41 +154,6 @@ function existingPathOr(p: string): string {
   } catch {
     return p
   }
-}
-
-/** Paths to hide that exist (hiding nothing is already safe), as real paths; never the root itself. */
-function hiddenPaths(paths: readonly string[]): { path: string; dir: boolean }[] {
-  const out: { path: string; dir: boolean }[] = []
-  for (const p of paths) {
-    try {
-      const real = realpathSync(p)
-      if (real !== '/') out.push({ path: real, dir: statSync(real).isDirectory() })
-    } catch {
-      // Does not exist: nothing to hide.
-    }
-  }
-  return out
-}
-
-/** Permission bits (r=4, w=2, x=1) that apply to uid/gid on `file` (the sandbox has no supplementary groups). */
-function bitsFor(file: string, uid: number, gid: number): number {
-  const st = statSync(file)
-  return st.uid === uid ? (st.mode >> 6) & 7 : st.gid === gid ? (st.mode >> 3) & 7 : st.mode & 7
-}
-
-/** Whether uid/gid can reach and read `file`: search permission on every parent, read on the file. */
-function readableBy(file: string, uid: number, gid: number): boolean {
-  const parents: string[] = []
-  for (let dir = path.dirname(file); ; dir = path.dirname(dir)) {
-    parents.push(dir)
-    if (dir === '/') break
-  }
-  return parents.every((dir) => (bitsFor(dir, uid, gid) & 1) !== 0) && (bitsFor(file, uid, gid) & 4) !== 0
-}
-
-/** Whether uid/gid may write `file` by its mode bits. */
-function writableBy(file: string, uid: number, gid: number): boolean {
-  return (bitsFor(file, uid, gid) & 2) !== 0
 }
 
 /**
@@ -236,12 +172,13 @@ export function processTierNetns(
 export const DEVICES_WRITABLE = ['/dev/null', '/dev/zero', '/dev/full']
 
 /**
- * Give back what a run took (its uid, its private TMPDIR) once it is over or called off. The TMPDIR: one
+ * Give back what a run took (its uid, its fds, its private TMPDIR) once it is over or called off. The TMPDIR: one
  * rmdir when empty or never made; what the sandbox left there goes through the launcher's no-follow
  * remover (plan.file is the launcher in both tiers).
  */
 export async function releasePlan(plan: LaunchPlan): Promise<void> {
   plan.lease?.release()
+  plan.pathFds.close()
   if (plan.scratch) await releaseScratch(plan.file, plan.scratch)
 }
 
@@ -261,9 +198,10 @@ export function prepare(
     ...buildEnv(process.env, policy.passEnv, policy.env),
     CORDON_LOG_FD: String(LOG_FD),
   }
-  const cwd = existingDir('cwd', path.resolve(policy.cwd ?? process.cwd()))
+  // Resolved here (no symlink left, none a sandbox planted); opened and judged on the fd further down.
+  const cwd = resolvePath('cwd', path.resolve(policy.cwd ?? process.cwd()))
   const writable = policy.writable.map((p, i) => {
-    const real = existingDir(`writable.${i}`, path.resolve(cwd, p))
+    const real = resolvePath(`writable.${i}`, path.resolve(cwd, p))
     if (covers('/proc', real)) {
       throw new PolicyError(
         `writable.${i}`,
@@ -272,7 +210,7 @@ export function prepare(
     }
     return real
   })
-  const readable = policy.readable?.map((p, i) => existingPath(`readable.${i}`, path.resolve(cwd, p)))
+  const readable = policy.readable?.map((p, i) => resolvePath(`readable.${i}`, path.resolve(cwd, p)))
   const searchPath = env.PATH ?? ''
   // Programs are looked up where the sandbox will look: in the other root filesystem, when there is one.
   const rootfs = policy.rootfs ? resolveRootfs(policy.rootfs) : null
@@ -323,8 +261,9 @@ export function prepare(
   ]
   const blocker = unmet.find(([blocked]) => blocked)
   if (blocker) return refuse({ kind: 'error', limit: blocker[1], message: blocker[2] })
-  // The clock's variables reach only the program (through `env`, the last exec before it): launchers
-  // that start as root must not load libfaketime, whose state they would leave unreadable to the sandbox.
+  // The clock's variables reach only the program (through `env`, the last exec before it, or the static
+  // launcher's own environment): launchers that start as root must not load libfaketime, whose state they
+  // would leave unreadable to the sandbox.
   const clock = policy.clock ? clockEnv(policy.clock.start, caps.faketime!, env) : null
   if (clock) env.TZ = clock.TZ
   const check = checkCommand(command[0]!, searchPath, cwd, allow, deny, root)
@@ -339,34 +278,39 @@ export function prepare(
       message: `all ${count} sandbox uids from ${first} are in use: wait for a run to end, or give uidPool more`,
     })
   }
+  const pathFds = new PathFds()
   try {
-    const shown = (visible ?? []).map((p) => realpathSync(p))
-    if (lease) {
-      for (const dir of shown) {
-        if (!readableBy(dir, lease.uid, lease.gid)) {
-          throw new PolicyError(
-            'module',
-            `${dir} is not readable by the sandbox user (a uid from ${policy.uidPool.first}, gid ${lease.gid}); ` +
-              'make it and its parents world-readable (or group-readable for that gid)',
-          )
-        }
-      }
-      // bwrap (as the sandbox uid) binds the bridge in and the sandbox runs it.
-      if (proxied && !readableBy(caps.bridge!, lease.uid, lease.gid)) {
+    // Every path is judged on the fd that is then bound (or made a Landlock rule): what changes under its
+    // name after this cannot change what the sandbox gets.
+    pathFds.open('cwd', cwd, { dir: true })
+    for (const [i, real] of (readable ?? []).entries()) pathFds.open(`readable.${i}`, real)
+    const shown = (visible ?? []).map((p) => resolvePath('module', p))
+    for (const dir of shown) {
+      const opened = pathFds.open('module', dir)
+      if (lease && !readableBy(opened, lease.uid, lease.gid)) {
         throw new PolicyError(
-          'network',
-          `${caps.bridge} (cordon's network bridge) is not readable by the sandbox user (a uid from ${policy.uidPool.first}, gid ${lease.gid}); ` +
-            'make it and its parents world-readable',
+          'module',
+          `${dir} is not readable by the sandbox user (a uid from ${policy.uidPool.first}, gid ${lease.gid}); ` +
+            'make it and its parents world-readable (or group-readable for that gid)',
         )
       }
-      for (const [i, real] of writable.entries()) {
-        if (!writableBy(real, lease.uid, lease.gid)) {
-          throw new PolicyError(
-            `writable.${i}`,
-            `${real} is not writable by the sandbox user (a uid from ${policy.uidPool.first}, gid ${lease.gid}); ` +
-              `make it group-writable for gid ${lease.gid} or world-writable`,
-          )
-        }
+    }
+    // bwrap (as the sandbox uid) binds the bridge in and the sandbox runs it.
+    if (proxied && lease && !searchableBy(path.dirname(caps.bridge!), lease.uid, lease.gid)) {
+      throw new PolicyError(
+        'network',
+        `${caps.bridge} (cordon's network bridge) is not reachable by the sandbox user (a uid from ${policy.uidPool.first}, gid ${lease.gid}); ` +
+          'make it and its parents world-readable',
+      )
+    }
+    for (const [i, real] of writable.entries()) {
+      const opened = pathFds.open(`writable.${i}`, real)
+      if (lease && !writableBy(opened, lease.uid, lease.gid)) {
+        throw new PolicyError(
+          `writable.${i}`,
+          `${real} is not writable by the sandbox user (a uid from ${policy.uidPool.first}, gid ${lease.gid}); ` +
+            `make it group-writable for gid ${lease.gid} or world-writable`,
+        )
       }
     }
     // bwrap's monitor and init, and the network bridge, are in the sandbox's cgroup and uid too.
@@ -384,10 +328,24 @@ export function prepare(
       overheadProcesses,
       cgroup: cgroup !== null,
     })
+    // The process tier's launcher is static (no loader to run libfaketime) and the last exec before the
+    // program: the clock's variables are simply its environment, without `env`.
+    if (clock && tier === 'process') Object.assign(env, clock)
+    const clockStep = clock !== null && tier === 'namespace'
+    // What runs is the judged real path, never the name as found (which a sandbox may swap meanwhile);
+    // argv[0] stays the name as found. The process tier's launcher sets it itself; in the namespace tier
+    // (bwrap, env and the bridge cannot) the launcher is one more exec step, only when the two differ
+    // (a symlink), bound by fd at its fixed place in the sandbox's own /dev: the sandbox uid needs no
+    // search permission on the directories cordon is installed in.
+    const direct = check.real === check.program
+    const launcherSetsArgv0 = tier === 'process'
+    const stepFile = direct || launcherSetsArgv0 ? null : resolvePath('command', caps.launcher!)
+    if (stepFile) pathFds.open('command', stepFile)
+    const target = stepFile ? execStep(EXEC_INSIDE, check.program, check.real) : [check.real]
     // With an allowlist, cordon's bridge (bound in, so on any root filesystem) starts first, then execs the program.
-    const withClock = clock
-      ? [caps.env!, ...Object.entries(clock).map(([k, v]) => `${k}=${v}`), check.program]
-      : [check.program]
+    const withClock = clockStep
+      ? [caps.env!, ...Object.entries(clock).map(([k, v]) => `${k}=${v}`), ...target]
+      : target
     const program = proxied
       ? bridgeArgv([...withClock, ...command.slice(1)])
       : [...withClock, ...command.slice(1)]
@@ -411,13 +369,17 @@ export function prepare(
     if (tier === 'namespace') {
       // Only bwrap hides paths (the process tier does not): resolved only for it.
       const hide = hiddenPaths((policy.hide ?? defaultHide()).map((p) => path.resolve(cwd, p)))
+      // A hidden directory shown all the same (cordon started from the home) keeps its dot-entries hidden.
+      const reachable = (dir: string) => !lease || searchableBy(dir, lease.uid, lease.gid)
+      hide.push(...secretsOf(hide, [cwd, ...writable, ...(readable ?? [])], reachable))
+      const network = policy.network === 'host' ? 'host' : 'none'
       inner = [
         caps.bwrap!,
         ...bwrapArgs({
           writable,
           cwd,
           visible: shown,
-          network: policy.network === 'host' ? 'host' : 'none',
+          network,
           ...(netDir ? { netDir, bridge: caps.bridge! } : {}),
           tmpfsBytes: policy.limits.tmpfsBytes,
           hide,
@@ -425,6 +387,10 @@ export function prepare(
           ...(readable ? { readable } : {}),
           ...(seccomp ? { seccompFd: SECCOMP_FD } : {}),
           statusFd: STATUS_FD,
+          fdFor: (p) => pathFds.pass(p),
+          ...(stepFile ? { execStep: stepFile } : {}),
+          ...(network === 'none' ? { sockets: recentHostSockets(), socketLive: isSocket } : {}),
+          cgroups: ownCgroupView(cgroup),
         }),
         '--',
         ...program,
@@ -451,10 +417,14 @@ export function prepare(
       }
     }
     const fenced = tier === 'process'
+    const landlockFs = fenced && caps.landlock >= 1
+    // Landlock's rules for the judged writable paths are made from their fds, not by opening the names again.
+    const writableFds = landlockFs ? writable.map((p) => pathFds.pass(p)) : []
+    pathFds.closeUnpassed()
     const fds = pipedFds(tier, seccomp !== null, visible !== undefined, proxied)
     const argv = launcherArgv({
       launcher: caps.launcher!,
-      keepFds: fds,
+      keepFds: [...fds, ...pathFds.passed.map((p) => p.child)],
       rlimits,
       join: cgroup ? joinFiles(cgroup.support.version, cgroup.dirs) : [],
       scratch,
@@ -463,10 +433,8 @@ export function prepare(
       unshareIpc: fenced && caps.isRoot,
       mounts: mounts && { ...mounts, tmpfsBytes: policy.limits.tmpfsBytes },
       drop: lease && { uid: lease.uid, gid: lease.gid },
-      writable:
-        fenced && caps.landlock >= 1
-          ? [...writable, ...(mounts ? mounts.writable : [scratch!]), ...DEVICES_WRITABLE]
-          : null,
+      writable: landlockFs ? [...(mounts ? mounts.writable : [scratch!]), ...DEVICES_WRITABLE] : null,
+      writableFds,
       scope: {
         signals: fenced && caps.landlock >= LANDLOCK_SCOPES,
         abstractUnix: fenced && caps.landlock >= LANDLOCK_SCOPES && noNetwork,
@@ -478,6 +446,7 @@ export function prepare(
       monitor: fenced,
       // The session marks the sandbox's processes only while its leader, the monitor, lives.
       killSession: sessionBound,
+      ...(launcherSetsArgv0 && !direct ? { argv0: check.program } : {}),
       program: inner,
     })
     return {
@@ -498,10 +467,12 @@ export function prepare(
         ],
         seccomp,
         fds,
+        pathFds,
       },
     }
   } catch (error) {
     lease?.release()
+    pathFds.close()
     throw error
   }
 }

@@ -81,8 +81,13 @@ export function resolveProgram(name: string, searchPath: string, cwd: string, ro
 }
 
 export type CommandCheck =
-  /** `program` is the path as found (a venv's python must keep its own path); policy judged its real path. */
-  { ok: true; program: string } | { ok: false; kind: 'not-found' | 'denied'; limit: string; message: string }
+  /**
+   * `real` is what policy judged and what is executed: the program's real path, no symlink left in it (a
+   * name swapped after the judging cannot make another program run). `program` is the path as found, for
+   * argv[0]: a venv's `bin/python` (a symlink) finds its pyvenv.cfg by it.
+   */
+  | { ok: true; program: string; real: string }
+  | { ok: false; kind: 'not-found' | 'denied'; limit: string; message: string }
 
 /** Resolve allow/deny entries to real paths; an entry naming nothing is invalid input. */
 export function resolveRules(
@@ -120,5 +125,5 @@ export function checkCommand(
   if (allow.size > 0 && !allow.has(real)) {
     return { ok: false, kind: 'denied', limit: 'allow', message: `${real} is not on the allow list` }
   }
-  return { ok: true, program: found }
+  return { ok: true, program: found, real }
 }

@@ -1,6 +1,7 @@
 // The sandbox's file descriptors beyond stdio, by number: bwrap's status fd and seccomp program, the
 // launcher's refusal pipe, the log channel, a called function's request and reply, the network bridge's
-// token. One layout, so spawn's stdio array and the pipes agree.
+// token, and from FIRST_PATH_FD the judged paths the sandbox gets by fd. One layout, so spawn's stdio
+// array and the pipes agree.
 import type { ChildProcess } from 'node:child_process'
 import type { Readable, Writable } from 'node:stream'
 import {
@@ -18,19 +19,24 @@ import type { SpawnedProcess, SpawnStdio } from '../spawner/spawner.js'
 /** A started sandbox: by Node's spawn, or by a spawner. */
 export type Child = ChildProcess | SpawnedProcess
 
-type Stdio = 'pipe' | 'ignore'
+/** A pipe, nothing, or (a number) that fd of the host's, passed as it is. */
+type Stdio = 'pipe' | 'ignore' | number
 
 /**
  * spawn's stdio: stdout and stderr always piped; stdin only when something will be written to it (else
- * /dev/null: the same EOF, without a pipe to make, end and close); beyond that the plan's own fds.
+ * /dev/null: the same EOF, without a pipe to make, end and close); beyond that the plan's own fds: its pipes,
+ * then the host's fds of the judged paths, each at its own number.
  */
 export function stdioFor(plan: LaunchPlan, stdin: boolean): Stdio[] {
+  const slots = new Map<number, Stdio>([
+    [0, stdin ? 'pipe' : 'ignore'],
+    [1, 'pipe'],
+    [2, 'pipe'],
+  ])
+  for (const fd of plan.fds) slots.set(fd, 'pipe')
+  for (const { child, host } of plan.pathFds.passed) slots.set(child, host)
   // Every slot filled: spawn would skip a hole in the array and shift the fds after it.
-  const stdio: Stdio[] = Array.from({ length: Math.max(2, ...plan.fds) + 1 }, (_, fd) =>
-    fd < 3 || plan.fds.includes(fd) ? 'pipe' : 'ignore',
-  )
-  stdio[0] = stdin ? 'pipe' : 'ignore'
-  return stdio
+  return Array.from({ length: Math.max(2, ...slots.keys()) + 1 }, (_, fd) => slots.get(fd) ?? 'ignore')
 }
 
 /** Which way each piped fd goes: 'write' the host writes it (the sandbox reads), 'read' the host reads it. */
@@ -50,6 +56,7 @@ const DIRECTION: Readonly<Record<number, 'read' | 'write'>> = {
 /** The same layout for a spawner, whose pipes go one way each (Node's are socketpairs, both ways). */
 export function spawnerStdio(stdio: readonly Stdio[]): SpawnStdio[] {
   return stdio.map((s, fd) => {
+    if (typeof s === 'number') return s // a judged path's fd: the spawner reopens it through /proc
     if (s === 'ignore') return fd < 3 ? 'null' : 'none'
     const direction = DIRECTION[fd]
     if (direction === undefined) throw new Error(`fd ${fd} is piped but has no direction in the fd layout`)

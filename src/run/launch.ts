@@ -131,6 +131,9 @@ function startChild(plan: LaunchPlan, policy: Policy, stdin: boolean): Child {
       : spawn(file, args, { cwd, env, stdio, detached: true })
   } catch (error) {
     return SpawnedProcess.couldNotStart(error as Error)
+  } finally {
+    // The launcher has its own copies of the judged paths' fds now (or never will).
+    plan.pathFds.close()
   }
 }
 

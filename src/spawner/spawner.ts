@@ -17,9 +17,22 @@ export const SPAWNER_PATH = fileURLToPath(new URL('../../native/cordon-spawner',
 /** The longest request the spawner reads (native/spawner.c): more than exec ever takes (6 MiB). */
 const MAX_REQUEST = 8 * 2 ** 20
 
-/** Per child fd: nothing, /dev/null, a pipe the host reads (the child writes), a pipe the host writes. */
-export type SpawnStdio = 'none' | 'null' | 'read' | 'write'
-const STDIO_CODE: Record<SpawnStdio, string> = { none: '-', null: 'n', read: 'r', write: 'w' }
+/**
+ * Per child fd: nothing, /dev/null, a pipe the host reads (the child writes), a pipe the host writes, or
+ * (a number) that fd of the host's: the spawner reopens it through /proc/<host>/fd with O_PATH, which follows
+ * the fd's own file, never a lookup of its name; meant for the host's O_PATH fds (judged paths). Pipes go to
+ * the first MAX_PIPE_FDS fds, host fds to any below MAX_FDS.
+ */
+export type SpawnStdio = 'none' | 'null' | 'read' | 'write' | number
+const STDIO_CODE: Record<Exclude<SpawnStdio, number>, string> = {
+  none: '-',
+  null: 'n',
+  read: 'r',
+  write: 'w',
+}
+/** native/spawner.c's MAX_STDIO and MAX_FDS. */
+const MAX_PIPE_FDS = 16
+const MAX_FDS = 1024
 
 export interface SpawnRequest {
   file: string
@@ -207,9 +220,23 @@ export class Spawner {
     if (request.stdio.length < 3 || request.stdio.slice(0, 3).includes('none')) {
       throw new TypeError('stdio: fds 0-2 must be given')
     }
+    if (request.stdio.length > MAX_FDS) throw new TypeError(`stdio: at most ${MAX_FDS} fds`)
+    const hostFds: number[] = []
+    const codes: string[] = []
+    for (const [fd, s] of request.stdio.entries()) {
+      if (typeof s === 'number') {
+        if (!Number.isInteger(s) || s < 0) throw new TypeError(`stdio[${fd}]: ${s} is not an fd`)
+        hostFds.push(s)
+        codes.push('h')
+      } else {
+        if ((s === 'read' || s === 'write') && fd >= MAX_PIPE_FDS)
+          throw new TypeError(`stdio[${fd}]: pipes go to the first ${MAX_PIPE_FDS} fds`)
+        codes.push(STDIO_CODE[s])
+      }
+    }
     const id = String(this.nextId++)
     const env = Object.entries(request.env).map(([k, v]) => `${k}=${v}`)
-    const stdio = request.stdio.map((s) => STDIO_CODE[s]).join('')
+    const stdio = codes.join('')
     const answer = this.request([
       'spawn',
       id,
@@ -220,6 +247,7 @@ export class Spawner {
       // (why DEP0139 deprecates it, in docs only: a race with worker threads that change it); /proc costs 30 µs.
       process.umask().toString(8),
       stdio,
+      hostFds.join(','),
       String(request.args.length + 1),
       request.file,
       ...request.args,

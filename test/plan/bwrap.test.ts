@@ -4,6 +4,8 @@ import {
   BRIDGE_INSIDE,
   type BwrapSpec,
   bwrapArgs,
+  CGROUP_ROOT,
+  EXEC_INSIDE,
   NET_DIR_INSIDE,
   SYSTEM_PATHS,
 } from '../../src/plan/bwrap.js'
@@ -87,6 +89,9 @@ const ARITY: Record<string, number> = {
   '--ro-bind': 2,
   '--ro-bind-try': 2,
   '--bind': 2,
+  '--bind-fd': 2,
+  '--ro-bind-fd': 2,
+  '--symlink': 2,
   '--dev-bind': 2,
   '--dev': 1,
   '--proc': 1,
@@ -934,5 +939,213 @@ describe('bwrapArgs', () => {
     const rootfs = { dir: '/srv/tree', entries: [{ name: 'usr', symlink: null }] }
     const onTree = bwrapArgs(spec({ rootfs, netDir: '/tmp/cordon-net-x', bridge: '/b' }))
     before(onTree, ['--ro-bind', '/srv/tree/usr', '/usr'], ['--ro-bind', '/b', BRIDGE_INSIDE])
+  })
+
+  describe('binds what was judged, by fd', () => {
+    /** A spec binding by fd: every use gets the next fd from 10, recorded as [fd, path]. */
+    const byFd = (over: Partial<BwrapSpec>) => {
+      const uses: [number, string][] = []
+      const args = bwrapArgs(
+        spec({
+          ...over,
+          fdFor: (p) => {
+            uses.push([10 + uses.length, p])
+            return 10 + uses.length - 1
+          },
+        }),
+      )
+      return { args, uses }
+    }
+    /** fd binds in argv: [flag, fd, dest]. */
+    const fdBinds = (args: readonly string[]) =>
+      parse(args)
+        .filter((op) => op.flag === '--bind-fd' || op.flag === '--ro-bind-fd')
+        .map((op) => [op.flag, ...op.values])
+
+    it('binds writable, readable, a re-bound cwd and visible paths by fd, each use with its own fd', () => {
+      const { args, uses } = byFd({
+        cwd: '/home/u/p',
+        hide: [dir('/home/u')],
+        readable: ['/data'],
+        writable: ['/data', '/out'],
+        visible: ['/home/u/lib'],
+      })
+      const pathOf = new Map(uses.map(([fd, p]) => [String(fd), p]))
+      // Each fd is bound at the very path it was asked for.
+      for (const [, fd, dest] of fdBinds(args)) assert.equal(pathOf.get(fd!), dest)
+      assert.deepEqual(
+        fdBinds(args)
+          .map(([flag, , dest]) => `${flag} ${dest}`)
+          .sort(),
+        [
+          '--bind-fd /data',
+          '--bind-fd /out',
+          '--ro-bind-fd /data',
+          '--ro-bind-fd /home/u/lib',
+          '--ro-bind-fd /home/u/p',
+        ],
+      )
+      // /data is bound twice (read-only, then writable): two uses, two fds; bwrap closes each it binds.
+      assert.equal(uses.filter(([, p]) => p === '/data').length, 2)
+      assert.equal(new Set(uses.map(([fd]) => fd)).size, uses.length, 'no fd used twice')
+      assert.equal(
+        fdBinds(args).length,
+        uses.length,
+        'every fd handed out is bound: none reaches the sandbox',
+      )
+      // Nothing of the policy's is bound by path any more.
+      for (const flag of ['--bind', '--ro-bind']) {
+        for (const b of binds(args).filter((m) => m.flag === flag)) assert.equal(b.dest, '/', show(b))
+      }
+    })
+
+    it('asks no fd for a path it does not bind (the cwd shown through the root)', () => {
+      const { args, uses } = byFd({ cwd: '/srv/p' })
+      assert.deepEqual(uses, [])
+      assert.deepEqual(args, [...HEAD, ...TAIL('/srv/p')])
+    })
+
+    it('binds its own paths by path: system paths, hides, private mounts, the proxy directory', () => {
+      const { args, uses } = byFd({ cwd: '/', readable: [], hide: [file('/etc/x')], netDir: '/run/cordon/n' })
+      assert.deepEqual(uses, [])
+      at(args, '--ro-bind', '/run/cordon/n', NET_DIR_INSIDE)
+      at(args, '--dev-bind', '/dev/null', '/etc/x')
+    })
+
+    it('binds the exec step read-only in its own /dev, by fd, before /dev turns read-only', () => {
+      const { args, uses } = byFd({ execStep: '/opt/cordon/native/cordon-launch' })
+      assert.deepEqual(uses, [[10, '/opt/cordon/native/cordon-launch']])
+      before(args, ['--dev', '/dev'], ['--ro-bind-fd', '10', EXEC_INSIDE])
+      before(args, ['--ro-bind-fd', '10', EXEC_INSIDE], remount('/dev'))
+      // Without fds (a unit spec), by path.
+      at(bwrapArgs(spec({ execStep: '/x/launch' })), '--ro-bind', '/x/launch', EXEC_INSIDE)
+    })
+  })
+
+  describe("the host's unix sockets (network none)", () => {
+    const sockets = [
+      '/var/lib/d/api.sock', // through the read-only root
+      '/tmp/x.sock', // the sandbox's own /tmp
+      '/run/dbus/system_bus_socket', // its own /run
+      '/home/u/.gnupg/S.agent', // hidden
+      '/data/s.sock', // inside a writable path
+      '/dev/log', // its own /dev
+    ]
+    const covered = (args: readonly string[]) =>
+      binds(args)
+        .filter((b) => b.flag === '--ro-bind' && b.values[0] === '/dev/null')
+        .map((b) => b.dest)
+
+    it('covers with /dev/null each one the sandbox would see, and none it cannot', () => {
+      const args = bwrapArgs(spec({ sockets, hide: [dir('/home/u')] }))
+      assert.deepEqual(covered(args).sort(), ['/data/s.sock', '/var/lib/d/api.sock'])
+      for (const s of covered(args)) {
+        const top = topmost(args, s)
+        assert.ok(top?.dest === s && top.values[0] === '/dev/null', `${s} is covered last`)
+      }
+    })
+
+    it('covers one inside a cwd re-bound over the private /tmp', () => {
+      const args = bwrapArgs(spec({ cwd: '/tmp/w', sockets: ['/tmp/w/s.sock', '/tmp/other.sock'] }))
+      assert.deepEqual(covered(args), ['/tmp/w/s.sock'])
+      before(args, ro('/tmp/w'), ['--ro-bind', '/dev/null', '/tmp/w/s.sock'])
+    })
+
+    it('asks whether a socket is still there only of those it would cover, and leaves one that is gone', () => {
+      const asked: string[] = []
+      const args = bwrapArgs(
+        spec({
+          sockets,
+          hide: [dir('/home/u')],
+          socketLive: (p) => {
+            asked.push(p)
+            return p !== '/data/s.sock'
+          },
+        }),
+      )
+      assert.deepEqual(asked.sort(), ['/data/s.sock', '/var/lib/d/api.sock'])
+      assert.deepEqual(covered(args), ['/var/lib/d/api.sock'])
+    })
+
+    it("leaves them all with the host's network", () => {
+      assert.deepEqual(covered(bwrapArgs(spec({ sockets, network: 'host' }))), [])
+    })
+
+    it('leaves those inside a path the policy names (writable, readable): shown whole, sockets and all', () => {
+      for (const named of [
+        { writable: ['/data'] },
+        { writable: ['/data/s.sock'] },
+        { readable: ['/data'] },
+      ]) {
+        assert.deepEqual(covered(bwrapArgs(spec({ cwd: '/', sockets: ['/data/s.sock'], ...named }))), [])
+      }
+      // Strict mode shows nothing else: nothing else to cover.
+      const strict = bwrapArgs(
+        spec({ cwd: '/', readable: ['/srv'], sockets: ['/var/lib/d/api.sock', '/srv/s'] }),
+      )
+      assert.deepEqual(covered(strict), [])
+    })
+
+    it('covers one inside the cwd shown through the root (started from a directory, not naming it)', () => {
+      assert.deepEqual(covered(bwrapArgs(spec({ cwd: '/srv/p', sockets: ['/srv/p/dev.sock'] }))), [
+        '/srv/p/dev.sock',
+      ])
+    })
+  })
+
+  describe("the sandbox's own cgroup at /sys/fs/cgroup", () => {
+    const v1 = {
+      binds: [
+        { source: '/sys/fs/cgroup/memory/p/cordon-1-a', dest: '/sys/fs/cgroup/memory' },
+        { source: '/sys/fs/cgroup/pids/cordon-1-a', dest: '/sys/fs/cgroup/pids' },
+        { source: '/sys/fs/cgroup/cpu,cpuacct/cordon-1-a', dest: '/sys/fs/cgroup/cpu,cpuacct' },
+      ],
+      links: [
+        { at: '/sys/fs/cgroup/cpu', target: 'cpu,cpuacct' },
+        { at: '/sys/fs/cgroup/cpuacct', target: 'cpu,cpuacct' },
+      ],
+    }
+
+    it('v1: a read-only tmpfs with each hierarchy of its own bound at its mount point, and the links', () => {
+      const args = bwrapArgs(spec({ cgroups: v1 }))
+      before(args, ro('/'), tmpfs(CGROUP_ROOT))
+      for (const b of v1.binds) {
+        before(args, tmpfs(CGROUP_ROOT), ['--ro-bind', b.source, b.dest])
+        before(args, ['--ro-bind', b.source, b.dest], remount(CGROUP_ROOT))
+      }
+      for (const l of v1.links) at(args, '--symlink', l.target, l.at)
+      before(args, remount(CGROUP_ROOT), ['--unshare-all'])
+    })
+
+    it('v2 at the root: its own directory bound over it, no tmpfs', () => {
+      const args = bwrapArgs(
+        spec({
+          cgroups: { binds: [{ source: '/sys/fs/cgroup/a/cordon-1-a', dest: CGROUP_ROOT }], links: [] },
+        }),
+      )
+      at(args, '--ro-bind', '/sys/fs/cgroup/a/cordon-1-a', CGROUP_ROOT)
+      assert.equal(indexOf(args, '--tmpfs', CGROUP_ROOT), -1)
+      assert.equal(indexOf(args, '--remount-ro', CGROUP_ROOT), -1)
+    })
+
+    it('no cgroup: an empty read-only tmpfs', () => {
+      const args = bwrapArgs(spec({ cgroups: { binds: [], links: [] } }))
+      at(args, ...tmpfs(CGROUP_ROOT))
+      at(args, ...remount(CGROUP_ROOT))
+      assert.equal(binds(args).filter((b) => b.dest.startsWith(CGROUP_ROOT)).length, 0)
+    })
+
+    it("nothing where the host's is not shown anyway: strict mode, another root, a hidden /sys", () => {
+      for (const s of [
+        spec({ cgroups: v1, readable: [] }),
+        spec({ cgroups: v1, rootfs: { dir: '/r', entries: [{ name: 'sys', symlink: null }] } }),
+        spec({ cgroups: v1, hide: [dir('/sys')] }),
+      ]) {
+        assert.equal(
+          bwrapArgs(s).some((a) => a.startsWith(CGROUP_ROOT)),
+          false,
+        )
+      }
+    })
   })
 })

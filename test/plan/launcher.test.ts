@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict'
+import { spawnSync } from 'node:child_process'
 import { describe, it } from 'node:test'
-import { type LauncherSpec, launcherArgv } from '../../src/plan/launcher.js'
+import { execStep, LAUNCHER_PATH, type LauncherSpec, launcherArgv } from '../../src/plan/launcher.js'
 import { processMounts, ROOT_TMPDIR } from '../../src/plan/process-mounts.js'
+import { noLauncher } from '../helpers.js'
 
 const base: LauncherSpec = {
   launcher: '/opt/cordon/native/cordon-launch',
@@ -149,5 +151,58 @@ describe('processMounts (the process tier as root)', () => {
       m.covers.map((c) => c.path),
       ['/run', ROOT_TMPDIR, '/run/shm'],
     )
+  })
+
+  it('Landlock rules from judged fds follow the paths; argv[0] for the program comes before --', () => {
+    const argv = launcherArgv({
+      ...base,
+      keepFds: [6, 10, 11],
+      writable: ['/tmp/cordon-tmp-x'],
+      writableFds: [10, 11],
+      argv0: '/venv/bin/python',
+      program: ['/usr/bin/python3.11', '-c', 'pass'],
+    })
+    assert.deepEqual(argv.slice(1), [
+      '--keep-fds=6,10,11',
+      '--landlock-fs',
+      '--landlock-write=/tmp/cordon-tmp-x',
+      '--landlock-write-fd=10',
+      '--landlock-write-fd=11',
+      '--argv0=/venv/bin/python',
+      '--',
+      '/usr/bin/python3.11',
+      '-c',
+      'pass',
+    ])
+  })
+})
+
+describe('the launcher binary', { skip: noLauncher }, () => {
+  const launch = (args: string[]) => spawnSync(LAUNCHER_PATH, args, { encoding: 'utf8' })
+
+  it('--exec ARGV0 FILE: executes FILE with that argv[0], and nothing else', () => {
+    const step = execStep(LAUNCHER_PATH, 'my-name', '/bin/sh').slice(1)
+    assert.equal(launch([...step, '-c', 'echo "$0"']).stdout, 'my-name\n')
+    assert.equal(launch([...step, '-c', 'echo "$1 $2"', 'zero', 'one', 'two']).stdout, 'one two\n')
+    const missing = launch(['--exec', 'a', '/no/such/program'])
+    assert.equal(missing.status, 127)
+    assert.match(missing.stderr, /cannot execute \/no\/such\/program/)
+  })
+
+  it('--argv0: the program runs as the file given, named as asked', () => {
+    const r = launch(['--keep-fds=', '--argv0=called-so', '--', '/bin/sh', '-c', 'echo $0'])
+    assert.equal(r.stdout, 'called-so\n', r.stderr)
+  })
+
+  it('refuses a --landlock-write-fd it was not given (an fd it did not keep)', () => {
+    const r = launch([
+      '--keep-fds=',
+      '--landlock-fs',
+      '--landlock-write-fd=10',
+      '--',
+      '/bin/true',
+    ])
+    assert.equal(r.status, 1)
+    assert.match(r.stderr, /^cordon-launch: landlock: cannot stat fd 10/)
   })
 })

@@ -135,18 +135,20 @@ describe('resolveRules', () => {
 })
 
 describe('checkCommand', () => {
-  it('allows anything found when allow and deny are empty, returning the path as found', () => {
+  it('allows anything found when allow and deny are empty, returning the path as found and its real path', () => {
     assert.deepEqual(checkCommand('ls', SAFE_PATH, '/', NONE, NONE), {
       ok: true,
       program: findProgram('ls', SAFE_PATH, '/'),
+      real: LS,
     })
   })
 
-  it('keeps the path as found rather than its real path', () => {
+  it('keeps the path as found (for argv[0]) beside the real path it judged (to execute)', () => {
     const searchPath = `${dir}/links:${SAFE_PATH}`
     assert.deepEqual(checkCommand('echo', searchPath, '/', NONE, NONE), {
       ok: true,
       program: path.join(dir, 'links', 'echo'),
+      real: RM,
     })
   })
 
@@ -154,6 +156,18 @@ describe('checkCommand', () => {
     assert.deepEqual(checkCommand('./tool', SAFE_PATH, path.join(dir, 'bin'), NONE, NONE), {
       ok: true,
       program: path.join(dir, 'bin', 'tool'),
+      real: path.join(dir, 'bin', 'tool'),
+    })
+  })
+
+  it('returns a real path with no symlink in it, in the directory that holds the program', () => {
+    const linkedDir = path.join(dir, 'linked-bin')
+    symlinkSync(path.join(dir, 'bin'), linkedDir)
+    const check = checkCommand('tool', linkedDir, '/', NONE, NONE)
+    assert.deepEqual(check, {
+      ok: true,
+      program: path.join(linkedDir, 'tool'),
+      real: path.join(dir, 'bin', 'tool'),
     })
   })
 
@@ -202,6 +216,7 @@ describe('checkCommand', () => {
     assert.deepEqual(checkCommand('/usr/bin/../bin/ls', SAFE_PATH, '/', allow, NONE), {
       ok: true,
       program: '/usr/bin/ls',
+      real: LS,
     })
   })
 

@@ -1,5 +1,6 @@
 // Filesystem policy from inside a real sandbox: hidden paths, tmpfs size, strict mode, symlinks.
 import assert from 'node:assert/strict'
+import { spawnSync } from 'node:child_process'
 import {
   chmodSync,
   existsSync,
@@ -10,11 +11,14 @@ import {
   symlinkSync,
   writeFileSync,
 } from 'node:fs'
+import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import { after, describe, it } from 'node:test'
-import { run } from '../../src/index.js'
-import { noNamespace } from '../helpers.js'
+import { openSpawner, run } from '../../src/index.js'
+import { probeCapabilities } from '../../src/plan/capabilities.js'
+import { SOCKETS_TTL_MS } from '../../src/plan/sockets.js'
+import { noNamespace, noSpawner, skipTier, TIERS, tempDir } from '../helpers.js'
 
 // Outside /tmp (which the sandbox replaces), so the sandbox would see these unless hidden.
 const base = mkdtempSync('/var/tmp/cordon-fs-')
@@ -151,5 +155,203 @@ describe('filesystem (namespace tier)', { skip: noNamespace }, () => {
     assert.equal(r.stdout, 'refused\n')
     assert.equal(existsSync(path.join(real, 'via-link')), true)
     assert.equal(existsSync('/etc/cordon-x'), false)
+  })
+})
+
+const noVenv =
+  spawnSync('python3', ['-m', 'venv', '--help'], { stdio: 'ignore' }).status === 0
+    ? false
+    : "python3's venv module is not installed"
+
+describe('what runs is what was judged (both tiers)', () => {
+  for (const isolation of TIERS) {
+    describe(isolation, { skip: skipTier(isolation) }, () => {
+      it('a program found through a symlink runs as its real path, with argv[0] the path as found', async () => {
+        const dir = tempDir('cordon-argv0-', { mode: 0o755, parent: '/var/tmp' })
+        const link = path.join(dir, 'my-sh')
+        symlinkSync('/bin/sh', link)
+        const real = path.resolve('/bin', readlinkOr('/bin/sh'))
+        const r = await run([link, '-c', 'echo "$0"; readlink /proc/$$/exe'], { isolation, cwd: '/' })
+        assert.equal(r.status, 'ok', r.stderr)
+        assert.equal(r.stdout, `${link}\n${real}\n`)
+      })
+
+      it('python3 -m venv works, and its symlinked bin/python finds its pyvenv.cfg', {
+        skip: noVenv,
+      }, async () => {
+        const dir = tempDir('cordon-venv-', { mode: 0o777, parent: '/var/tmp' })
+        const venv = path.join(dir, 'env')
+        const made = await run(['python3', '-m', 'venv', '--without-pip', venv], {
+          isolation,
+          cwd: dir,
+          writable: [dir],
+          limits: { wallTimeMs: '60s' },
+        })
+        assert.equal(made.status, 'ok', made.stderr)
+        const r = await run([path.join(venv, 'bin', 'python'), '-c', 'import sys; print(sys.prefix)'], {
+          isolation,
+          cwd: '/',
+        })
+        assert.equal(r.status, 'ok', r.stderr)
+        assert.equal(r.stdout, `${venv}\n`)
+      })
+
+      it('no fd of a judged path reaches the program, with or without a spawner', {
+        skip: noSpawner,
+      }, async () => {
+        const dir = tempDir('cordon-fdleak-', { mode: 0o777, parent: '/var/tmp' })
+        const spawner = await openSpawner()
+        try {
+          for (const via of [{}, { spawner }]) {
+            const r = await run(['sh', '-c', 'ls /proc/self/fd; mktemp -p . >/dev/null && echo wrote'], {
+              isolation,
+              cwd: dir,
+              writable: [dir],
+              ...(isolation === 'namespace' ? { hide: ['/var/tmp'] } : {}),
+              ...via,
+            })
+            assert.equal(r.status, 'ok', r.stderr)
+            // stdio, ls's own directory fd, and the log channel: nothing else.
+            assert.deepEqual(r.stdout.trim().split('\n'), ['0', '1', '2', '3', '6', 'wrote'])
+          }
+        } finally {
+          await spawner.close()
+        }
+      })
+    })
+  }
+})
+
+function readlinkOr(p: string): string {
+  const out = spawnSync('readlink', ['-f', p], { encoding: 'utf8' }).stdout.trim()
+  return out || p
+}
+
+describe('filesystem (namespace tier): what the host keeps to itself', { skip: noNamespace }, () => {
+  const isolation = 'namespace'
+
+  it('started from its home, cordon shows the home but hides its dot-entries; naming one shows it', async () => {
+    const home = tempDir('cordon-home-', { mode: 0o755, parent: '/var/tmp' })
+    mkdirSync(path.join(home, '.ssh'), { mode: 0o755 })
+    writeFileSync(path.join(home, '.ssh', 'id_x'), 'PRIVATE KEY', { mode: 0o644 })
+    writeFileSync(path.join(home, '.netrc'), 'password hunter2', { mode: 0o644 })
+    mkdirSync(path.join(home, '.config'), { mode: 0o777 })
+    chmodSync(path.join(home, '.config'), 0o777)
+    writeFileSync(path.join(home, 'notes.txt'), 'plain', { mode: 0o644 })
+    const saved = process.env.HOME
+    process.env.HOME = home // cordon's own home: the default hide
+    try {
+      const r = await run(
+        [
+          'sh',
+          '-c',
+          'cat notes.txt; echo; cat .ssh/id_x .netrc 2>&1 | grep -c -e KEY -e hunter2; ls -A .ssh | wc -l',
+        ],
+        { isolation, cwd: home },
+      )
+      assert.equal(r.status, 'ok', r.stderr)
+      assert.equal(r.stdout, 'plain\n0\n0\n')
+      // Named, it shows (writable here): the rest stays hidden.
+      const named = await run(
+        ['sh', '-c', 'touch .config/ok && echo ok; cat .ssh/id_x 2>/dev/null | wc -c'],
+        {
+          isolation,
+          cwd: home,
+          writable: [path.join(home, '.config')],
+        },
+      )
+      assert.equal(named.stdout, 'ok\n0\n', named.stderr)
+    } finally {
+      process.env.HOME = saved
+    }
+  })
+
+  describe("the host's unix sockets", () => {
+    const listen = async () => {
+      const dir = tempDir('cordon-sock-', { mode: 0o755, parent: '/var/tmp' })
+      const sock = path.join(dir, 'daemon.sock')
+      const server = net.createServer((c) => c.end('hello from the host\n'))
+      await new Promise<void>((r) => server.listen(sock, r))
+      chmodSync(sock, 0o777) // anyone may connect: only the sandbox's view stands in the way
+      // Runs reuse a listing for up to SOCKETS_TTL_MS: a socket younger than that is not covered yet.
+      await new Promise((r) => setTimeout(r, SOCKETS_TTL_MS + 100))
+      return { sock, server }
+    }
+    const CONNECT = `import socket, sys
+s = socket.socket(socket.AF_UNIX)
+try:
+    s.connect(sys.argv[1]); print(s.recv(100).decode().strip())
+except OSError as e:
+    print('refused', e.errno)`
+
+    it('a listening socket under a host directory the root shows cannot be connected to (net none)', async () => {
+      const { sock, server } = await listen()
+      try {
+        const r = await run(['python3', '-c', CONNECT, sock], { isolation, cwd: '/' })
+        assert.equal(r.status, 'ok', r.stderr)
+        assert.match(r.stdout, /^refused \d+\n$/)
+        // The host network (documented): the host's sockets stay reachable.
+        const host = await run(['python3', '-c', CONNECT, sock], { isolation, cwd: '/', network: 'host' })
+        assert.equal(host.stdout, 'hello from the host\n')
+      } finally {
+        server.close()
+      }
+    })
+
+    it('a socket listed but gone since fails no run (the listing is reused for a moment)', async () => {
+      const { sock, server } = await listen()
+      assert.equal((await run(['true'], { isolation, cwd: '/' })).status, 'ok') // listed, covered
+      await new Promise<void>((r) => server.close(() => r()))
+      assert.equal(existsSync(sock), false)
+      const r = await run(['true'], { isolation, cwd: '/' })
+      assert.equal(r.status, 'ok', r.stderr)
+    })
+
+    it('nor with a network allowlist', {
+      skip: probeCapabilities().bridge ? false : "cordon's network bridge is not built",
+    }, async () => {
+      const { sock, server } = await listen()
+      try {
+        const r = await run(['python3', '-c', CONNECT, sock], {
+          isolation,
+          cwd: '/',
+          network: { allow: ['example.com'] },
+        })
+        assert.equal(r.status, 'ok', r.stderr)
+        assert.match(r.stdout, /^refused \d+\n$/)
+      } finally {
+        server.close()
+      }
+    })
+  })
+
+  describe('/sys/fs/cgroup', () => {
+    const cgroup = probeCapabilities().cgroup
+    const noCgroup = cgroup.version === null ? `no cgroup for sandboxes: ${cgroup.reason}` : false
+
+    it('shows the sandbox its own cgroup and no other run', { skip: noCgroup }, async () => {
+      const limit = 300 * 1024 * 1024
+      const file =
+        cgroup.version === 1 ? '/sys/fs/cgroup/memory/memory.limit_in_bytes' : '/sys/fs/cgroup/memory.max'
+      // Another run's cgroup exists meanwhile.
+      const other = run(['sleep', '2'], { isolation })
+      const r = await run(['sh', '-c', `cat ${file}; find /sys/fs/cgroup -name 'cordon-*' | wc -l`], {
+        isolation,
+        cwd: '/',
+        limits: { memoryBytes: limit },
+      })
+      await other
+      assert.equal(r.status, 'ok', r.stderr)
+      assert.equal(r.stdout, `${limit}\n0\n`)
+    })
+
+    it("without a cgroup, shows an empty directory, never the host's", async () => {
+      const r = await run(['sh', '-c', 'ls -A /sys/fs/cgroup | wc -l'], {
+        isolation,
+        cwd: '/',
+        cgroup: { mode: 'off' },
+      })
+      assert.equal(r.stdout, '0\n', r.stderr)
+    })
   })
 })

@@ -70,7 +70,12 @@ describe('namespace tier', { skip: noNamespace }, () => {
 
   it("the policy's env reaches the program, never bwrap (which runs outside the namespaces)", async () => {
     const env = { LD_PRELOAD: '/nonexistent/cordon-test.so', CORDON_TEST_MARK: 'x' }
-    const handle = start(['sh', '-c', 'echo $CORDON_TEST_MARK; exec sleep 30'], { isolation, env })
+    let printed = false
+    const handle = start(['sh', '-c', 'echo $CORDON_TEST_MARK; exec sleep 30'], {
+      isolation,
+      env,
+      onOutput: (c) => (printed ||= c.stream === 'stdout'),
+    })
     let bwrapEnv: string | null = null
     try {
       // Both programs have started (sh printed, and each loader complained) before the kill: a SIGTERM
@@ -81,7 +86,9 @@ describe('namespace tier', { skip: noNamespace }, () => {
         if (seen.includes('x\n') && (seen.match(/LD_PRELOAD cannot be preloaded/g)?.length ?? 0) >= 2) break
       }
       await waitFor(() => {
-        if (!/^Name:\s+bwrap/m.test(readFileSync(`/proc/${handle.pid}/status`, 'utf8'))) return false
+        // Once the program has printed: a stop before would leave it nothing to say.
+        if (!printed || !/^Name:\s+bwrap/m.test(readFileSync(`/proc/${handle.pid}/status`, 'utf8')))
+          return false
         bwrapEnv = readFileSync(`/proc/${handle.pid}/environ`, 'utf8')
         return true
       }, 5000)

@@ -2,11 +2,22 @@
 // limits and clean-up as without one, and its own contract (pipes, exit, kill, close, death).
 import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
-import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
+import {
+  closeSync,
+  existsSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs'
 import path from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { openSpawner, run, Spawner, SpawnerError, start } from '../../src/index.js'
+import { O_PATH } from '../../src/plan/paths.js'
 import { uidPoolSchema } from '../../src/policy/schema.js'
 import { listProcesses } from '../../src/run/procs.js'
 import type { SpawnedProcess, SpawnRequest } from '../../src/spawner/spawner.js'
@@ -74,6 +85,47 @@ function suiteSpawner(): { it: Spawner } {
 
 describe('spawner: its own contract', { skip: noSpawner }, () => {
   const fixture = suiteSpawner()
+
+  it("passes an fd of the host's (O_PATH) at any number: the same file, whatever its name points at by then", async () => {
+    const base = tempDir('cordon-hostfd-')
+    mkdirSync(path.join(base, 'judged'))
+    mkdirSync(path.join(base, 'other'))
+    writeFileSync(path.join(base, 'judged', 'mark'), 'judged')
+    const fd = openSync(path.join(base, 'judged'), O_PATH)
+    // The name now leads elsewhere: the child must still get the directory the fd was opened on.
+    renameSync(path.join(base, 'judged'), path.join(base, 'moved'))
+    symlinkSync(path.join(base, 'other'), path.join(base, 'judged'))
+    const stdio: SpawnRequest['stdio'] = ['null', 'read', 'read', ...Array(297).fill('none'), fd]
+    const child = fixture.it.spawn({
+      ...sh('readlink /proc/self/fd/300; cat /proc/self/fd/300/mark; echo; ls /proc/self/fd'),
+      stdio,
+    })
+    closeSync(fd) // the spawner has its own by now
+    const [out, err] = await Promise.all([text(child.stdout), text(child.stderr), closed(child)])
+    assert.equal(err, '')
+    const [where, mark, ...fds] = out.trim().split('\n')
+    assert.equal(where, path.join(base, 'moved'))
+    assert.equal(mark, 'judged')
+    assert.deepEqual(
+      fds.filter((n) => n !== '3'),
+      ['0', '1', '2', '300'],
+      'nothing else of the host or the spawner',
+    )
+  })
+
+  it('refuses pipes beyond the first 16 fds, and an fd the host does not have', async () => {
+    assert.throws(
+      () =>
+        fixture.it.spawn({
+          ...sh('true'),
+          stdio: ['null', 'read', 'read', ...Array(14).fill('none'), 'read'],
+        }),
+      /pipes go to the first 16 fds/,
+    )
+    const child = fixture.it.spawn({ ...sh('true'), stdio: ['null', 'read', 'read', 987654] })
+    const error = await new Promise<Error>((resolve) => child.once('error', resolve))
+    assert.match(error.message, /ENOENT/)
+  })
 
   it('pipes both ways, then exit, then close', async () => {
     const child = fixture.it.spawn({ ...sh('cat; echo err >&2; exit 3'), stdio: ['write', 'read', 'read'] })

@@ -1,0 +1,250 @@
+// Host paths a policy names (cwd, writable, readable, a called function's module) are bound or allowed
+// exactly as they were judged. A path is resolved component by component (following only symlinks that root
+// or cordon's own uid own: a sandbox may have planted any other), which gives a path with no symlink left in
+// it; that path is opened O_PATH|O_NOFOLLOW and the open must be that very path (/proc/self/fd shows where
+// it landed: a component swapped for a symlink after the walk makes them differ); the rest is judged on the
+// fd, and the fd itself goes to bwrap (--bind-fd) or to the launcher's Landlock rules. Nothing is looked up
+// by name again between the judging and the use.
+import {
+  closeSync,
+  constants,
+  type Dirent,
+  fstatSync,
+  lstatSync,
+  openSync,
+  readdirSync,
+  readlinkSync,
+  realpathSync,
+  type Stats,
+  statSync,
+} from 'node:fs'
+import path from 'node:path'
+import { PolicyError } from '../errors.js'
+
+/** open(2)'s O_PATH on x86_64 and the generic Linux ABI (arm64, riscv); fs.constants lacks it. */
+export const O_PATH = 0o10000000
+
+/** The sandbox's fds for judged paths start here (0–9 are stdio and cordon's pipes). */
+export const FIRST_PATH_FD = 10
+
+/** Symlinks followed while resolving one path, as the kernel's own limit. */
+const MAX_HOPS = 40
+
+/**
+ * `given` (absolute) with every symlink resolved, component by component; a symlink owned by neither root
+ * nor cordon's own uid is refused, naming the field: a sandbox may have planted it in a writable directory
+ * to turn a later run's `writable` (or `cwd`) into a path of its choosing.
+ */
+export function resolvePath(field: string, given: string): string {
+  const own = process.getuid?.() ?? 0
+  let rest = given.split('/').filter(Boolean)
+  let done: string[] = []
+  for (let hops = 0; rest.length > 0; ) {
+    const part = rest.shift()!
+    if (part === '.') continue
+    if (part === '..') {
+      done.pop()
+      continue
+    }
+    const at = `/${[...done, part].join('/')}`
+    let st: Stats | undefined
+    try {
+      st = lstatSync(at, { throwIfNoEntry: false })
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code
+      throw new PolicyError(field, `${given} cannot be reached at ${at} (${code})`)
+    }
+    if (!st) throw new PolicyError(field, `${given} does not exist`)
+    if (st.isSymbolicLink()) {
+      if (st.uid !== 0 && st.uid !== own) {
+        throw new PolicyError(
+          field,
+          `${given} goes through ${at}, a symlink owned by uid ${st.uid} (a sandbox may have planted it); give the real path`,
+        )
+      }
+      if (++hops > MAX_HOPS) throw new PolicyError(field, `${given} goes through a symlink loop`)
+      const link = readlinkSync(at)
+      if (link.startsWith('/')) done = []
+      rest = [...link.split('/').filter(Boolean), ...rest]
+      continue
+    }
+    if (rest.length > 0 && !st.isDirectory()) throw new PolicyError(field, `${given} does not exist`)
+    done.push(part)
+  }
+  return `/${done.join('/')}`
+}
+
+/** A judged path, opened: the fd is the object judged, whatever its name points at later. */
+export interface OpenedPath {
+  path: string
+  field: string
+  fd: number
+  stat: Stats
+}
+
+/** One fd the sandbox gets: the host's `host` at the sandbox's (the launcher's) `child`. */
+export interface PassedFd {
+  child: number
+  host: number
+}
+
+/**
+ * The judged paths of one run, open on the host until the sandbox has started. Each use of a path in the
+ * sandbox gets an fd of its own (bwrap closes an fd once it has bound it), numbered from FIRST_PATH_FD;
+ * paths never passed are closed as soon as the plan is made. `close()` gives every fd back, once.
+ */
+export class PathFds {
+  private readonly opened = new Map<string, OpenedPath>()
+  private readonly uses: PassedFd[] = []
+  private open_ = true
+
+  /**
+   * Open `real` (from resolvePath) and check that the open is that very path; `dir`: it must be a
+   * directory. Throws a PolicyError naming `field` when it is not, or changed since it was resolved.
+   */
+  open(field: string, real: string, { dir = false } = {}): OpenedPath {
+    const known = this.opened.get(real)
+    if (known) {
+      if (dir && !known.stat.isDirectory()) throw new PolicyError(field, `${real} is not a directory`)
+      return known
+    }
+    let fd: number
+    try {
+      // No O_DIRECTORY: a writable or readable path may be a file, and the type is judged on the fd below.
+      fd = openSync(real, O_PATH | constants.O_NOFOLLOW)
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code
+      if (code === 'ENOENT' || code === 'ENOTDIR' || code === 'ELOOP')
+        throw new PolicyError(field, `${real} changed while it was checked`)
+      throw new PolicyError(field, `${real} cannot be opened (${code})`)
+    }
+    try {
+      // A component swapped for a symlink after the walk was followed by open: it landed elsewhere.
+      // O_NOFOLLOW leaves a last component that became a symlink as the link itself: fstat says so.
+      const stat = fstatSync(fd)
+      if (readlinkSync(`/proc/self/fd/${fd}`) !== real || stat.isSymbolicLink())
+        throw new PolicyError(field, `${real} changed while it was checked`)
+      if (dir && !stat.isDirectory()) throw new PolicyError(field, `${real} is not a directory`)
+      const opened = { path: real, field, fd, stat }
+      this.opened.set(real, opened)
+      return opened
+    } catch (error) {
+      closeSync(fd)
+      throw error
+    }
+  }
+
+  /** The sandbox's fd for one more use of `real`, which must be open here. */
+  pass(real: string): number {
+    const opened = this.opened.get(real)
+    if (!opened) throw new Error(`cordon: ${real} was not judged before it was passed`)
+    const child = FIRST_PATH_FD + this.uses.length
+    this.uses.push({ child, host: opened.fd })
+    return child
+  }
+
+  /** Every fd the sandbox gets, in order. */
+  get passed(): readonly PassedFd[] {
+    return this.uses
+  }
+
+  /** Close the paths no use was made of: only what the sandbox gets stays open until it starts. */
+  closeUnpassed(): void {
+    const used = new Set(this.uses.map((u) => u.host))
+    for (const [real, opened] of this.opened) {
+      if (used.has(opened.fd)) continue
+      closeSync(opened.fd)
+      this.opened.delete(real)
+    }
+  }
+
+  /** Give every fd back (the sandbox has started, or never will); only the first call closes anything. */
+  close(): void {
+    if (!this.open_) return
+    this.open_ = false
+    for (const opened of this.opened.values()) closeSync(opened.fd)
+    this.opened.clear()
+  }
+}
+
+/** Permission bits (r=4, w=2, x=1) that apply to uid/gid on a file of `st` (no supplementary groups). */
+function bitsFor(st: Stats, uid: number, gid: number): number {
+  return st.uid === uid ? (st.mode >> 6) & 7 : st.gid === gid ? (st.mode >> 3) & 7 : st.mode & 7
+}
+
+/**
+ * Whether uid/gid can reach and read the opened path: search permission on every parent of its (symlink-
+ * free) path, read on the object itself, judged on its fd.
+ */
+export function readableBy(opened: OpenedPath, uid: number, gid: number): boolean {
+  for (let dir = path.dirname(opened.path); ; dir = path.dirname(dir)) {
+    if ((bitsFor(statSync(dir), uid, gid) & 1) === 0) return false
+    if (dir === '/') break
+  }
+  return (bitsFor(opened.stat, uid, gid) & 4) !== 0
+}
+
+/** Whether uid/gid may search `dir` (a real path) and every directory above it. */
+export function searchableBy(dir: string, uid: number, gid: number): boolean {
+  for (let at = dir; ; at = path.dirname(at)) {
+    const st = statSync(at, { throwIfNoEntry: false })
+    if (!st || (bitsFor(st, uid, gid) & 1) === 0) return false
+    if (at === '/') return true
+  }
+}
+
+/** Whether uid/gid may write the opened path by its mode bits. */
+export function writableBy(opened: OpenedPath, uid: number, gid: number): boolean {
+  return (bitsFor(opened.stat, uid, gid) & 2) !== 0
+}
+
+export interface Hidden {
+  path: string
+  dir: boolean
+}
+
+/** Paths to hide that exist (hiding nothing is already safe), as real paths; never the root itself. */
+export function hiddenPaths(paths: readonly string[]): Hidden[] {
+  const out: Hidden[] = []
+  for (const p of paths) {
+    try {
+      const real = realpathSync(p)
+      if (real !== '/') out.push({ path: real, dir: statSync(real).isDirectory() })
+    } catch {
+      // Does not exist: nothing to hide.
+    }
+  }
+  return out
+}
+
+/**
+ * A hidden directory that is shown all the same (it is the cwd, or `readable`/`writable` names it: cordon
+ * started from the home it hides by default) still keeps its secrets: every top-level dot-entry in it
+ * (.ssh, .gnupg, .aws, .config, .netrc, histories…) is hidden in turn. One that a listed path or the cwd
+ * names itself is shown (bwrapArgs drops a hide equal to those); one that holds a listed path is hidden
+ * with that path shown inside it, as in any hidden directory. A symlink is left alone: what it points at
+ * is shown or hidden under its own name. A directory the sandbox cannot search (`reachable` says no: root's
+ * 0700 home, for a sandbox of another uid) keeps everything in it out of reach already, and bwrap, which
+ * runs as that uid, could not mount inside it either.
+ */
+export function secretsOf(
+  hide: readonly Hidden[],
+  shown: readonly string[],
+  reachable: (dir: string) => boolean = () => true,
+): Hidden[] {
+  const out: Hidden[] = []
+  for (const h of hide) {
+    if (!h.dir || !shown.includes(h.path) || !reachable(h.path)) continue
+    let entries: Dirent[]
+    try {
+      entries = readdirSync(h.path, { withFileTypes: true })
+    } catch {
+      continue // unreadable to cordon: nothing of it to list
+    }
+    for (const e of entries) {
+      if (!e.name.startsWith('.') || e.isSymbolicLink()) continue
+      out.push({ path: path.join(h.path, e.name), dir: e.isDirectory() })
+    }
+  }
+  return out
+}

@@ -1,0 +1,54 @@
+import assert from 'node:assert/strict'
+import { realpathSync, symlinkSync } from 'node:fs'
+import net from 'node:net'
+import path from 'node:path'
+import { describe, it } from 'node:test'
+import { boundSockets, hostSockets } from '../../src/plan/sockets.js'
+import { tempDir } from '../helpers.js'
+
+const PROC_NET_UNIX = `Num       RefCount Protocol Flags    Type St Inode Path
+0000000000000000: 00000002 00000000 00010000 0001 01 12345 /run/dbus/system_bus_socket
+0000000000000000: 00000002 00000000 00000000 0002 01    46 /run/systemd/journal/dev-log
+0000000000000000: 00000003 00000000 00000000 0001 03 12347 /run/dbus/system_bus_socket
+0000000000000000: 00000002 00000000 00010000 0001 01 12348 @/tmp/.X11-unix/X0
+0000000000000000: 00000002 00000000 00000000 0001 03 12349
+0000000000000000: 00000002 00000000 00010000 0005 01 12350 /var/lib/a dir/with space.sock
+0000000000000000: 00000002 00000000 00010000 0001 01 12351 relative.sock
+0000000000000000: 00000002 00000000 00000000 0001 03 12352 /var/lib/client-bound.sock
+`
+
+describe('boundSockets', () => {
+  it('lists listening and datagram pathname sockets once each, spaces kept; not abstract, relative or client ones', () => {
+    assert.deepEqual(boundSockets(PROC_NET_UNIX), [
+      '/run/dbus/system_bus_socket',
+      '/run/systemd/journal/dev-log',
+      '/var/lib/a dir/with space.sock',
+    ])
+  })
+})
+
+describe('hostSockets', () => {
+  it("finds a socket this process listens on, by its directory's real path; never follows its last component", async () => {
+    const dir = realpathSync(tempDir('cordon-sockets-'))
+    const link = path.join(dir, 'link')
+    symlinkSync(dir, link)
+    const server = net.createServer()
+    // Listed under a name through a symlinked directory: covered at its real path.
+    await new Promise<void>((r) => server.listen(path.join(link, 's.sock'), r))
+    // A listening name that then became a symlink to a file: never covered (nor its target).
+    const decoy = net.createServer()
+    await new Promise<void>((r) => decoy.listen(path.join(dir, 'decoy.sock'), r))
+    const { rmSync } = await import('node:fs')
+    rmSync(path.join(dir, 'decoy.sock'))
+    symlinkSync('/etc/hostname', path.join(dir, 'decoy.sock'))
+    try {
+      const found = hostSockets()
+      assert.ok(found.includes(path.join(dir, 's.sock')), found.join(' '))
+      assert.ok(!found.some((p) => p.startsWith(link)), 'by its real path')
+      assert.ok(!found.includes(path.join(dir, 'decoy.sock')) && !found.includes('/etc/hostname'))
+    } finally {
+      server.close()
+      decoy.close()
+    }
+  })
+})
