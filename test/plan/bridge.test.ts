@@ -23,7 +23,10 @@ describe('network bridge', () => {
     assert.equal(TOKEN_FD, 9)
     assert.deepEqual(pipedFds('namespace', true, false, true), [3, 4, 5, 6, 9])
     assert.deepEqual(pipedFds('namespace', true, false), [3, 4, 5, 6])
-    const plan = { fds: pipedFds('namespace', true, true, true), pathFds: { passed: [] } } as unknown as Parameters<typeof stdioFor>[0]
+    const plan = {
+      fds: pipedFds('namespace', true, true, true),
+      pathFds: { passed: [] },
+    } as unknown as Parameters<typeof stdioFor>[0]
     const stdio = stdioFor(plan, false)
     assert.equal(stdio.length, 10)
     assert.equal(stdio[9], 'pipe')

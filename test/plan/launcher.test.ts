@@ -195,13 +195,7 @@ describe('the launcher binary', { skip: noLauncher }, () => {
   })
 
   it('refuses a --landlock-write-fd it was not given (an fd it did not keep)', () => {
-    const r = launch([
-      '--keep-fds=',
-      '--landlock-fs',
-      '--landlock-write-fd=10',
-      '--',
-      '/bin/true',
-    ])
+    const r = launch(['--keep-fds=', '--landlock-fs', '--landlock-write-fd=10', '--', '/bin/true'])
     assert.equal(r.status, 1)
     assert.match(r.stderr, /^cordon-launch: landlock: cannot stat fd 10/)
   })
