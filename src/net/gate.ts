@@ -1,7 +1,8 @@
 // The decision for one connection: rules first (deny wins, a non-empty allow list is required), then the
 // address the name resolves to, which is the one connected to (so a rebinding DNS answer cannot swap it).
 // Hosts arrive parsed (see host.ts): the name judged here is exactly the name resolved.
-import { lookup as dnsLookup } from 'node:dns/promises'
+
+import { lazy } from '../lazy.js'
 import { addressKind, embeddedIPv4, type Host, type IpHost, parseIp } from './host.js'
 import { type HostRule, parseRule, ruleMatches } from './rules.js'
 
@@ -35,7 +36,8 @@ const rules = (entries: readonly string[]) =>
  */
 export const MAX_LOOKUPS = 2
 
-const systemLookup: Lookup = async (name) => (await dnsLookup(name)).address
+const dns = lazy<typeof import('node:dns/promises')>('node:dns/promises')
+const systemLookup: Lookup = async (name) => (await dns().lookup(name)).address
 
 export class NetworkGate {
   private readonly allow: HostRule[]

@@ -12,12 +12,16 @@
 // the events kept (MAX_EVENTS, the rest counted in `dropped`).
 import { randomBytes, timingSafeEqual } from 'node:crypto'
 import { chmodSync, chownSync, mkdtempSync, rmdirSync, unlinkSync, writeFileSync } from 'node:fs'
-import http from 'node:http'
+import type { IncomingMessage, Server, ServerResponse } from 'node:http'
 import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
+import { lazy } from '../lazy.js'
 import { type Decision, type Lookup, type NetworkEvent, NetworkGate, type NetworkPolicy } from './gate.js'
 import { type Host, ipFromBytes, parseHost, parseUriHost, showHost } from './host.js'
+
+/** The HTTP proxy's parser, loaded when an allowlist first starts one. */
+const http = lazy<typeof import('node:http')>('node:http')
 
 export const HTTP_PROXY_PORT = 3128
 export const SOCKS_PROXY_PORT = 1080
@@ -93,7 +97,7 @@ export class NetworkProxy {
   dropped = 0
   private readonly gate: NetworkGate
   private readonly limits: ProxyLimits
-  private readonly httpServer: http.Server
+  private readonly httpServer: Server
   private readonly servers: net.Server[] = []
   private readonly sockets = new Set<net.Socket>()
   private readonly deadlines = new WeakMap<net.Socket, NodeJS.Timeout>()
@@ -107,12 +111,12 @@ export class NetworkProxy {
     // As root the directory goes to the sandbox uid (`handTo`), so other sandbox uids cannot even connect.
     this.dir = mkdtempSync(path.join(os.tmpdir(), 'cordon-net-'))
     writeFileSync(path.join(this.dir, BRIDGE_MOUNT_POINT), '', { mode: 0o444, flag: 'wx' })
-    this.httpServer = http.createServer(
+    this.httpServer = http().createServer(
       { headersTimeout: this.limits.handshakeMs, requestTimeout: 300_000 },
       // A handler that throws ends its connection, never the host (an unhandled rejection would).
       (req, res) => this.forward(req, res).catch(() => res.destroy()),
     )
-    this.httpServer.on('connect', (req: http.IncomingMessage, socket: net.Socket, head: Buffer) => {
+    this.httpServer.on('connect', (req: IncomingMessage, socket: net.Socket, head: Buffer) => {
       this.tunnel(req, socket, head).catch(() => socket.destroy())
     })
     // Connections reach the HTTP server by hand (after their token), never by its own listen(); its
@@ -211,7 +215,7 @@ export class NetworkProxy {
     upstream.once('close', () => client.destroy())
   }
 
-  private async tunnel(req: http.IncomingMessage, client: net.Socket, head: Buffer): Promise<void> {
+  private async tunnel(req: IncomingMessage, client: net.Socket, head: Buffer): Promise<void> {
     this.endHandshake(client)
     const target = splitTarget(req.url ?? '')
     const decision =
@@ -235,7 +239,7 @@ export class NetworkProxy {
   }
 
   /** Plain http:// requests through the proxy (absolute URI). */
-  private async forward(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+  private async forward(req: IncomingMessage, res: ServerResponse): Promise<void> {
     this.endHandshake(req.socket)
     // A refused request whose body is still coming closes the connection rather than read that body.
     const answer = (status: number, text: string) => {
@@ -255,7 +259,7 @@ export class NetworkProxy {
     const decision = await this.decide(parseUriHost(url.hostname), url.hostname, port)
     if (!decision.allowed) return answer(403, `cordon: ${decision.reason}\n`)
     if (req.socket.destroyed) return
-    const upstream = http.request(
+    const upstream = http().request(
       {
         host: decision.address,
         port,

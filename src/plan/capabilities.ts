@@ -2,7 +2,7 @@
 // runs use `recentCapabilities`, at most a second old; `cordon doctor` adds a real bwrap launch on top.
 import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import path from 'node:path'
-import { performance } from 'node:perf_hooks'
+import { monotonicMs } from '../lazy.js'
 import { isExecutableFile, resolveProgram } from '../policy/command.js'
 import { SAFE_PATH } from '../policy/env.js'
 import { BRIDGE_PATH } from './bridge.js'
@@ -115,7 +115,7 @@ const recent = new Map<string, { at: number; caps: Capabilities }>()
 /** `probeCapabilities`, reused for up to PROBE_TTL_MS: machine facts, not per-run state. */
 export function recentCapabilities(cgroupParent?: string, hostPath = process.env.PATH ?? ''): Capabilities {
   const key = `${cgroupParent ?? ''}\0${hostPath}`
-  const now = performance.now()
+  const now = monotonicMs()
   const hit = recent.get(key)
   if (hit && now - hit.at < PROBE_TTL_MS) return hit.caps
   const caps = probeCapabilities(cgroupParent, hostPath)

@@ -3,7 +3,7 @@
 // found by their inode, in any namespace). The namespace tier covers each one it would show (bwrap.ts).
 import { lstatSync, readFileSync, realpathSync } from 'node:fs'
 import path from 'node:path'
-import { performance } from 'node:perf_hooks'
+import { monotonicMs } from '../lazy.js'
 
 /** /proc/net/unix's Flags for a listening socket (__SO_ACCEPTCON). */
 const LISTENING = '00010000'
@@ -78,7 +78,7 @@ let recent: { at: number; sockets: readonly string[] } | null = null
 
 /** `hostSockets()`, reused for up to SOCKETS_TTL_MS: a fact of the host, not of a run. */
 export function recentHostSockets(): readonly string[] {
-  const now = performance.now()
+  const now = monotonicMs()
   if (!recent || now - recent.at >= SOCKETS_TTL_MS) recent = { at: now, sockets: hostSockets() }
   return recent.sockets
 }

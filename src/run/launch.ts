@@ -1,6 +1,6 @@
 // The supervisor: spawn → stream → enforce → classify. Everything with processes and timers is here.
 import { spawn } from 'node:child_process'
-import { performance } from 'node:perf_hooks'
+import { monotonicMs } from '../lazy.js'
 import { NetworkProxy } from '../net/proxy.js'
 import { recentCapabilities } from '../plan/capabilities.js'
 import { type LaunchPlan, prepare, releasePlan } from '../plan/plan.js'
@@ -179,7 +179,7 @@ function supervise(
     queue !== null || onOutput !== undefined,
   )
   const logs = new LogCollector(limits.maxLogBytes, redaction, guarded(policy.onLog))
-  const started = performance.now()
+  const started = monotonicMs()
   const child = startChild(plan, policy, keepStdinOpen || policy.stdin !== undefined)
   let launchError: string | null = null
   const fail = (message: string) => {
@@ -259,7 +259,7 @@ function supervise(
     child.on('error', (error) => fail(`could not launch ${plan.file}: ${error.message}`))
     child.on('exit', (code, sig) => {
       exited = { code, signal: sig }
-      wallMs = performance.now() - started
+      wallMs = monotonicMs() - started
       // Background children may still hold the pipes open; they are part of the sandbox and go now, unless
       // a graceful stop is under way: they got SIGTERM too, and the rest of the grace is theirs.
       // In the namespace tier a clean exit of bwrap's monitor means its init is gone; a killed one may not be.
@@ -326,7 +326,7 @@ function supervise(
         ...text,
         truncated: out.truncated,
         outputBytes: out.bytes,
-        wallMs: Math.round(wallMs || performance.now() - started),
+        wallMs: Math.round(wallMs || monotonicMs() - started),
         cpuMs: usage?.cpuMs ?? null,
         maxRssBytes: usage?.maxRssBytes ?? null,
         isolation: plan.tier,

@@ -1,7 +1,7 @@
 // What a cordon process that died mid-run leaves behind (a SIGKILLed host cleans nothing up): its sandbox
 // cgroups and private TMPDIRs, named `<prefix><owner pid>-…`, are found and removed by whoever comes next.
 import { readdirSync } from 'node:fs'
-import { performance } from 'node:perf_hooks'
+import { monotonicMs } from '../lazy.js'
 import { isAlive } from './procs.js'
 
 /** A directory is looked through at most this often per prefix: a sweep is a readdir, a run is not. */
@@ -15,7 +15,7 @@ const lastSweep = new Map<string, number>()
  */
 export function staleEntries(parent: string, prefix: string, throttle = lastSweep): string[] {
   const key = `${parent}\0${prefix}`
-  const now = performance.now()
+  const now = monotonicMs()
   if (now - (throttle.get(key) ?? -Infinity) < SWEEP_EVERY_MS) return []
   throttle.set(key, now)
   let names: string[]
