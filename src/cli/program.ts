@@ -56,7 +56,7 @@ Exit codes:
   128+N  the program died of signal N
   124    a limit was hit (timeout, cpu-time, memory, output-limit, process-limit, file-size)
   125    cordon itself could not run (a bad flag: the message names it)
-  126    denied (--allow/--deny)
+  126    denied (--allow/--deny) or not executable
   127    command not found
   130    canceled (Ctrl-C, SIGTERM, SIGHUP)
   141    the reader of cordon's output went away`

@@ -56,20 +56,38 @@ export function realpathIn(root: string, p: string): string | null {
   return `/${done.join('/')}`
 }
 
+/** Where the sandbox looks for `name`: that path when it has a slash, else each PATH entry, in order. */
+function candidates(name: string, searchPath: string, cwd: string): string[] {
+  if (name.includes('/')) return [path.resolve(cwd, name)]
+  return searchPath
+    .split(':')
+    .filter(Boolean)
+    .map((dir) => path.resolve(cwd, dir, name))
+}
+
 /**
  * Absolute path of `name` as the sandbox would find it from `cwd` with `PATH`, or null when nothing is
  * there. `root` is the host directory the sandbox sees as / (another root filesystem), or '/'.
  */
 export function findProgram(name: string, searchPath: string, cwd: string, root = '/'): string | null {
-  const candidates = name.includes('/')
-    ? [path.resolve(cwd, name)]
-    : searchPath
-        .split(':')
-        .filter(Boolean)
-        .map((dir) => path.resolve(cwd, dir, name))
-  for (const candidate of candidates) {
+  for (const candidate of candidates(name, searchPath, cwd)) {
     const real = root === '/' ? candidate : realpathIn(root, candidate)
     if (real && isExecutableFile(root === '/' ? real : path.join(root, real))) return candidate
+  }
+  return null
+}
+
+/**
+ * Why `name`, which nothing executable answers to, is there but cannot run, as a shell says it (exit 126):
+ * a file without execute permission, by path or on the PATH; a directory named by a path (the PATH
+ * lookup passes directories over). Null when nothing is there at all (127).
+ */
+function notRunnable(name: string, searchPath: string, cwd: string, root: string): string | null {
+  for (const candidate of candidates(name, searchPath, cwd)) {
+    const real = realpathIn(root, candidate)
+    const st = real === null ? undefined : statSync(path.join(root, real), { throwIfNoEntry: false })
+    if (st?.isFile()) return 'Permission denied (not executable)'
+    if (st?.isDirectory() && name.includes('/')) return 'Is a directory'
   }
   return null
 }
@@ -117,6 +135,8 @@ export function checkCommand(
   const found = findProgram(program, searchPath, cwd, root)
   const real = found && realpathIn(root, found)
   if (!found || !real) {
+    const why = notRunnable(program, searchPath, cwd, root)
+    if (why) return { ok: false, kind: 'denied', limit: 'executable', message: `${program}: ${why}` }
     return { ok: false, kind: 'not-found', limit: program, message: `${program}: command not found` }
   }
   if (deny.has(real)) {

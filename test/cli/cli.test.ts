@@ -59,6 +59,14 @@ describe('cordon run', () => {
   it('126 when denied, 127 when not found', () => {
     assert.equal(cordon(['run', '--deny', 'rm', '--', 'rm', '/nothing']).status, 126)
     assert.equal(cordon(['run', '--', 'no-such-program-xyz']).status, 127)
+    const plain = path.join(tempDir('cordon-exec-', { mode: 0o755 }), 'plain.sh')
+    writeFileSync(plain, 'echo never\n', { mode: 0o644 })
+    const notExecutable = cordon(['run', '--', plain])
+    assert.equal(notExecutable.status, 126)
+    assert.match(notExecutable.stderr, /Permission denied/)
+    const directory = cordon(['run', '--', path.dirname(plain)])
+    assert.equal(directory.status, 126)
+    assert.match(directory.stderr, /Is a directory/)
   })
 
   for (const [args, flag] of [

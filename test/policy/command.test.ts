@@ -181,10 +181,31 @@ describe('checkCommand', () => {
     })
   })
 
-  it('reports a non-executable file as not-found', () => {
-    const check = checkCommand('./plain', SAFE_PATH, path.join(dir, 'bin'), NONE, NONE)
-    assert.equal(check.ok, false)
-    assert.equal(check.ok === false && check.kind, 'not-found')
+  it('a file that is there but not executable is denied (126), as a shell says "Permission denied"', () => {
+    assert.deepEqual(checkCommand('./plain', SAFE_PATH, path.join(dir, 'bin'), NONE, NONE), {
+      ok: false,
+      kind: 'denied',
+      limit: 'executable',
+      message: './plain: Permission denied (not executable)',
+    })
+    // Found on the PATH with nothing executable of that name after it: the same, as bash.
+    assert.deepEqual(checkCommand('plain', path.join(dir, 'bin'), '/', NONE, NONE), {
+      ok: false,
+      kind: 'denied',
+      limit: 'executable',
+      message: 'plain: Permission denied (not executable)',
+    })
+  })
+
+  it('a directory named by a path is denied (126) "Is a directory"; on the PATH it is passed over', () => {
+    assert.deepEqual(checkCommand(path.join(dir, 'bin'), SAFE_PATH, '/', NONE, NONE), {
+      ok: false,
+      kind: 'denied',
+      limit: 'executable',
+      message: `${path.join(dir, 'bin')}: Is a directory`,
+    })
+    const onPath = checkCommand('bin', dir, '/', NONE, NONE)
+    assert.equal(onPath.ok === false ? onPath.kind : 'ok', 'not-found')
   })
 
   it('denies a symlink named echo that points to rm when deny has rm', () => {

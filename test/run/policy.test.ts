@@ -1,11 +1,11 @@
 // Secure defaults and command policy, end to end through run().
 import assert from 'node:assert/strict'
-import { existsSync, lchownSync, readdirSync, readlinkSync, symlinkSync } from 'node:fs'
+import { existsSync, lchownSync, readdirSync, readlinkSync, symlinkSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 import { describe, it } from 'node:test'
 import { PolicyError, type RunOptions, run } from '../../src/index.js'
 import { parsePolicy, uidPoolSchema } from '../../src/policy/schema.js'
-import { leftBehind, notRoot, skipTier, tempDir, worldWritableDir } from '../helpers.js'
+import { leftBehind, notRoot, skipTier, TIERS, tempDir, worldWritableDir } from '../helpers.js'
 
 describe('policy through run()', () => {
   it('defaults are on: limits set, network none, auto isolation', () => {
@@ -52,6 +52,23 @@ describe('policy through run()', () => {
     assert.equal(r.status, 'not-found')
     assert.equal(r.violation?.kind, 'not-found')
   })
+
+  for (const isolation of TIERS) {
+    it(`${isolation}: a command that is there but cannot be executed is denied, limit executable`, {
+      skip: skipTier(isolation),
+    }, async () => {
+      const plain = path.join(tempDir('cordon-exec-', { mode: 0o755 }), 'plain.sh')
+      writeFileSync(plain, 'echo never\n', { mode: 0o644 })
+      const r = await run([plain], { isolation })
+      assert.equal(r.status, 'denied')
+      assert.deepEqual(r.violation, {
+        kind: 'denied',
+        limit: 'executable',
+        message: `${plain}: Permission denied (not executable)`,
+      })
+      assert.equal((await run([path.dirname(plain)], { isolation })).violation?.limit, 'executable')
+    })
+  }
 
   it("a writable or cwd that goes through a symlink a sandbox uid owns is refused; root's are fine", {
     skip: notRoot,
