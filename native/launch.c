@@ -5,7 +5,8 @@
  *
  *   cordon-launch --keep-fds=[N,...] [--cpu=S:H] [--fsize=N] [--core=N] [--data=N] [--nproc=N] [--nofile=N]
  *                 [--join=FILE]... [--unshare-net] [--unshare-ipc] [--mkdir=DIR] [--uid=N --gid=N]
- *                 [--mount-ns [--keep=PATH]... [--empty=DIR]... [--tmpfs=DIR]... [--tmpfs-size=N] [--proc]]
+ *                 [--mount-ns [--keep=PATH]... [--empty=DIR]... [--tmpfs=DIR]... [--tmpfs-size=N] [--proc]
+ *                  [--ro-bind-data=PATH:TEXT]...] [--memfd=N:TEXT]...
  *                 [--landlock-fs [--landlock-write=PATH]... [--landlock-write-fd=N]...] [--scope-signals]
  *                 [--scope-abstract-unix] [--seccomp=HEX] [--bwrap-env] [--monitor [--kill-session]]
  *                 [--argv0=NAME] -- PROGRAM [ARGS...]
@@ -29,7 +30,8 @@
  * the --landlock-write paths and the --landlock-write-fd fds, judged paths cordon opened and passed, each
  * closed once its rule is made; no signals to, and no abstract unix sockets of, processes outside the
  * sandbox); the seccomp program (struct sock_filter[] in hex: a few hundred bytes, and an argument
- * costs no pipe); exec. With --bwrap-env PROGRAM is bwrap: the environment is the sandbox's, so it reaches
+ * costs no pipe); exec. --ro-bind-data and --memfd give the sandbox files cordon wrote (its own /etc/passwd
+ * and /etc/group): see bind_data and data_fd. With --bwrap-env PROGRAM is bwrap: the environment is the sandbox's, so it reaches
  * bwrap only as --clearenv/--setenv arguments (through --args and a memfd, never the visible argv) and bwrap
  * itself starts with an empty one: bwrap is dynamically linked and runs outside the namespaces it is about
  * to make, where an LD_PRELOAD or GCONV_PATH from the policy would run code.
@@ -330,6 +332,54 @@ struct cover {
   const char *path;
   int empty; /* an empty read-only tmpfs of root's (else the sandbox's own, writable) */
 };
+
+/* A file cordon wrote, for the sandbox: --ro-bind-data's PATH (or --memfd's fd) and its TEXT. */
+struct data {
+  const char *path;
+  int fd;
+  const char *text;
+};
+#define MAX_DATA 8
+
+/*
+ * --ro-bind-data=PATH:TEXT (with --mount-ns, after private_mounts): a file holding TEXT over PATH, an
+ * existing file beneath directories only root can write (/etc/passwd). Made root's, 0444, in `stage` (the
+ * first --tmpfs cover: a tmpfs of this namespace's, which a bind can take a file from, unlike a memfd),
+ * bound read-only, and its name removed before the sandbox runs: the read-only mount is the only way to it.
+ */
+static void bind_data(const char *stage, const struct data *d, int n) {
+  char file[PATH_MAX];
+  struct stat st;
+  require_root_only_parents(d->path);
+  if (lstat(d->path, &st) != 0) die("cannot look at", d->path);
+  if (!S_ISREG(st.st_mode)) {
+    errno = EINVAL;
+    die("not a file to cover:", d->path);
+  }
+  snprintf(file, sizeof file, "%s/.cordon-data-%d", stage, n);
+  int fd = open(file, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444);
+  if (fd < 0) die("cannot make", file);
+  size_t len = strlen(d->text);
+  if (write(fd, d->text, len) != (ssize_t)len) die("cannot write", file);
+  close(fd);
+  if (mount(file, d->path, NULL, MS_BIND, NULL) != 0) die("cannot bind data over", d->path);
+  if (mount(NULL, d->path, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0)
+    die("cannot make read-only", d->path);
+  if (unlink(file) != 0) die("cannot remove", file);
+}
+
+/* --memfd=N:TEXT: fd N is a memfd holding TEXT, read from its start (bwrap's --ro-bind-data N DEST copies it
+   into the sandbox). Made once only the kept fds are open, none of which is N. */
+static void data_fd(const struct data *d) {
+  int fd = (int)syscall(SYS_memfd_create, "cordon-data", 0);
+  if (fd < 0) die("memfd_create", "for --memfd");
+  size_t len = strlen(d->text);
+  if (write(fd, d->text, len) != (ssize_t)len || lseek(fd, 0, SEEK_SET) != 0) die("cannot fill", "a memfd");
+  if (fd != d->fd) {
+    if (dup2(fd, d->fd) != d->fd) die("dup2", "a memfd");
+    close(fd);
+  }
+}
 
 /*
  * --mount-ns (root, the process tier): a mount namespace of the sandbox's own, so what it mounts is seen by
@@ -749,6 +799,8 @@ int main(int argc, char **argv) {
   rlim_t tmpfs_size = 0;
   const char *writable[MAX_WRITABLE], *join[MAX_JOIN], *scratch = NULL, *seccomp = NULL, *keeps[MAX_MOUNTS], *argv0 = NULL;
   struct cover covers[MAX_MOUNTS];
+  struct data files[MAX_DATA], memfds[MAX_DATA];
+  int n_files = 0, n_memfds = 0;
   int n_writable = 0, n_writable_fd = 0, n_join = 0;
   if (argc == 2 && strcmp(argv[1], "--landlock-abi") == 0) {
     printf("%d\n", landlock_abi());
@@ -804,6 +856,17 @@ int main(int argc, char **argv) {
     } else if ((v = prefixed(a, "--tmpfs-size="))) tmpfs_size = number(v, a);
     else if (strcmp(a, "--mount-ns") == 0) mount_ns = 1;
     else if (strcmp(a, "--proc") == 0) proc = 1;
+    else if ((v = prefixed(a, "--ro-bind-data="))) {
+      char *colon = strchr(argv[i], ':');
+      if (n_files == MAX_DATA || *v != '/' || !colon) usage(a);
+      *colon = '\0'; /* PATH ends there, TEXT follows */
+      files[n_files++] = (struct data){v, -1, colon + 1};
+    } else if ((v = prefixed(a, "--memfd="))) {
+      char *end;
+      long fd = strtol(v, &end, 10);
+      if (n_memfds == MAX_DATA || end == v || *end != ':' || fd < 3 || fd > 1 << 20) usage(a);
+      memfds[n_memfds++] = (struct data){NULL, (int)fd, end + 1};
+    }
     else if ((v = prefixed(a, "--landlock-write-fd="))) {
       long fd = (long)number(v, a);
       if (n_writable_fd == MAX_WRITABLE || fd < 3 || fd > 1 << 20) usage(a);
@@ -836,6 +899,13 @@ int main(int argc, char **argv) {
       covered |= strcmp(keeps[k], covers[c].path) == 0 || beneath(keeps[k], covers[c].path);
     if (!covered) usage("--keep (a path beneath no --tmpfs or --empty)");
   }
+  const char *stage = NULL;
+  for (int c = 0; c < n_covers && !stage; c++)
+    if (!covers[c].empty) stage = covers[c].path;
+  if (n_files && !stage) usage("--ro-bind-data needs --mount-ns and a --tmpfs");
+  for (int m = 0; m < n_memfds; m++)
+    for (int k = 0; k < n_keep; k++)
+      if (memfds[m].fd == keep[k]) usage("--memfd (an fd that is kept)");
   close_fds(3, keep, n_keep); /* inherited ones above stderr */
   if (monitored) {
     monitor(uid, gid, join, n_join, scratch);
@@ -846,6 +916,7 @@ int main(int argc, char **argv) {
   if (unshare_net && unshare(CLONE_NEWNET) != 0) die("unshare", "network namespace");
   if (unshare_ipc && unshare(CLONE_NEWIPC) != 0) die("unshare", "IPC namespace");
   if (mount_ns) private_mounts(covers, n_covers, keeps, n_keeps, proc, tmpfs_size, uid, gid);
+  for (int f = 0; f < n_files; f++) bind_data(stage, &files[f], f);
   /* A fresh name under the host's TMPDIR: mkdir refuses one that exists, so nothing is followed. */
   if (scratch) {
     if (mkdir(scratch, 0700) != 0) die("cannot make", scratch);
@@ -860,6 +931,7 @@ int main(int argc, char **argv) {
   /* Set after the uid change (which clears it); a parent already gone means cordon died meanwhile. */
   if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) die("pdeathsig", NULL);
   if (getppid() != parent) return 1;
+  for (int m = 0; m < n_memfds; m++) data_fd(&memfds[m]);
   if (landlock_fs || scoped) apply_landlock(landlock_fs, writable, n_writable, writable_fd, n_writable_fd, scoped);
   if (seccomp) apply_seccomp(seccomp);
   if (bwrap_env) {

@@ -30,6 +30,8 @@ export interface LauncherSpec {
     keeps: readonly string[]
     proc: boolean
     tmpfsBytes: number
+    /** Files holding these contents, read-only, over these host files (cordon's /etc/passwd, /etc/group). */
+    files?: readonly { path: string; content: string }[]
   } | null
   /** The sandbox's own uid/gid, when cordon runs as root. */
   drop: { uid: number; gid: number } | null
@@ -44,6 +46,11 @@ export interface LauncherSpec {
   scope: { signals: boolean; abstractUnix: boolean }
   /** The seccomp program (struct sock_filter[]), passed in hex; null for none. */
   seccomp: Buffer | null
+  /**
+   * fds the launcher makes memfds holding these contents, for bwrap's --ro-bind-data (cordon's /etc/passwd
+   * and /etc/group). None of them may be in `keepFds`.
+   */
+  memfds?: readonly { fd: number; content: string }[]
   /** `program` is bwrap: it gets the environment as arguments for the sandbox, and none of its own. */
   bwrapEnv: boolean
   /**
@@ -76,6 +83,7 @@ export function launcherArgv(spec: LauncherSpec): string[] {
           ...spec.mounts.covers.map((c) => `--${c.empty ? 'empty' : 'tmpfs'}=${c.path}`),
           `--tmpfs-size=${spec.mounts.tmpfsBytes}`,
           ...(spec.mounts.proc ? ['--proc'] : []),
+          ...(spec.mounts.files ?? []).map((f) => `--ro-bind-data=${f.path}:${f.content}`),
         ]
       : []),
     ...(spec.scratch ? [`--mkdir=${spec.scratch}`] : []),
@@ -90,6 +98,7 @@ export function launcherArgv(spec: LauncherSpec): string[] {
     ...(spec.scope.signals ? ['--scope-signals'] : []),
     ...(spec.scope.abstractUnix ? ['--scope-abstract-unix'] : []),
     ...(spec.seccomp ? [`--seccomp=${spec.seccomp.toString('hex')}`] : []),
+    ...(spec.memfds ?? []).map((m) => `--memfd=${m.fd}:${m.content}`),
     ...(spec.bwrapEnv ? ['--bwrap-env'] : []),
     ...(spec.monitor ? ['--monitor'] : []),
     ...(spec.monitor && spec.killSession ? ['--kill-session'] : []),

@@ -1,9 +1,10 @@
 import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
+import { readFileSync } from 'node:fs'
 import { describe, it } from 'node:test'
 import { execStep, LAUNCHER_PATH, type LauncherSpec, launcherArgv } from '../../src/plan/launcher.js'
 import { processMounts, ROOT_TMPDIR } from '../../src/plan/process-mounts.js'
-import { noLauncher } from '../helpers.js'
+import { noLauncher, notRoot } from '../helpers.js'
 
 const base: LauncherSpec = {
   launcher: '/opt/cordon/native/cordon-launch',
@@ -51,7 +52,9 @@ describe('launcherArgv', () => {
         keeps: ['/run/user/1000/work'],
         proc: true,
         tmpfsBytes: 8192,
+        files: [{ path: '/etc/passwd', content: 'root:x:0:0::/:/bin/sh\n' }],
       },
+      memfds: [{ fd: 10, content: 'a:b\n' }],
       drop: { uid: 60007, gid: 60000 },
       writable: ['/work', '/tmp/cordon-tmp-x', '/dev/null'],
       scope: { signals: true, abstractUnix: true },
@@ -76,6 +79,7 @@ describe('launcherArgv', () => {
       '--tmpfs=/run/cordon',
       '--tmpfs-size=8192',
       '--proc',
+      '--ro-bind-data=/etc/passwd:root:x:0:0::/:/bin/sh\n',
       '--mkdir=/tmp/cordon-tmp-x',
       '--uid=60007',
       '--gid=60000',
@@ -86,6 +90,7 @@ describe('launcherArgv', () => {
       '--scope-signals',
       '--scope-abstract-unix',
       '--seccomp=060000000000ff7f',
+      '--memfd=10:a:b\n',
       '--bwrap-env',
       '--monitor',
       '--kill-session',
@@ -192,6 +197,49 @@ describe('the launcher binary', { skip: noLauncher }, () => {
   it('--argv0: the program runs as the file given, named as asked', () => {
     const r = launch(['--keep-fds=', '--argv0=called-so', '--', '/bin/sh', '-c', 'echo $0'])
     assert.equal(r.stdout, 'called-so\n', r.stderr)
+  })
+
+  // bash: dash reads no fd above 9. What is read from the fd itself starts at its offset, as bwrap reads it.
+  it('--memfd=N:TEXT: fd N holds TEXT from its start; never a kept fd', () => {
+    const r = launch([
+      '--keep-fds=',
+      '--memfd=10:one\ntwo\n',
+      '--memfd=11:x',
+      '--',
+      '/bin/bash',
+      '-c',
+      'cat <&10; cat <&11',
+    ])
+    assert.equal(r.stdout, 'one\ntwo\nx', r.stderr)
+    const kept = launch(['--keep-fds=10', '--memfd=10:x', '--', '/bin/true'])
+    assert.equal(kept.status, 1)
+    assert.match(kept.stderr, /bad argument: --memfd \(an fd that is kept\)/)
+  })
+
+  it('--ro-bind-data needs a mount namespace of its own and a tmpfs to make the file in', () => {
+    const r = launch(['--keep-fds=', '--ro-bind-data=/etc/passwd:x', '--', '/bin/true'])
+    assert.equal(r.status, 1)
+    assert.match(r.stderr, /bad argument: --ro-bind-data needs --mount-ns and a --tmpfs/)
+  })
+
+  it('--ro-bind-data=PATH:TEXT covers PATH with TEXT, read-only, leaving nothing in the tmpfs', {
+    skip: notRoot,
+  }, () => {
+    const r = launch([
+      '--keep-fds=',
+      '--mount-ns',
+      `--tmpfs=${ROOT_TMPDIR}`,
+      '--tmpfs-size=65536',
+      '--ro-bind-data=/etc/passwd:only:x:1:1::/:/bin/sh\n',
+      '--uid=65534',
+      '--gid=65534',
+      '--',
+      '/bin/sh',
+      '-c',
+      `cat /etc/passwd; echo x >> /etc/passwd || echo ro; ls -A ${ROOT_TMPDIR}; echo end`,
+    ])
+    assert.equal(r.stdout, 'only:x:1:1::/:/bin/sh\nro\nend\n', r.stderr)
+    assert.notEqual(readFileSync('/etc/passwd', 'utf8'), 'only:x:1:1::/:/bin/sh\n', "the host's is untouched")
   })
 
   it('refuses a --landlock-write-fd it was not given (an fd it did not keep)', () => {
