@@ -3,6 +3,7 @@
 // paths, every namespace unshared (network too unless asked), own session, dies with its parent.
 import path from 'node:path'
 import { BRIDGE_MOUNT_POINT } from '../net/proxy.js'
+import { IDENTITY_PATHS, type IdentityPath } from './identity.js'
 
 /** Where a run's proxy sockets appear inside the sandbox (network allowlist). */
 export const NET_DIR_INSIDE = '/tmp/.cordon-net'
@@ -73,6 +74,13 @@ export interface BwrapSpec {
    * view (no binds) shows an empty directory. Unset: the host's, as the root shows it.
    */
   cgroups?: CgroupView
+  /**
+   * cordon's own /etc/passwd and /etc/group (identity.ts), read-only, in place of the host's: called once
+   * for each the sandbox really gets, it returns the fd bwrap copies it from (--ro-bind-data). Not on
+   * another root (the tree's own users are not the host's), nor where the policy lists that very path
+   * (`readable`, `writable`: listed wins) or hides it or a directory above it. Unset: the host's.
+   */
+  identityFd?: (path: IdentityPath) => number
 }
 
 /** What programs need to run in strict mode: the userland, and the few /etc files the loader and libc read. */
@@ -152,8 +160,10 @@ export function bwrapArgs(spec: BwrapSpec): string[] {
     }
     for (const p of spec.readable ?? []) add(p, 0, false, ['--ro-bind', p, p], true)
   } else if (spec.readable) {
-    // --ro-bind-try: a system path this distribution lacks (/lib32, /libx32) is simply absent.
-    for (const p of SYSTEM_PATHS) if (!insideExplicit(p)) add(p, 0, false, ['--ro-bind-try', p, p])
+    // --ro-bind-try: a system path this distribution lacks (/lib32, /libx32) is simply absent. The host's
+    // users only when cordon gives none of its own.
+    const own = (p: string) => spec.identityFd !== undefined && IDENTITY_PATHS.some((i) => i === p)
+    for (const p of SYSTEM_PATHS) if (!insideExplicit(p) && !own(p)) add(p, 0, false, ['--ro-bind-try', p, p])
     for (const p of spec.readable) add(p, 0, false, ['--ro-bind', p, p], true)
   } else {
     add('/', 0, false, ['--ro-bind', '/', '/'])
@@ -182,6 +192,13 @@ export function bwrapArgs(spec: BwrapSpec): string[] {
   const hide = spec.hide.filter(
     (h) => !explicit.includes(h.path) && h.path !== spec.cwd && !isPrivate(h.path),
   )
+  // cordon's users in place of the host's, over whatever would show the host's (the root, /etc listed).
+  if (spec.identityFd && !spec.rootfs) {
+    for (const p of IDENTITY_PATHS) {
+      if (explicit.includes(p) || hide.some((h) => covers(h.path, p))) continue
+      add(p, 4, true, ['--ro-bind-data', String(spec.identityFd(p)), p])
+    }
+  }
   // A hidden file reads as an empty /dev/null (a plain bind would be nodev and unreadable).
   for (const h of hide) add(h.path, 4, true, h.dir ? tmpfs(h.path) : ['--dev-bind', '/dev/null', h.path])
   // The host's cgroups (every run's names, usage and limits) give way to the sandbox's own, read-only, at

@@ -24,8 +24,8 @@ import { PolicyError } from '../errors.js'
 /** open(2)'s O_PATH on x86_64 and the generic Linux ABI (arm64, riscv); fs.constants lacks it. */
 export const O_PATH = 0o10000000
 
-/** The sandbox's fds for judged paths start here (0–9 are stdio and cordon's pipes). */
-export const FIRST_PATH_FD = 10
+/** The sandbox's fds for judged paths start here (0–9 are stdio and cordon's pipes, 10–11 IDENTITY_FDS). */
+export const FIRST_PATH_FD = 12
 
 /** Symlinks followed while resolving one path, as the kernel's own limit. */
 const MAX_HOPS = 40

@@ -24,6 +24,7 @@ import {
   sandboxCgroupName,
 } from './cgroups.js'
 import { clockEnv } from './clock.js'
+import { type IdentityPath, identityFiles } from './identity.js'
 import { execStep, LANDLOCK_SCOPES, launcherArgv } from './launcher.js'
 import {
   hiddenPaths,
@@ -103,6 +104,11 @@ export const SECCOMP_FD = 5
 export const LOG_FD = 6
 /** A called function's request (in) and reply (out), kept off stdout so nothing printed can forge them. */
 export const CALL_FDS = { request: 7, reply: 8 } as const
+/**
+ * bwrap copies cordon's /etc/passwd and /etc/group from these (--ro-bind-data): memfds the launcher makes
+ * from its argv, so no pipe and nothing on the host's disk. Not piped: no entry in `pipedFds`.
+ */
+export const IDENTITY_FDS: Readonly<Record<IdentityPath, number>> = { '/etc/passwd': 10, '/etc/group': 11 }
 
 export { TOKEN_FD }
 
@@ -366,6 +372,8 @@ export function prepare(
     let scratch: string | null = null
     let mounts: ReturnType<typeof processMounts> | null = null
     let inner: readonly string[] = program
+    /** Which of cordon's own /etc files bwrap shows (the rest are the tree's, listed or hidden). */
+    const identityShown: IdentityPath[] = []
     if (tier === 'namespace') {
       // Only bwrap hides paths (the process tier does not): resolved only for it.
       const hide = hiddenPaths((policy.hide ?? defaultHide()).map((p) => path.resolve(cwd, p)))
@@ -391,6 +399,10 @@ export function prepare(
           ...(stepFile ? { execStep: stepFile } : {}),
           ...(network === 'none' ? { sockets: recentHostSockets(), socketLive: isSocket } : {}),
           cgroups: ownCgroupView(cgroup),
+          identityFd: (p) => {
+            identityShown.push(p)
+            return IDENTITY_FDS[p]
+          },
         }),
         '--',
         ...program,
@@ -416,6 +428,10 @@ export function prepare(
           env[name] = scratch ?? ROOT_TMPDIR
       }
     }
+    // Its own user, with the HOME it now has: the run's uid, or (namespace tier, not as root) this user's,
+    // which bwrap maps to itself. The process tier not as root has no mount namespace: the host's stay.
+    const who = lease ?? { uid: process.getuid?.() ?? 0, gid: process.getgid?.() ?? 0 }
+    const identity = identityFiles(who.uid, who.gid, env.HOME ?? '/')
     const fenced = tier === 'process'
     const landlockFs = fenced && caps.landlock >= 1
     // Landlock's rules for the judged writable paths are made from their fds, not by opening the names again.
@@ -431,7 +447,12 @@ export function prepare(
       unshareNet: fenced && noNetwork && processTierNetns(caps, seccomp !== null),
       // Shared memory would otherwise outlive the run on the host, holding memory and data for the next.
       unshareIpc: fenced && caps.isRoot,
-      mounts: mounts && { ...mounts, tmpfsBytes: policy.limits.tmpfsBytes },
+      mounts: mounts && {
+        ...mounts,
+        tmpfsBytes: policy.limits.tmpfsBytes,
+        files: mounts.identity.map((p) => ({ path: p, content: identity[p] })),
+      },
+      memfds: identityShown.map((p) => ({ fd: IDENTITY_FDS[p], content: identity[p] })),
       drop: lease && { uid: lease.uid, gid: lease.gid },
       writable: landlockFs ? [...(mounts ? mounts.writable : [scratch!]), ...DEVICES_WRITABLE] : null,
       writableFds,

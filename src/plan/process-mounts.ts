@@ -1,6 +1,7 @@
 // The process tier's own mounts as root: its child unshares a mount namespace (the launcher's
 // --mount-ns) and covers a few host directories with its own. Pure: plan.ts decides when, this spells what.
 import { covers as beneathOrAt } from './bwrap.js'
+import { IDENTITY_PATHS, type IdentityPath } from './identity.js'
 
 /** The sandbox's TMPDIR (and HOME) as root: a tmpfs of tmpfsBytes over this root-only directory. */
 export const ROOT_TMPDIR = '/run/cordon'
@@ -24,6 +25,8 @@ export interface ProcessMounts {
   writable: string[]
   /** A procfs of its own that shows the sandbox uid its own processes only. */
   proc: true
+  /** Host files covered by cordon's own, read-only (see identity.ts). */
+  identity: IdentityPath[]
 }
 
 /**
@@ -35,6 +38,8 @@ export interface ProcessMounts {
  * - Paths the policy names beneath a cover (a cwd or writable directory under /run) are shown again; a
  *   cover itself as the cwd (cordon started from /run) shows the sandbox's own, never the host's, but a
  *   cover asked for as writable (`/dev/shm`) is the host's, as the policy says.
+ * - /etc/passwd and /etc/group: cordon's own (identity.ts), not the host's list of users; a file the policy
+ *   names as writable is the host's, as it says.
  */
 export function processMounts(spec: ProcessMountsSpec): ProcessMounts {
   const coverList = [
@@ -48,5 +53,6 @@ export function processMounts(spec: ProcessMountsSpec): ProcessMounts {
     ...new Set([...spec.shown.filter(under), ...spec.writable.filter((p) => under(p) || isCover(p))]),
   ]
   const keeps = candidates.filter((p) => !candidates.some((q) => q !== p && beneathOrAt(q, p))).sort()
-  return { covers: coverList, keeps, writable: [ROOT_TMPDIR, spec.shm], proc: true }
+  const identity = IDENTITY_PATHS.filter((p) => !spec.writable.includes(p))
+  return { covers: coverList, keeps, writable: [ROOT_TMPDIR, spec.shm], proc: true, identity }
 }

@@ -1,7 +1,7 @@
 // The sandbox's file descriptors beyond stdio, by number: bwrap's status fd and seccomp program, the
 // launcher's refusal pipe, the log channel, a called function's request and reply, the network bridge's
 // token, and from FIRST_PATH_FD the judged paths the sandbox gets by fd. One layout, so spawn's stdio
-// array and the pipes agree.
+// array and the pipes agree. (IDENTITY_FDS, between them, are the launcher's own memfds: nothing here.)
 import type { ChildProcess } from 'node:child_process'
 import type { Readable, Writable } from 'node:stream'
 import {

@@ -9,6 +9,7 @@ import {
   NET_DIR_INSIDE,
   SYSTEM_PATHS,
 } from '../../src/plan/bwrap.js'
+import { IDENTITY_PATHS, type IdentityPath } from '../../src/plan/identity.js'
 
 const BYTES = 64 * 1024 * 1024
 const SIZE = String(BYTES)
@@ -91,6 +92,7 @@ const ARITY: Record<string, number> = {
   '--bind': 2,
   '--bind-fd': 2,
   '--ro-bind-fd': 2,
+  '--ro-bind-data': 2,
   '--symlink': 2,
   '--dev-bind': 2,
   '--dev': 1,
@@ -131,7 +133,7 @@ function parse(args: readonly string[]): Op[] {
 }
 
 const BINDS = new Set(['--ro-bind', '--ro-bind-try', '--bind', '--dev-bind'])
-const MOUNTS = new Set([...BINDS, '--tmpfs', '--dev', '--proc'])
+const MOUNTS = new Set([...BINDS, '--ro-bind-data', '--tmpfs', '--dev', '--proc'])
 type Mount = Op & { dest: string }
 /** Every mount, with where it lands, in argv order (a hidden file's /dev/null bind included). */
 const mounts = (args: readonly string[]): Mount[] =>
@@ -689,6 +691,7 @@ describe('bwrapArgs', () => {
           writable: ['/home/u/proj/out', '/tmp/o'],
           hide: [dir('/home/u'), file('/etc/secret'), dir('/root')],
           network: 'host',
+          identityFd: (p) => (p === '/etc/passwd' ? 10 : 11),
         }),
       ],
       [
@@ -700,6 +703,7 @@ describe('bwrapArgs', () => {
           hide: [dir('/home/u')],
           statusFd: 3,
           seccompFd: 5,
+          identityFd: (p) => (p === '/etc/passwd' ? 10 : 11),
         }),
       ],
       ['strict, cwd elsewhere', spec({ cwd: '/srv/x', readable: [], writable: ['/srv/x/y'] })],
@@ -1090,6 +1094,68 @@ describe('bwrapArgs', () => {
       assert.deepEqual(covered(bwrapArgs(spec({ cwd: '/srv/p', sockets: ['/srv/p/dev.sock'] }))), [
         '/srv/p/dev.sock',
       ])
+    })
+  })
+
+  describe("cordon's own /etc/passwd and /etc/group", () => {
+    /** The fds asked for, in order, and the spec's callback that records them. */
+    const asked = () => {
+      const fds: IdentityPath[] = []
+      const identityFd = (p: IdentityPath) => {
+        fds.push(p)
+        return p === '/etc/passwd' ? 10 : 11
+      }
+      return { fds, identityFd }
+    }
+    const data = (fd: string, p: string) => ['--ro-bind-data', fd, p]
+    const OWN = [...data('10', '/etc/passwd'), ...data('11', '/etc/group')]
+
+    it('shows them read-only over the host root, from the fds it asks for', () => {
+      const a = asked()
+      const args = bwrapArgs(spec({ identityFd: a.identityFd }))
+      assert.deepEqual(a.fds, [...IDENTITY_PATHS])
+      before(args, ro('/'), data('10', '/etc/passwd'))
+      before(args, data('10', '/etc/passwd'), data('11', '/etc/group'))
+      before(args, data('11', '/etc/group'), remount('/dev'))
+      for (const p of IDENTITY_PATHS) assert.equal(topmost(args, p)?.flag, '--ro-bind-data')
+    })
+
+    it("strict mode binds neither host file, then cordon's", () => {
+      const args = bwrapArgs(spec({ readable: [], identityFd: asked().identityFd }))
+      for (const p of IDENTITY_PATHS) assert.equal(indexOf(args, '--ro-bind-try', p, p), -1)
+      at(args, ...OWN)
+      // Without them the host's, as before.
+      for (const p of IDENTITY_PATHS) at(bwrapArgs(spec({ readable: [] })), '--ro-bind-try', p, p)
+    })
+
+    it('covers the host files inside a listed, writable or re-bound /etc too', () => {
+      for (const s of [
+        spec({ readable: ['/etc'] }),
+        spec({ writable: ['/etc'] }),
+        spec({ readable: [], cwd: '/etc' }),
+        spec({ cwd: '/etc', hide: [dir('/etc')] }),
+      ]) {
+        const args = bwrapArgs({ ...s, identityFd: asked().identityFd })
+        for (const p of IDENTITY_PATHS) assert.equal(topmost(args, p)?.flag, '--ro-bind-data', args.join(' '))
+      }
+    })
+
+    it('leaves a file the policy lists itself, one it hides, and another root, and asks no fd for them', () => {
+      const cases: [BwrapSpec, IdentityPath[]][] = [
+        [spec({ readable: ['/etc/passwd'] }), ['/etc/group']],
+        [spec({ writable: ['/etc/group'] }), ['/etc/passwd']],
+        [spec({ hide: [file('/etc/passwd')] }), ['/etc/group']],
+        [spec({ hide: [dir('/etc')] }), []],
+        [spec({ rootfs: { dir: '/r', entries: [{ name: 'etc', symlink: null }] } }), []],
+      ]
+      for (const [s, shown] of cases) {
+        const a = asked()
+        const args = bwrapArgs({ ...s, identityFd: a.identityFd })
+        assert.deepEqual(a.fds, shown)
+        assert.equal(args.filter((x) => x === '--ro-bind-data').length, shown.length)
+      }
+      const hiddenArgs = bwrapArgs(spec({ hide: [file('/etc/passwd')], identityFd: asked().identityFd }))
+      hidden(hiddenArgs, '/etc/passwd', false)
     })
   })
 

@@ -124,7 +124,12 @@ describe('processMounts (the process tier as root)', () => {
       keeps: [],
       writable: [ROOT_TMPDIR, '/dev/shm'],
       proc: true,
+      identity: ['/etc/passwd', '/etc/group'],
     })
+  })
+
+  it("cordon's own /etc/passwd and /etc/group, but a file the policy names writable is the host's", () => {
+    assert.deepEqual(processMounts({ ...spec, writable: ['/etc/passwd', '/etc'] }).identity, ['/etc/group'])
   })
 
   it("with the host's network /run stays the host's", () => {
