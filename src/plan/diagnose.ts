@@ -83,7 +83,7 @@ function clockCheck(caps: Capabilities): Check {
   }
 }
 
-function processTierCheck(caps: Capabilities): Check {
+export function processTierCheck(caps: Capabilities): Check {
   if (!caps.launcher) {
     return {
       name: 'process tier',
@@ -103,8 +103,8 @@ function processTierCheck(caps: Capabilities): Check {
         : "no sockets but unix ones (seccomp); the host's abstract unix sockets stay reachable"
   // As root its own mount namespace bounds TMPDIR; otherwise TMPDIR is a host directory.
   const mounts = caps.isRoot
-    ? 'own mount namespace: TMPDIR and /dev/shm are tmpfs of tmpfsBytes, /proc shows its own processes only, /run is empty without the network'
-    : 'TMPDIR is a host directory: tmpfsBytes is NOT enforced (only each file, by maxFileSizeBytes; perProcessLimits says so); /proc shows every process'
+    ? "own mount namespace: TMPDIR and /dev/shm are tmpfs of tmpfsBytes, /proc shows its own processes only, /run is empty without the network, /etc/passwd and /etc/group are cordon's (user sandbox)"
+    : "TMPDIR is a host directory: tmpfsBytes is NOT enforced (only each file, by maxFileSizeBytes; perProcessLimits says so); /proc shows every process; the host's /etc/passwd and /etc/group (its users) stay visible and whoami names this user"
   return {
     name: 'process tier',
     ok: true,
@@ -211,7 +211,7 @@ export function diagnose(): Diagnosis {
       name: 'namespace tier',
       ok: namespaceOk,
       detail: namespaceOk
-        ? 'read-only root, private /tmp, private /run (host daemon sockets) unless network is host, own PID and network namespaces, dies with parent'
+        ? "read-only root, private /tmp, private /run (host daemon sockets) unless network is host, own PID and network namespaces, cordon's /etc/passwd and /etc/group (user sandbox), dies with parent"
         : caps.launcher
           ? 'unavailable: isolation "auto" falls back to the process tier (below)'
           : "unavailable: cordon's launcher is not built (see process tier), so neither tier runs",

@@ -1,7 +1,8 @@
 // The doctor's checks that are pure functions of what the machine reports.
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
-import { openFilesCheck, socketMemoryCheck } from '../../src/plan/diagnose.js'
+import { probeCapabilities } from '../../src/plan/capabilities.js'
+import { openFilesCheck, processTierCheck, socketMemoryCheck } from '../../src/plan/diagnose.js'
 
 describe('socket memory check', () => {
   it('v1: TCP capped by kmem.tcp, unix charged, the unaccepted-connection gap named', () => {
@@ -42,5 +43,21 @@ describe('open files check', () => {
     assert.match(c.detail, /2466167/)
     assert.match(c.detail, /1129 MiB/)
     assert.match(c.fix ?? '', /fs\.file-max/)
+  })
+})
+
+describe('process tier check', () => {
+  const caps = probeCapabilities()
+  it("says whose /etc/passwd the sandbox sees: cordon's as root, the host's (its users) otherwise", {
+    skip: caps.launcher ? false : 'the launcher is not built',
+  }, () => {
+    assert.match(
+      processTierCheck({ ...caps, isRoot: true }).detail,
+      /\/etc\/passwd and \/etc\/group are cordon's/,
+    )
+    assert.match(
+      processTierCheck({ ...caps, isRoot: false }).detail,
+      /the host's \/etc\/passwd and \/etc\/group \(its users\) stay visible/,
+    )
   })
 })

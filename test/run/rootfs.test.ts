@@ -55,6 +55,16 @@ describe('root filesystems', { skip }, () => {
     assert.equal(readFileSync(`${dir}/result`, 'utf8'), 'out\n')
   })
 
+  it("shows the tree's own /etc/passwd and /etc/group, not cordon's (its users are not the host's)", async () => {
+    const tree = listRootfs().find((r) => r.name === NAME)!.dir
+    const r = await run(['cat', '/etc/passwd', '/etc/group'], { rootfs: NAME })
+    assert.equal(r.status, 'ok', r.stderr)
+    assert.equal(
+      r.stdout,
+      readFileSync(`${tree}/etc/passwd`, 'utf8') + readFileSync(`${tree}/etc/group`, 'utf8'),
+    )
+  })
+
   it('refuses a name that was never built, and the process tier', async () => {
     await assert.rejects(
       run(['true'], { rootfs: 'no-such-rootfs' }),
