@@ -1,10 +1,11 @@
 import assert from 'node:assert/strict'
-import { realpathSync, symlinkSync } from 'node:fs'
+import { chmodSync, mkdtempSync, realpathSync, rmSync, symlinkSync } from 'node:fs'
 import net from 'node:net'
+import os from 'node:os'
 import path from 'node:path'
 import { describe, it } from 'node:test'
 import { boundSockets, hostSockets } from '../../src/plan/sockets.js'
-import { tempDir } from '../helpers.js'
+import { asUnprivileged, notRoot, noUnprivileged, tempDir } from '../helpers.js'
 
 const PROC_NET_UNIX = `Num       RefCount Protocol Flags    Type St Inode Path
 0000000000000000: 00000002 00000000 00010000 0001 01 12345 /run/dbus/system_bus_socket
@@ -49,6 +50,25 @@ describe('hostSockets', () => {
     } finally {
       server.close()
       decoy.close()
+    }
+  })
+
+  it("passes over a socket in a directory the caller cannot search: another user's is not a failed run", {
+    skip: notRoot || noUnprivileged(),
+  }, async () => {
+    // Root's proxy sockets sit in 0700 directories under /tmp: the directory resolves, its entries do not.
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'cordon-sockets-locked-'))
+    chmodSync(dir, 0o700)
+    const server = net.createServer()
+    await new Promise<void>((r) => server.listen(path.join(dir, 'root.sock'), r))
+    try {
+      const out = await asUnprivileged<{ status: string }>(`
+        const r = await run(['true'], { isolation: 'namespace' })
+        return { status: r.status }`)
+      assert.equal(out.status, 'ok')
+    } finally {
+      server.close()
+      rmSync(dir, { recursive: true, force: true })
     }
   })
 })
