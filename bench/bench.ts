@@ -121,6 +121,12 @@ const RAW: CordonParts = { join: [], mkdir: false, via: 'launcher' }
  * The argv cordon's plan launches, from the same builders, with or without `parts`. The seccomp program,
  * when there is one, goes to bwrap or the launcher on the same fd as cordon sends it.
  */
+function noKeeps(keeps: readonly string[]): [] {
+  if (keeps.length > 0)
+    throw new Error(`the raw process tier cannot show ${keeps.join(', ')} again: run the bench elsewhere`)
+  return []
+}
+
 function rawLaunch(
   tier: Isolation,
   program: readonly string[],
@@ -172,7 +178,8 @@ function rawLaunch(
         scratch: parts.mkdir ? scratch : null,
         unshareNet: fenced && processTierNetns(caps, seccomp !== null),
         unshareIpc: fenced && caps.isRoot,
-        mounts: mounts && { ...mounts, tmpfsBytes: limits.tmpfsBytes },
+        // Kept paths come from judged fds, which a raw run has none of: the bench runs where none is needed.
+        mounts: mounts && { ...mounts, keeps: noKeeps(mounts.keeps), tmpfsBytes: limits.tmpfsBytes },
         drop: uid,
         writable:
           fenced && caps.landlock >= 1

@@ -5,8 +5,8 @@
  *
  *   cordon-launch --keep-fds=[N,...] [--cpu=S:H] [--fsize=N] [--core=N] [--data=N] [--nproc=N] [--nofile=N]
  *                 [--join=FILE]... [--unshare-net] [--unshare-ipc] [--mkdir=DIR] [--uid=N --gid=N]
- *                 [--mount-ns [--keep=PATH]... [--empty=DIR]... [--tmpfs=DIR]... [--tmpfs-size=N] [--proc]
- *                  [--ro-bind-data=PATH:TEXT]...] [--memfd=N:TEXT]...
+ *                 [--mount-ns [--keep-fd=N:PATH]... [--empty=DIR]... [--tmpfs=DIR]... [--tmpfs-size=N] [--proc]
+ *                  [--ro-bind-data=PATH:TEXT]...] [--memfd=N:TEXT]... [--stage-fd=N]...
  *                 [--landlock-fs [--landlock-write=PATH]... [--landlock-write-fd=N]...] [--scope-signals]
  *                 [--scope-abstract-unix] [--seccomp=HEX] [--bwrap-env] [--monitor [--kill-session]]
  *                 [--argv0=NAME] -- PROGRAM [ARGS...]
@@ -25,7 +25,8 @@
  * (write 0 to each FILE: v1 `tasks`, v2 `cgroup.procs`), so that nothing of the program ever runs outside
  * it; an empty network namespace and an IPC namespace of its own (need root; SysV IPC objects then die
  * with the sandbox instead of outliving it on the host); with --mount-ns (root, the process tier) a mount
- * namespace of its own (see private_mounts); the sandbox's private TMPDIR, made for uid/gid; drop to
+ * namespace of its own (see private_mounts); with --stage-fd (root, the namespace tier) one where the
+ * judged paths bwrap binds are reachable by the sandbox uid (see stage_fds); the sandbox's private TMPDIR, made for uid/gid; drop to
  * uid/gid with no supplementary groups; no_new_privs; parent-death SIGKILL; Landlock (writes only beneath
  * the --landlock-write paths and the --landlock-write-fd fds, judged paths cordon opened and passed, each
  * closed once its rule is made; no signals to, and no abstract unix sockets of, processes outside the
@@ -63,7 +64,6 @@
 #include <dirent.h>
 #include <limits.h>
 #include <sys/mman.h>
-#include <sys/fsuid.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -113,6 +113,7 @@ struct ll_path_beneath_attr {
 #define MAX_KEEP 1024
 #define MAX_FILTER_BYTES (4096 * sizeof(struct sock_filter))
 #define MAX_MOUNTS 64
+#define MAX_STAGE 256
 /* The new mount API (Linux 5.2), defined here for the same reason as Landlock's. */
 #ifndef SYS_open_tree
 #define SYS_open_tree 428
@@ -121,6 +122,9 @@ struct ll_path_beneath_attr {
 #define OPEN_TREE_CLONE_ 1
 #define AT_RECURSIVE_ 0x8000
 #define MOVE_MOUNT_F_EMPTY_PATH_ 0x4
+#ifndef AT_EMPTY_PATH
+#define AT_EMPTY_PATH 0x1000
+#endif
 #ifndef RENAME_NOREPLACE
 #define RENAME_NOREPLACE (1 << 0)
 #endif
@@ -381,14 +385,73 @@ static void data_fd(const struct data *d) {
   }
 }
 
+/* A judged path cordon passed as `fd`, shown again at `path` beneath a cover. */
+struct keep {
+  int fd;
+  const char *path;
+};
+
+/* A detached copy of the mount tree at the judged fd (open_tree, as a bind would take it), close-on-exec;
+   made in the namespace the fd was opened in. */
+static int copy_tree(int fd, const char *what) {
+  int copy = (int)syscall(SYS_open_tree, fd, "", OPEN_TREE_CLONE_ | O_CLOEXEC | AT_RECURSIVE_ | AT_EMPTY_PATH);
+  if (copy < 0) die("cannot copy the mount of", what);
+  return copy;
+}
+
+/* Where --stage-fd copies go, in the launcher's own mount namespace (see stage_fds). */
+#define STAGE_DIR "/run/cordon"
+
+/*
+ * --stage-fd (root, the namespace tier): bwrap, which runs as the sandbox uid, binds a judged path by its fd
+ * only through the path /proc/self/fd/N names, which it resolves with the sandbox uid's permissions: one
+ * beneath a directory that uid cannot search (a clone under root's 0700 home) is out of its reach. So each
+ * staged fd's mount tree is copied (open_tree, before the unshare, as it was judged: never looked up by
+ * name), a mount namespace of the launcher's own is made (bwrap's is made inside it; nothing reaches the
+ * host), a tmpfs of root's, mode 0711, covers STAGE_DIR (a root-only directory), each copy is attached
+ * there under its number, and the copy's fd, which now names that place, takes fd N's number: bwrap finds
+ * the very object judged, at a path the sandbox uid can reach, and its own check (the fd and the mount are
+ * the same file) holds. Nothing else of the directories above becomes reachable; bwrapArgs covers
+ * STAGE_DIR in the sandbox where the host's /run would show.
+ */
+static void stage_fds(const int *fds, int n) {
+  int copies[MAX_STAGE];
+  char name[64], what[32];
+  for (int s = 0; s < n; s++) {
+    snprintf(what, sizeof what, "fd %d", fds[s]);
+    copies[s] = copy_tree(fds[s], what);
+  }
+  if (unshare(CLONE_NEWNS) != 0) die("unshare", "mount namespace");
+  if (mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) die("mount", "propagation private");
+  mount_point(STAGE_DIR);
+  if (mount("tmpfs", STAGE_DIR, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=65536,mode=0711") != 0)
+    die("cannot mount a tmpfs on", STAGE_DIR);
+  for (int s = 0; s < n; s++) {
+    struct stat st;
+    if (fstat(copies[s], &st) != 0) die("cannot stat the copy of fd", NULL);
+    snprintf(name, sizeof name, STAGE_DIR "/%d", s);
+    int made = S_ISDIR(st.st_mode) ? mkdir(name, 0700) : close(open(name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+    if (made != 0) die("cannot make", name);
+    if (syscall(SYS_move_mount, copies[s], "", AT_FDCWD, name, MOVE_MOUNT_F_EMPTY_PATH_) != 0)
+      die("cannot attach the copy at", name);
+    /* The copy's fd now names the attached mount's root: it replaces the judged fd, without close-on-exec. */
+    if (dup2(copies[s], fds[s]) < 0) die("dup2", name);
+    close(copies[s]);
+  }
+  if (mount(NULL, STAGE_DIR, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0)
+    die("cannot make read-only", STAGE_DIR);
+}
+
 /*
  * --mount-ns (root, the process tier): a mount namespace of the sandbox's own, so what it mounts is seen by
  * its processes alone and goes with the last of them (the monitor stays in the host's). Propagation turns
  * private first, so nothing reaches the host. Then:
- * - the --keep paths (the policy's, at or under a cover below) are copied (open_tree) before anything
- *   covers them;
+ * - the --keep-fd paths (the policy's, at or under a cover below: judged paths cordon opened and passed as
+ *   fd N) are copied (open_tree of the fd, before the unshare: a mount of another namespace cannot be
+ *   copied) before anything covers them, so what is shown again is what was judged, and neither its name
+ *   nor a directory above it the sandbox uid cannot search is looked up again;
  * - each cover in order (parents first): an --empty tmpfs of root's (/run without the network: host daemons'
- *   sockets) or a --tmpfs of the sandbox's own, mode 0700, of --tmpfs-size bytes (its TMPDIR, /dev/shm):
+ *   sockets; a directory the sandbox uid cannot search above a path the policy names) or a --tmpfs of the sandbox's own, mode 0700, of --tmpfs-size bytes (its TMPDIR, /dev/shm):
  *   RAM, charged to its memory cgroup, full is ENOSPC; nosuid and nodev. A mount point is made only
  *   beneath directories no one but root can write, and is never a symlink;
  * - the kept paths bound again where they were, then the empty ones turned read-only;
@@ -399,32 +462,24 @@ static void data_fd(const struct data *d) {
  * the host's view of it (a cwd under /run would reach the covered host /run by ".."); any other stays as it
  * was, on a mount nothing covers.
  */
-static void private_mounts(const struct cover *covers, int n_covers, const char **keeps, int n_keeps,
+static void private_mounts(const struct cover *covers, int n_covers, const struct keep *keeps, int n_keeps,
                            int proc, rlim_t size, long uid, long gid) {
   char cwd[PATH_MAX], data[128];
   int kept[MAX_MOUNTS], kept_dir[MAX_MOUNTS], rechdir = 0;
   if (!getcwd(cwd, sizeof cwd)) die("getcwd", NULL);
   for (int c = 0; c < n_covers; c++) rechdir |= strcmp(cwd, covers[c].path) == 0 || beneath(cwd, covers[c].path);
   rechdir |= proc && (strcmp(cwd, "/proc") == 0 || beneath(cwd, "/proc"));
+  for (int k = 0; k < n_keeps; k++) {
+    /* A copy of its mount tree as it is now, before any cover: a kept cover itself (a writable /dev/shm)
+       would otherwise bring the cover stacked on it along. */
+    struct stat st;
+    kept[k] = copy_tree(keeps[k].fd, keeps[k].path);
+    if (fstat(kept[k], &st) != 0) die("cannot stat the copy of", keeps[k].path);
+    kept_dir[k] = S_ISDIR(st.st_mode); /* anything else (a file, a socket) is bound onto an empty file */
+    close(keeps[k].fd);
+  }
   if (unshare(CLONE_NEWNS) != 0) die("unshare", "mount namespace");
   if (mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) die("mount", "propagation private");
-  /* Looked up with the sandbox's own file permissions (no groups, its fsuid and fsgid), not root's: a bind
-     would otherwise hand it a directory it could not reach on the host (one beneath a directory of 0700). */
-  if (setgroups(0, NULL) != 0) die("setgroups", NULL);
-  setfsgid((gid_t)gid);
-  setfsuid((uid_t)uid);
-  if (setfsuid((uid_t)-1) != (int)uid) die("setfsuid", NULL);
-  for (int k = 0; k < n_keeps; k++) {
-    struct stat st;
-    /* A copy of its mount tree as it is now, before any cover: bound by path later, a kept cover itself
-       (a writable /dev/shm) would bring the cover stacked on it along. */
-    kept[k] = (int)syscall(SYS_open_tree, AT_FDCWD, keeps[k],
-                           OPEN_TREE_CLONE_ | O_CLOEXEC | AT_RECURSIVE_ | AT_SYMLINK_NOFOLLOW);
-    if (kept[k] < 0 || fstat(kept[k], &st) != 0) die("the sandbox uid cannot reach", keeps[k]);
-    kept_dir[k] = S_ISDIR(st.st_mode); /* anything else (a file, a socket) is bound onto an empty file */
-  }
-  setfsuid(0);
-  setfsgid(0);
   for (int c = 0; c < n_covers; c++) {
     mount_point(covers[c].path);
     if (covers[c].empty)
@@ -435,9 +490,9 @@ static void private_mounts(const struct cover *covers, int n_covers, const char 
     if (mount("tmpfs", covers[c].path, "tmpfs", flags, data) != 0) die("cannot mount a tmpfs on", covers[c].path);
   }
   for (int k = 0; k < n_keeps; k++) {
-    keep_point(keeps[k], kept_dir[k]);
-    if (syscall(SYS_move_mount, kept[k], "", AT_FDCWD, keeps[k], MOVE_MOUNT_F_EMPTY_PATH_) != 0)
-      die("cannot show again", keeps[k]);
+    keep_point(keeps[k].path, kept_dir[k]);
+    if (syscall(SYS_move_mount, kept[k], "", AT_FDCWD, keeps[k].path, MOVE_MOUNT_F_EMPTY_PATH_) != 0)
+      die("cannot show again", keeps[k].path);
     close(kept[k]);
   }
   for (int c = 0; c < n_covers; c++) {
@@ -797,11 +852,13 @@ int main(int argc, char **argv) {
   uint64_t scoped = 0;
   long uid = -1, gid = -1;
   rlim_t tmpfs_size = 0;
-  const char *writable[MAX_WRITABLE], *join[MAX_JOIN], *scratch = NULL, *seccomp = NULL, *keeps[MAX_MOUNTS], *argv0 = NULL;
+  const char *writable[MAX_WRITABLE], *join[MAX_JOIN], *scratch = NULL, *seccomp = NULL, *argv0 = NULL;
   struct cover covers[MAX_MOUNTS];
   struct data files[MAX_DATA], memfds[MAX_DATA];
+  struct keep keeps[MAX_MOUNTS];
+  static int staged[MAX_STAGE];
   int n_files = 0, n_memfds = 0;
-  int n_writable = 0, n_writable_fd = 0, n_join = 0;
+  int n_writable = 0, n_writable_fd = 0, n_join = 0, n_stage = 0;
   if (argc == 2 && strcmp(argv[1], "--landlock-abi") == 0) {
     printf("%d\n", landlock_abi());
     return 0;
@@ -850,9 +907,16 @@ int main(int argc, char **argv) {
     } else if ((v = prefixed(a, "--tmpfs=")) || (v = prefixed(a, "--empty="))) {
       if (n_covers == MAX_MOUNTS || *v != '/' || strcmp(v, "/") == 0) usage(a);
       covers[n_covers++] = (struct cover){v, a[2] == 'e'};
-    } else if ((v = prefixed(a, "--keep="))) {
-      if (n_keeps == MAX_MOUNTS || *v != '/') usage(a);
-      keeps[n_keeps++] = v;
+    } else if ((v = prefixed(a, "--keep-fd="))) {
+      const char *colon = strchr(v, ':');
+      if (n_keeps == MAX_MOUNTS || !colon || colon[1] != '/') usage(a);
+      long fd = (long)number_until(v, ':', a);
+      if (fd < 3 || fd > 1 << 20) usage(a);
+      keeps[n_keeps++] = (struct keep){(int)fd, colon + 1};
+    } else if ((v = prefixed(a, "--stage-fd="))) {
+      long fd = (long)number(v, a);
+      if (n_stage == MAX_STAGE || fd < 3 || fd > 1 << 20) usage(a);
+      staged[n_stage++] = (int)fd;
     } else if ((v = prefixed(a, "--tmpfs-size="))) tmpfs_size = number(v, a);
     else if (strcmp(a, "--mount-ns") == 0) mount_ns = 1;
     else if (strcmp(a, "--proc") == 0) proc = 1;
@@ -891,13 +955,14 @@ int main(int argc, char **argv) {
   int keeps_refusal = 0;
   for (int k = 0; k < n_keep; k++) keeps_refusal |= keep[k] == REFUSAL_FD;
   if (!keeps_refusal) refusal_fd = STDERR_FILENO;
-  if ((n_covers || n_keeps || proc) && !mount_ns) usage("--tmpfs, --empty, --keep and --proc need --mount-ns");
+  if ((n_covers || n_keeps || proc) && !mount_ns) usage("--tmpfs, --empty, --keep-fd and --proc need --mount-ns");
+  if (n_stage && (mount_ns || uid < 0)) usage("--stage-fd needs --uid, and no --mount-ns");
   if (n_covers && (uid < 0 || tmpfs_size == 0)) usage("--tmpfs and --empty need --uid and --tmpfs-size");
   for (int k = 0; k < n_keeps; k++) {
     int covered = 0;
     for (int c = 0; c < n_covers; c++)
-      covered |= strcmp(keeps[k], covers[c].path) == 0 || beneath(keeps[k], covers[c].path);
-    if (!covered) usage("--keep (a path beneath no --tmpfs or --empty)");
+      covered |= strcmp(keeps[k].path, covers[c].path) == 0 || beneath(keeps[k].path, covers[c].path);
+    if (!covered) usage("--keep-fd (a path beneath no --tmpfs or --empty)");
   }
   const char *stage = NULL;
   for (int c = 0; c < n_covers && !stage; c++)
@@ -917,6 +982,7 @@ int main(int argc, char **argv) {
   if (unshare_ipc && unshare(CLONE_NEWIPC) != 0) die("unshare", "IPC namespace");
   if (mount_ns) private_mounts(covers, n_covers, keeps, n_keeps, proc, tmpfs_size, uid, gid);
   for (int f = 0; f < n_files; f++) bind_data(stage, &files[f], f);
+  if (n_stage) stage_fds(staged, n_stage);
   /* A fresh name under the host's TMPDIR: mkdir refuses one that exists, so nothing is followed. */
   if (scratch) {
     if (mkdir(scratch, 0700) != 0) die("cannot make", scratch);

@@ -104,7 +104,7 @@ export function prng(seed: number): () => number {
 }
 
 const LIBRARY = new URL('../dist/index.js', import.meta.url).href
-const NOBODY = { uid: 65534, gid: 65534 }
+export const NOBODY = { uid: 65534, gid: 65534 }
 
 /** Reason `asUnprivileged` cannot run here (a checkout nobody may read, e.g. under /root), or false. */
 export function noUnprivileged(): string | false {

@@ -4,6 +4,7 @@
 import path from 'node:path'
 import { BRIDGE_MOUNT_POINT } from '../net/proxy.js'
 import { IDENTITY_PATHS, type IdentityPath } from './identity.js'
+import { blockedDirs } from './paths.js'
 
 /** Where a run's proxy sockets appear inside the sandbox (network allowlist). */
 export const NET_DIR_INSIDE = '/tmp/.cordon-net'
@@ -53,7 +54,7 @@ export interface BwrapSpec {
   /** fd from which bwrap reads the seccomp program it installs just before running the program. */
   seccompFd?: number
   /**
-   * Binds writable, readable, cwd and visible paths (and the exec step) by fd: called once per bind with
+   * Binds writable, readable, cwd and visible paths (and the exec step and the bridge) by fd: called once per bind with
    * the path, it returns the sandbox's fd for that use (bwrap closes each fd it binds). Without it, by path.
    */
   fdFor?: (path: string) => number
@@ -81,6 +82,18 @@ export interface BwrapSpec {
    * (`readable`, `writable`: listed wins) or hides it or a directory above it. Unset: the host's.
    */
   identityFd?: (path: IdentityPath) => number
+  /**
+   * Whether the sandbox uid may search a host directory (its own mode bits only). A directory it cannot
+   * search above a path the policy names, where the host's view would show, is covered with an empty tmpfs
+   * (see blockedDirs): bwrap (as that uid) could not mount beneath it, nor the program reach the path.
+   * Unset: every directory is searchable (cordon's uid is the sandbox's).
+   */
+  searchable?: (dir: string) => boolean
+  /**
+   * The launcher's staging directory (its --stage-fd copies of judged paths beneath such directories):
+   * covered in the sandbox wherever the host's view would show it.
+   */
+  stageDir?: string
 }
 
 /** What programs need to run in strict mode: the userland, and the few /etc files the loader and libc read. */
@@ -185,7 +198,8 @@ export function bwrapArgs(spec: BwrapSpec): string[] {
   for (const dir of spec.writable) add(dir, 3, false, ['--bind', dir, dir], true)
   if (spec.netDir) add(NET_DIR_INSIDE, 3, false, ['--ro-bind', spec.netDir, NET_DIR_INSIDE])
   // Over the empty file the proxy made in netDir: a mount point already there, in a read-only directory.
-  if (spec.netDir && spec.bridge) add(BRIDGE_INSIDE, 3, false, ['--ro-bind', spec.bridge, BRIDGE_INSIDE])
+  if (spec.netDir && spec.bridge)
+    add(BRIDGE_INSIDE, 3, false, ['--ro-bind', spec.bridge, BRIDGE_INSIDE], true)
   if (spec.execStep) add(EXEC_INSIDE, 3, false, ['--ro-bind', spec.execStep, EXEC_INSIDE], true)
   // A hide equal to a listed path or the cwd is dropped (listed wins); one *inside* them still applies.
   // A private mount hides the host's view already.
@@ -201,6 +215,29 @@ export function bwrapArgs(spec: BwrapSpec): string[] {
   }
   // A hidden file reads as an empty /dev/null (a plain bind would be nodev and unreadable).
   for (const h of hide) add(h.path, 4, true, h.dir ? tmpfs(h.path) : ['--dev-bind', '/dev/null', h.path])
+  // A directory the sandbox uid cannot search (root's 0700 home above a clone cordon runs from) between
+  // it and a path the policy names is covered like a hidden one: the named paths are bound into the
+  // tmpfs, and nothing else of the directory shows.
+  const blocked: string[] = []
+  if (spec.searchable) {
+    const identity = (m: Mount) => !m.hides && m.args.length === 3 && m.args[1] === m.args[2]
+    // The cwd and visible paths are bound again where they would not show (never at / or in the sandbox's own).
+    const shownPaths = [...(spec.visible ?? []), spec.cwd].filter((p) => p !== '/' && !ownView(p))
+    blocked.push(
+      ...blockedDirs(
+        [...explicit, spec.cwd, ...(spec.visible ?? [])],
+        [...mounts.filter(identity).map((m) => m.path), ...explicit, ...shownPaths],
+        // Strict mode's root is bwrap's own tmpfs.
+        [...mounts.filter((m) => !identity(m)).map((m) => m.path), ...(topAt('/') ? [] : ['/'])],
+        spec.searchable,
+      ),
+    )
+  }
+  if (spec.stageDir) {
+    const top = topAt(spec.stageDir)
+    if (top && !top.hides) blocked.push(spec.stageDir)
+  }
+  for (const dir of blocked) add(dir, 4, true, tmpfs(dir))
   // The host's cgroups (every run's names, usage and limits) give way to the sandbox's own, read-only, at
   // each hierarchy's mount point, where programs read their limits (Node, the JVM and Go size heaps by
   // them). Only where the host's would show: strict mode and another root show no /sys/fs/cgroup anyway.
@@ -251,6 +288,7 @@ export function bwrapArgs(spec: BwrapSpec): string[] {
   })
   // Last, so every mount inside a hidden directory exists before its tmpfs turns read-only.
   for (const h of hide) if (h.dir) args.push('--remount-ro', h.path)
+  for (const dir of blocked) args.push('--remount-ro', dir)
   if (cgroupTmpfs && !spec.cgroups?.binds.some((b) => b.dest === CGROUP_ROOT))
     args.push('--remount-ro', CGROUP_ROOT)
   if (spec.rootfs) args.push('--remount-ro', '/')

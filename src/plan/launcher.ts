@@ -23,16 +23,23 @@ export interface LauncherSpec {
   unshareIpc: boolean
   /**
    * A mount namespace of its own (root only, the process tier; see processMounts): `covers` (tmpfs of
-   * `tmpfsBytes`), `keeps` bound again beneath them, and a /proc of its own.
+   * `tmpfsBytes`), `keeps` bound again beneath them (copies of the mounts at the fds they were judged on,
+   * which must be in `keepFds`), and a /proc of its own.
    */
   mounts: {
     covers: readonly { path: string; empty: boolean }[]
-    keeps: readonly string[]
+    keeps: readonly { fd: number; path: string }[]
     proc: boolean
     tmpfsBytes: number
     /** Files holding these contents, read-only, over these host files (cordon's /etc/passwd, /etc/group). */
     files?: readonly { path: string; content: string }[]
   } | null
+  /**
+   * Judged paths' fds (in `keepFds`) that bwrap, as the sandbox uid, could not reach by the path their fd
+   * names: the launcher (root, with `drop`) attaches copies of their mounts where it can (see stage_fds in
+   * launch.c) and gives bwrap those in their place.
+   */
+  stageFds?: readonly number[]
   /** The sandbox's own uid/gid, when cordon runs as root. */
   drop: { uid: number; gid: number } | null
   /** Landlock: writes only beneath these paths (and `writableFds`); null leaves the filesystem to its permissions. */
@@ -79,7 +86,7 @@ export function launcherArgv(spec: LauncherSpec): string[] {
     ...(spec.mounts
       ? [
           '--mount-ns',
-          ...spec.mounts.keeps.map((p) => `--keep=${p}`),
+          ...spec.mounts.keeps.map((k) => `--keep-fd=${k.fd}:${k.path}`),
           ...spec.mounts.covers.map((c) => `--${c.empty ? 'empty' : 'tmpfs'}=${c.path}`),
           `--tmpfs-size=${spec.mounts.tmpfsBytes}`,
           ...(spec.mounts.proc ? ['--proc'] : []),
@@ -87,6 +94,7 @@ export function launcherArgv(spec: LauncherSpec): string[] {
         ]
       : []),
     ...(spec.scratch ? [`--mkdir=${spec.scratch}`] : []),
+    ...(spec.stageFds ?? []).map((fd) => `--stage-fd=${fd}`),
     ...(spec.drop ? [`--uid=${spec.drop.uid}`, `--gid=${spec.drop.gid}`] : []),
     ...(spec.writable
       ? [

@@ -82,10 +82,11 @@ export interface OpenedPath {
   stat: Stats
 }
 
-/** One fd the sandbox gets: the host's `host` at the sandbox's (the launcher's) `child`. */
+/** One fd the sandbox gets: the host's `host` (judged at `path`) at the sandbox's (the launcher's) `child`. */
 export interface PassedFd {
   child: number
   host: number
+  path: string
 }
 
 /**
@@ -139,7 +140,7 @@ export class PathFds {
     const opened = this.opened.get(real)
     if (!opened) throw new Error(`cordon: ${real} was not judged before it was passed`)
     const child = FIRST_PATH_FD + this.uses.length
-    this.uses.push({ child, host: opened.fd })
+    this.uses.push({ child, host: opened.fd, path: real })
     return child
   }
 
@@ -172,23 +173,74 @@ function bitsFor(st: Stats, uid: number, gid: number): number {
   return st.uid === uid ? (st.mode >> 6) & 7 : st.gid === gid ? (st.mode >> 3) & 7 : st.mode & 7
 }
 
-/**
- * Whether uid/gid can reach and read the opened path: search permission on every parent of its (symlink-
- * free) path, read on the object itself, judged on its fd.
- */
-export function readableBy(opened: OpenedPath, uid: number, gid: number): boolean {
-  for (let dir = path.dirname(opened.path); ; dir = path.dirname(dir)) {
-    if ((bitsFor(statSync(dir), uid, gid) & 1) === 0) return false
-    if (dir === '/') break
-  }
-  return (bitsFor(opened.stat, uid, gid) & 4) !== 0
-}
-
 /** Whether uid/gid may search `dir` (a real path) and every directory above it. */
 export function searchableBy(dir: string, uid: number, gid: number): boolean {
   for (let at = dir; ; at = path.dirname(at)) {
     const st = statSync(at, { throwIfNoEntry: false })
     if (!st || (bitsFor(st, uid, gid) & 1) === 0) return false
+    if (at === '/') return true
+  }
+}
+
+/** Whether uid/gid may search the directory `dir` itself (not those above it): its x bit for them. */
+export function canSearch(dir: string, uid: number, gid: number): boolean {
+  const st = statSync(dir, { throwIfNoEntry: false })
+  return st !== undefined && (bitsFor(st, uid, gid) & 1) !== 0
+}
+
+/** Whether uid/gid may search (enter) the opened directory itself, judged on its fd. */
+export function enterableBy(opened: OpenedPath, uid: number, gid: number): boolean {
+  return (bitsFor(opened.stat, uid, gid) & 1) !== 0
+}
+
+/** Whether uid/gid may read the opened path by its own mode bits (the directories above aside). */
+export function readableItselfBy(opened: OpenedPath, uid: number, gid: number): boolean {
+  return (bitsFor(opened.stat, uid, gid) & 4) !== 0
+}
+
+const depthOf = (p: string) => (p === '/' ? 0 : p.split('/').length - 1)
+const atOrBeneath = (dir: string, p: string) => p === dir || p.startsWith(dir === '/' ? '/' : `${dir}/`)
+
+/**
+ * The directories a sandbox must have covered (an empty tmpfs, the paths it is given bound into it) to
+ * reach every one of `targets` (real paths the policy names): walking down each target, the first
+ * directory the sandbox uid cannot search (`searchable` says no) where the sandbox would see the host's
+ * own. What it sees at a directory is decided by the deepest of `shown` (the host's view: a bind of that
+ * very path; the root, unless covered) and `covers` (the sandbox's own: a tmpfs, or something that is not
+ * the host's at that path) at or above it; a tie is the host's (a path the policy names, kept on a cover).
+ * A target itself is never covered: that it cannot be searched is its own mode, which the sandbox lives
+ * with as the host would. Covers found on the way count for the targets after them.
+ */
+export function blockedDirs(
+  targets: readonly string[],
+  shown: readonly string[],
+  covers: readonly string[],
+  searchable: (dir: string) => boolean,
+): string[] {
+  const out: string[] = []
+  const deepest = (list: readonly string[], dir: string) =>
+    Math.max(-1, ...list.filter((d) => atOrBeneath(d, dir)).map(depthOf))
+  const byDepth = [...new Set(targets)].sort((a, b) => depthOf(a) - depthOf(b))
+  for (const target of byDepth) {
+    const parts = target.split('/').filter(Boolean)
+    for (let n = 0; n < parts.length; n++) {
+      const dir = `/${parts.slice(0, n).join('/')}`
+      if (targets.includes(dir) || out.includes(dir)) continue
+      const own = deepest([...covers, ...out], dir) > deepest(shown, dir)
+      if (!own && !searchable(dir)) out.push(dir)
+    }
+  }
+  return out
+}
+
+/**
+ * Whether every directory above `dir` is a real directory of root's that nobody else may write (as the
+ * launcher requires of a place it mounts on: no one but root can rename or swap a name on the way).
+ */
+export function rootOnlyAbove(dir: string): boolean {
+  for (let at = path.dirname(dir); ; at = path.dirname(at)) {
+    const st = lstatSync(at, { throwIfNoEntry: false })
+    if (!st?.isDirectory() || st.uid !== 0 || (st.mode & 0o022) !== 0) return false
     if (at === '/') return true
   }
 }

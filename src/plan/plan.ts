@@ -27,20 +27,27 @@ import { clockEnv } from './clock.js'
 import { type IdentityPath, identityFiles } from './identity.js'
 import { execStep, LANDLOCK_SCOPES, launcherArgv } from './launcher.js'
 import {
+  canSearch,
+  enterableBy,
   hiddenPaths,
   PathFds,
-  readableBy,
+  readableItselfBy,
   resolvePath,
+  rootOnlyAbove,
   searchableBy,
   secretsOf,
   writableBy,
 } from './paths.js'
 import { processMounts, ROOT_TMPDIR } from './process-mounts.js'
+
 import { rlimitArgs } from './rlimits.js'
 import { releaseScratch, SCRATCH_PREFIX, sweepStaleScratch } from './scratch.js'
 import { seccompProgram, seccompSupported, socketFamilies } from './seccomp.js'
 import { isSocket, recentHostSockets } from './sockets.js'
 import { claimUid, type UidLease } from './uid-pool.js'
+
+/** Where the namespace tier's launcher attaches judged paths bwrap could not reach (see stage_fds). */
+export const STAGE_DIR = ROOT_TMPDIR
 
 export interface LaunchPlan {
   tier: Isolation
@@ -288,27 +295,33 @@ export function prepare(
   try {
     // Every path is judged on the fd that is then bound (or made a Landlock rule): what changes under its
     // name after this cannot change what the sandbox gets.
-    pathFds.open('cwd', cwd, { dir: true })
+    const cwdOpened = pathFds.open('cwd', cwd, { dir: true })
+    // Directories above it that the sandbox uid cannot search are covered (see blockedDirs); the cwd
+    // itself it must be able to enter, or every relative path fails in it.
+    if (lease && !enterableBy(cwdOpened, lease.uid, lease.gid)) {
+      throw new PolicyError(
+        'cwd',
+        `${cwd} cannot be entered by the sandbox user (a uid from ${policy.uidPool.first}, gid ${lease.gid}); ` +
+          `chmod o+x ${cwd}, or start cordon (or give cwd) elsewhere`,
+      )
+    }
     for (const [i, real] of (readable ?? []).entries()) pathFds.open(`readable.${i}`, real)
     const shown = (visible ?? []).map((p) => resolvePath('module', p))
     for (const dir of shown) {
       const opened = pathFds.open('module', dir)
-      if (lease && !readableBy(opened, lease.uid, lease.gid)) {
+      // Directories above it that the sandbox uid cannot search are covered, the path shown in them
+      // (see blockedDirs): only its own mode is the sandbox's to live with.
+      if (lease && !readableItselfBy(opened, lease.uid, lease.gid)) {
         throw new PolicyError(
           'module',
           `${dir} is not readable by the sandbox user (a uid from ${policy.uidPool.first}, gid ${lease.gid}); ` +
-            'make it and its parents world-readable (or group-readable for that gid)',
+            'make it world-readable (or group-readable for that gid)',
         )
       }
     }
-    // bwrap (as the sandbox uid) binds the bridge in and the sandbox runs it.
-    if (proxied && lease && !searchableBy(path.dirname(caps.bridge!), lease.uid, lease.gid)) {
-      throw new PolicyError(
-        'network',
-        `${caps.bridge} (cordon's network bridge) is not reachable by the sandbox user (a uid from ${policy.uidPool.first}, gid ${lease.gid}); ` +
-          'make it and its parents world-readable',
-      )
-    }
+    // bwrap binds the bridge in by fd, like the paths the policy names (staged when out of its reach).
+    const bridge = proxied && tier === 'namespace' ? resolvePath('network', caps.bridge!) : null
+    if (bridge) pathFds.open('network', bridge)
     for (const [i, real] of writable.entries()) {
       const opened = pathFds.open(`writable.${i}`, real)
       if (lease && !writableBy(opened, lease.uid, lease.gid)) {
@@ -346,6 +359,10 @@ export function prepare(
     const direct = check.real === check.program
     const launcherSetsArgv0 = tier === 'process'
     const stepFile = direct || launcherSetsArgv0 ? null : resolvePath('command', caps.launcher!)
+    // Whether the sandbox uid can search every directory above a judged path (else it is out of bwrap's
+    // reach by the path its fd names, and the launcher stages it) and a given directory itself.
+    const blockedAbove = (p: string) => lease !== null && !searchableBy(path.dirname(p), lease.uid, lease.gid)
+    const searchable = lease ? (dir: string) => canSearch(dir, lease.uid, lease.gid) : undefined
     if (stepFile) pathFds.open('command', stepFile)
     const target = stepFile ? execStep(EXEC_INSIDE, check.program, check.real) : [check.real]
     // With an allowlist, cordon's bridge (bound in, so on any root filesystem) starts first, then execs the program.
@@ -378,7 +395,8 @@ export function prepare(
       // Only bwrap hides paths (the process tier does not): resolved only for it.
       const hide = hiddenPaths((policy.hide ?? defaultHide()).map((p) => path.resolve(cwd, p)))
       // A hidden directory shown all the same (cordon started from the home) keeps its dot-entries hidden.
-      const reachable = (dir: string) => !lease || searchableBy(dir, lease.uid, lease.gid)
+      // Directories above it the sandbox uid cannot search are covered (see blockedDirs): only its own mode counts.
+      const reachable = (dir: string) => !lease || canSearch(dir, lease.uid, lease.gid)
       hide.push(...secretsOf(hide, [cwd, ...writable, ...(readable ?? [])], reachable))
       const network = policy.network === 'host' ? 'host' : 'none'
       inner = [
@@ -388,7 +406,7 @@ export function prepare(
           cwd,
           visible: shown,
           network,
-          ...(netDir ? { netDir, bridge: caps.bridge! } : {}),
+          ...(netDir && bridge ? { netDir, bridge } : {}),
           tmpfsBytes: policy.limits.tmpfsBytes,
           hide,
           ...(rootfs ? { rootfs } : {}),
@@ -403,6 +421,12 @@ export function prepare(
             identityShown.push(p)
             return IDENTITY_FDS[p]
           },
+          ...(searchable ? { searchable } : {}),
+          ...([cwd, ...writable, ...(readable ?? []), ...shown, stepFile ?? '/', bridge ?? '/'].some(
+            blockedAbove,
+          )
+            ? { stageDir: STAGE_DIR }
+            : {}),
         }),
         '--',
         ...program,
@@ -415,7 +439,28 @@ export function prepare(
         shown: [cwd, ...shown],
         writable,
         shm: existingPathOr('/dev/shm'),
+        ...(searchable ? { searchable } : {}),
       })
+      // The launcher mounts on a directory only when no one but root can swap a name above it, and mounts
+      // every cover before the paths it shows again: not one inside such a path.
+      for (const dir of mounts.blocked) {
+        const inside = mounts.keeps.find((k) => k !== dir && covers(k, dir))
+        if (rootOnlyAbove(dir) && !inside) continue
+        const named: [string, string][] = [
+          ['cwd', cwd],
+          ...writable.map((p, i): [string, string] => [`writable.${i}`, p]),
+          ...shown.map((p): [string, string] => ['module', p]),
+        ]
+        const [field, real] = named.find(([, p]) => covers(dir, p)) ?? ['cwd', cwd]
+        const why = inside
+          ? `inside ${inside}, which it is shown: the process tier cannot cover it there`
+          : 'and the process tier covers such a directory only when nobody but root can write above it'
+        throw new PolicyError(
+          field,
+          `${real} lies beneath ${dir}, which the sandbox user (a uid from ${policy.uidPool.first}) cannot search, ${why}; ` +
+            `chmod o+x ${dir}, or use the namespace tier`,
+        )
+      }
     } else {
       const tmp = os.tmpdir()
       // Named after this process, so the next cordon removes it if this one dies mid-run.
@@ -436,6 +481,12 @@ export function prepare(
     const landlockFs = fenced && caps.landlock >= 1
     // Landlock's rules for the judged writable paths are made from their fds, not by opening the names again.
     const writableFds = landlockFs ? writable.map((p) => pathFds.pass(p)) : []
+    // The process tier's paths shown again beneath its covers, from the fds they were judged on.
+    const keeps = mounts ? mounts.keeps.map((p) => ({ fd: pathFds.pass(p), path: p })) : []
+    // bwrap reaches a judged path by the path its fd names, as the sandbox uid: one beneath a directory that
+    // uid cannot search is staged by the launcher.
+    const stageFds =
+      tier === 'namespace' ? pathFds.passed.filter((p) => blockedAbove(p.path)).map((p) => p.child) : []
     pathFds.closeUnpassed()
     const fds = pipedFds(tier, seccomp !== null, visible !== undefined, proxied)
     const argv = launcherArgv({
@@ -449,10 +500,12 @@ export function prepare(
       unshareIpc: fenced && caps.isRoot,
       mounts: mounts && {
         ...mounts,
+        keeps,
         tmpfsBytes: policy.limits.tmpfsBytes,
         files: mounts.identity.map((p) => ({ path: p, content: identity[p] })),
       },
       memfds: identityShown.map((p) => ({ fd: IDENTITY_FDS[p], content: identity[p] })),
+      stageFds,
       drop: lease && { uid: lease.uid, gid: lease.gid },
       writable: landlockFs ? [...(mounts ? mounts.writable : [scratch!]), ...DEVICES_WRITABLE] : null,
       writableFds,

@@ -2,6 +2,7 @@
 // --mount-ns) and covers a few host directories with its own. Pure: plan.ts decides when, this spells what.
 import { covers as beneathOrAt } from './bwrap.js'
 import { IDENTITY_PATHS, type IdentityPath } from './identity.js'
+import { blockedDirs } from './paths.js'
 
 /** The sandbox's TMPDIR (and HOME) as root: a tmpfs of tmpfsBytes over this root-only directory. */
 export const ROOT_TMPDIR = '/run/cordon'
@@ -14,13 +15,23 @@ export interface ProcessMountsSpec {
   writable: readonly string[]
   /** The host's /dev/shm, resolved (a distribution may make it a symlink). */
   shm: string
+  /**
+   * Whether the sandbox uid may search a host directory (its own mode bits). One it cannot search above
+   * a shown or writable path is covered (see blockedDirs), the paths beneath it shown again. Unset: all.
+   */
+  searchable?: (dir: string) => boolean
 }
 
 export interface ProcessMounts {
   /** Mounted in this order, parents first: `empty` a read-only tmpfs of root's, else the sandbox's own. */
   covers: { path: string; empty: boolean }[]
-  /** Host paths under a cover, bound again where they are: outermost only (a bind brings what is below). */
+  /**
+   * Host paths under a cover, bound again where they are (from the fds they were judged on): outermost
+   * only (a bind brings what is below).
+   */
   keeps: string[]
+  /** The covers that are there because the sandbox uid cannot search them (see `searchable`). */
+  blocked: string[]
   /** Where the sandbox writes besides the policy's paths (Landlock). */
   writable: string[]
   /** A procfs of its own that shows the sandbox uid its own processes only. */
@@ -42,11 +53,27 @@ export interface ProcessMounts {
  *   names as writable is the host's, as it says.
  */
 export function processMounts(spec: ProcessMountsSpec): ProcessMounts {
-  const coverList = [
+  const base = [
     ...(spec.network === 'none' ? [{ path: '/run', empty: true }] : []),
     { path: ROOT_TMPDIR, empty: false },
     { path: spec.shm, empty: false },
   ]
+  // A directory the sandbox uid cannot search (root's 0700 home above a clone) over a path the policy
+  // names: an empty tmpfs of root's, the named paths shown again in it, nothing else of it.
+  const named = [...spec.shown, ...spec.writable]
+  const blocked = spec.searchable
+    ? blockedDirs(
+        named,
+        ['/', ...named],
+        base.map((c) => c.path),
+        spec.searchable,
+      )
+    : []
+  const depth = (p: string) => p.split('/').length
+  // Parents first: a cover mounted later lands on top of the ones that contain it.
+  const coverList = [...base, ...blocked.map((p) => ({ path: p, empty: true }))].sort(
+    (a, b) => depth(a.path) - depth(b.path),
+  )
   const isCover = (p: string) => coverList.some((c) => c.path === p)
   const under = (p: string) => coverList.some((c) => c.path !== p && beneathOrAt(c.path, p))
   const candidates = [
@@ -54,5 +81,5 @@ export function processMounts(spec: ProcessMountsSpec): ProcessMounts {
   ]
   const keeps = candidates.filter((p) => !candidates.some((q) => q !== p && beneathOrAt(q, p))).sort()
   const identity = IDENTITY_PATHS.filter((p) => !spec.writable.includes(p))
-  return { covers: coverList, keeps, writable: [ROOT_TMPDIR, spec.shm], proc: true, identity }
+  return { covers: coverList, keeps, blocked, writable: [ROOT_TMPDIR, spec.shm], proc: true, identity }
 }

@@ -1,12 +1,21 @@
 // callFunction for real: a child Node process in the sandbox, values by structured clone.
 import assert from 'node:assert/strict'
 import { spawn, spawnSync } from 'node:child_process'
-import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import {
+  chmodSync,
+  copyFileSync,
+  linkSync,
+  mkdirSync,
+  mkdtempSync,
+  realpathSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs'
 import path from 'node:path'
 import { after, describe, it } from 'node:test'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import { callFunction, PolicyError, type RunOptions, run } from '../../src/index.js'
-import { notRoot, skipTier, TIERS } from '../helpers.js'
+import { notRoot, skipTier, TIERS, tempDir } from '../helpers.js'
 
 // Outside /tmp (private in the sandbox); the tests also hide its parent to show the module stays visible.
 const dir = mkdtempSync('/var/tmp/cordon-fn-')
@@ -285,4 +294,48 @@ describe('cordon call', () => {
       clearTimeout(timer)
     }
   })
+})
+
+describe('node beneath a directory the sandbox uid cannot search (nvm under $HOME)', {
+  skip: notRoot,
+}, () => {
+  const CLI = fileURLToPath(new URL('../../dist/cli/bin.cjs', import.meta.url))
+  const LIBRARY = new URL('../../dist/index.js', import.meta.url).href
+  // Root's, 0700, like /root holding ~/.nvm; a hard link (or a copy on another filesystem) of this node.
+  const closed = tempDir('cordon-test-nvm-', { parent: '/var/lib', mode: 0o700 })
+  const node = path.join(closed, 'bin', 'node')
+  mkdirSync(path.dirname(node), { mode: 0o755 })
+  try {
+    linkSync(realpathSync(process.execPath), node)
+  } catch {
+    copyFileSync(process.execPath, node)
+    chmodSync(node, 0o755)
+  }
+
+  for (const isolation of TIERS) {
+    describe(isolation, { skip: skipTier(isolation) }, () => {
+      it('cordon call works with that node as the host', () => {
+        const r = spawnSync(
+          node,
+          [CLI, 'call', `${mod}#add`, '--args', '[40, 2]', '--isolation', isolation],
+          {
+            encoding: 'utf8',
+          },
+        )
+        assert.equal(r.status, 0, r.stderr)
+        assert.equal(r.stdout, '42\n')
+      })
+
+      it('callFunction too, and nothing else of the directory shows', () => {
+        const code = `import { callFunction, run } from ${JSON.stringify(LIBRARY)}
+const c = await callFunction(${JSON.stringify(mod)}, 'add', [1, 2], { isolation: '${isolation}' })
+const r = await run(['ls', '-A', ${JSON.stringify(closed)}], { isolation: '${isolation}', cwd: '/' })
+process.stdout.write(JSON.stringify([c.status, c.value, r.stdout.trim()]))`
+        const r = spawnSync(node, ['--input-type=module', '-e', code], { encoding: 'utf8' })
+        assert.equal(r.status, 0, r.stderr)
+        // A plain run shows none of it: node's directory is shown only to the calls that run it.
+        assert.deepEqual(JSON.parse(r.stdout), ['ok', 3, ''])
+      })
+    })
+  }
 })

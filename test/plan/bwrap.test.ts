@@ -1215,3 +1215,50 @@ describe('bwrapArgs', () => {
     })
   })
 })
+
+describe('bwrapArgs: directories the sandbox uid cannot search', () => {
+  const closed =
+    (...dirs: string[]) =>
+    (dir: string) =>
+      !dirs.includes(dir)
+
+  it('covers one above a named path where the host shows it; the paths are bound into it, nothing else', () => {
+    const args = bwrapArgs(
+      spec({ cwd: '/srv/x/p', writable: ['/srv/x/p/w'], searchable: closed('/srv/x', '/srv/x/p/w') }),
+    )
+    before(args, tmpfs('/srv/x'), ro('/srv/x/p'))
+    before(args, ro('/srv/x/p'), rw('/srv/x/p/w'))
+    before(args, rw('/srv/x/p/w'), remount('/srv/x'))
+    assert.equal(indexOf(args, ...tmpfs('/srv/x/p/w')), -1, 'a named path itself is never covered')
+  })
+
+  it('covers one inside a shown path too, and none beneath a hide or a private mount', () => {
+    const args = bwrapArgs(
+      spec({
+        cwd: '/root/c',
+        hide: [dir('/root')],
+        writable: ['/srv/p/deep/w', '/tmp/x/w'],
+        visible: ['/srv/p'],
+        searchable: closed('/root', '/srv/p/deep', '/tmp/x'),
+      }),
+    )
+    // /srv/p shows through the root: the cover goes on the host's view of it.
+    before(args, tmpfs('/srv/p/deep'), rw('/srv/p/deep/w'))
+    assert.equal(args.join(' ').split('--tmpfs /root ').length, 2, 'only the hide covers /root')
+    assert.equal(indexOf(args, ...tmpfs('/tmp/x')), -1)
+  })
+
+  it('covers nothing in strict mode (the root is bwrap’s own) or when every directory is searchable', () => {
+    const strict = bwrapArgs(spec({ cwd: '/', readable: ['/srv/x/r'], searchable: closed('/srv/x') }))
+    assert.equal(indexOf(strict, ...tmpfs('/srv/x')), -1)
+    const open = bwrapArgs(spec({ cwd: '/srv/x/p' }))
+    assert.equal(indexOf(open, ...tmpfs('/srv/x')), -1)
+  })
+
+  it("covers the launcher's staging directory where the host's /run shows, not beneath the private /run", () => {
+    const host = bwrapArgs(spec({ network: 'host', stageDir: '/run/cordon' }))
+    before(host, tmpfs('/run/cordon'), remount('/run/cordon'))
+    const none = bwrapArgs(spec({ stageDir: '/run/cordon' }))
+    assert.equal(indexOf(none, ...tmpfs('/run/cordon')), -1)
+  })
+})

@@ -1,10 +1,12 @@
 import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
-import { readFileSync } from 'node:fs'
+import { closeSync, openSync, readFileSync, writeFileSync } from 'node:fs'
+import path from 'node:path'
 import { describe, it } from 'node:test'
 import { execStep, LAUNCHER_PATH, type LauncherSpec, launcherArgv } from '../../src/plan/launcher.js'
+import { O_PATH } from '../../src/plan/paths.js'
 import { processMounts, ROOT_TMPDIR } from '../../src/plan/process-mounts.js'
-import { noLauncher, notRoot } from '../helpers.js'
+import { noLauncher, notRoot, tempDir } from '../helpers.js'
 
 const base: LauncherSpec = {
   launcher: '/opt/cordon/native/cordon-launch',
@@ -49,7 +51,7 @@ describe('launcherArgv', () => {
           { path: '/run', empty: true },
           { path: '/run/cordon', empty: false },
         ],
-        keeps: ['/run/user/1000/work'],
+        keeps: [{ fd: 10, path: '/run/user/1000/work' }],
         proc: true,
         tmpfsBytes: 8192,
         files: [{ path: '/etc/passwd', content: 'root:x:0:0::/:/bin/sh\n' }],
@@ -74,7 +76,7 @@ describe('launcherArgv', () => {
       '--unshare-net',
       '--unshare-ipc',
       '--mount-ns',
-      '--keep=/run/user/1000/work',
+      '--keep-fd=10:/run/user/1000/work',
       '--empty=/run',
       '--tmpfs=/run/cordon',
       '--tmpfs-size=8192',
@@ -102,6 +104,16 @@ describe('launcherArgv', () => {
     ])
   })
 
+  it('staged fds (the namespace tier as root) come before the uid drop', () => {
+    const argv = launcherArgv({
+      ...base,
+      keepFds: [4, 10, 11],
+      stageFds: [10, 11],
+      drop: { uid: 60001, gid: 60000 },
+    })
+    assert.deepEqual(argv.slice(2, 6), ['--stage-fd=10', '--stage-fd=11', '--uid=60001', '--gid=60000'])
+  })
+
   it('an empty writable list still turns Landlock on: nothing may be written', () => {
     assert.deepEqual(launcherArgv({ ...base, writable: [] }).slice(2, -2), ['--landlock-fs'])
   })
@@ -122,10 +134,37 @@ describe('processMounts (the process tier as root)', () => {
         { path: '/dev/shm', empty: false },
       ],
       keeps: [],
+      blocked: [],
       writable: [ROOT_TMPDIR, '/dev/shm'],
       proc: true,
       identity: ['/etc/passwd', '/etc/group'],
     })
+  })
+
+  it('covers a directory the sandbox uid cannot search above a named path, and shows the path again in it', () => {
+    const closed = new Set(['/root', '/srv/x', '/srv/x/p/deep'])
+    const m = processMounts({
+      ...spec,
+      network: 'host',
+      shown: ['/root/clone', '/srv/x/p'],
+      writable: ['/root/clone/out', '/srv/x/p/deep/w', '/opt/w'],
+      searchable: (dir) => !closed.has(dir),
+    })
+    // /srv/x/p/deep is seen through the kept /srv/x/p (the host's), so it is blocked too (plan.ts refuses
+    // that one: the launcher mounts every cover before the kept paths); /opt is open.
+    assert.deepEqual(m.blocked, ['/root', '/srv/x', '/srv/x/p/deep'])
+    assert.deepEqual(
+      m.covers.filter((c) => m.blocked.includes(c.path)),
+      m.blocked.map((p) => ({ path: p, empty: true })),
+      "empty tmpfs of root's",
+    )
+    assert.deepEqual(m.keeps, ['/root/clone', '/srv/x/p'])
+  })
+
+  it('covers nothing beneath a cover already there (a cwd under /run without the network)', () => {
+    const m = processMounts({ ...spec, shown: ['/run/user/0/w'], searchable: (dir) => dir !== '/run/user/0' })
+    assert.deepEqual(m.blocked, [])
+    assert.deepEqual(m.keeps, ['/run/user/0/w'])
   })
 
   it("cordon's own /etc/passwd and /etc/group, but a file the policy names writable is the host's", () => {
@@ -245,6 +284,37 @@ describe('the launcher binary', { skip: noLauncher }, () => {
     ])
     assert.equal(r.stdout, 'only:x:1:1::/:/bin/sh\nro\nend\n', r.stderr)
     assert.notEqual(readFileSync('/etc/passwd', 'utf8'), 'only:x:1:1::/:/bin/sh\n', "the host's is untouched")
+  })
+
+  it('--stage-fd: a judged path beneath a 0700 directory reaches the dropped uid as /run/cordon/N', {
+    skip: notRoot,
+  }, () => {
+    const closed = tempDir('cordon-test-stage-', { parent: '/var/lib', mode: 0o700 })
+    const file = path.join(closed, 'f')
+    writeFileSync(file, 'judged\n', { mode: 0o644 })
+    const fd = openSync(file, O_PATH)
+    try {
+      const stdio = ['ignore', 'pipe', 'pipe', ...Array<'ignore'>(7).fill('ignore'), fd] as const
+      const r = spawnSync(
+        LAUNCHER_PATH,
+        [
+          '--keep-fds=10',
+          '--stage-fd=10',
+          '--uid=65534',
+          '--gid=65534',
+          '--',
+          '/bin/sh',
+          '-c',
+          `readlink /proc/self/fd/10; cat /proc/self/fd/10; cat ${file} 2>/dev/null || echo denied; ls /run/cordon 2>/dev/null || echo unlisted`,
+        ],
+        { encoding: 'utf8', stdio: [...stdio] },
+      )
+      assert.equal(r.stdout, '/run/cordon/0\njudged\ndenied\nunlisted\n', r.stderr)
+      const bare = launch(['--keep-fds=', '--stage-fd=10', '--', '/bin/true'])
+      assert.match(bare.stderr, /^cordon-launch: bad argument: --stage-fd needs --uid/)
+    } finally {
+      closeSync(fd)
+    }
   })
 
   it('refuses a --landlock-write-fd it was not given (an fd it did not keep)', () => {

@@ -14,6 +14,7 @@ import path from 'node:path'
 import { describe, it } from 'node:test'
 import { PolicyError } from '../../src/errors.js'
 import {
+  blockedDirs,
   FIRST_PATH_FD,
   hiddenPaths,
   PathFds,
@@ -153,8 +154,8 @@ describe('PathFds', () => {
     assert.equal(fds.pass(a), FIRST_PATH_FD)
     assert.equal(fds.pass(a), FIRST_PATH_FD + 1)
     assert.deepEqual(fds.passed, [
-      { child: FIRST_PATH_FD, host: fa },
-      { child: FIRST_PATH_FD + 1, host: fa },
+      { child: FIRST_PATH_FD, host: fa, path: a },
+      { child: FIRST_PATH_FD + 1, host: fa, path: a },
     ])
     assert.throws(() => fds.pass('/not/opened'), /was not judged/)
     fds.closeUnpassed()
@@ -214,5 +215,32 @@ describe('secretsOf', () => {
     assert.equal(searchableBy(home, 60123, 60000), true)
     assert.equal(searchableBy(path.join(closed, 'open'), 60123, 60000), false)
     assert.equal(searchableBy(path.join(closed, 'open'), 0, 0), true)
+  })
+})
+
+describe('blockedDirs', () => {
+  const closed =
+    (...dirs: string[]) =>
+    (dir: string) =>
+      !dirs.includes(dir)
+
+  it('the first directory down each path that cannot be searched where the host shows it', () => {
+    assert.deepEqual(blockedDirs(['/root/a/b/c'], ['/'], [], closed('/root', '/root/a')), ['/root'])
+    assert.deepEqual(blockedDirs(['/srv/p'], ['/'], [], closed()), [])
+  })
+
+  it('none beneath a cover; again beneath a shown path inside it', () => {
+    const searchable = closed('/run/u', '/run/k/deep')
+    assert.deepEqual(blockedDirs(['/run/u/w'], ['/'], ['/run'], searchable), [])
+    assert.deepEqual(blockedDirs(['/run/k', '/run/k/deep/w'], ['/', '/run/k'], ['/run'], searchable), [
+      '/run/k/deep',
+    ])
+  })
+
+  it('never a target itself, and one cover serves every target beneath it', () => {
+    assert.deepEqual(blockedDirs(['/srv/x', '/srv/x/w'], ['/'], [], closed('/srv/x')), [])
+    assert.deepEqual(blockedDirs(['/root/a/w', '/root/b/w'], ['/'], [], closed('/root', '/root/b')), [
+      '/root',
+    ])
   })
 })

@@ -7,6 +7,7 @@ import {
   mkdirSync,
   mkdtempSync,
   readFileSync,
+  realpathSync,
   rmSync,
   symlinkSync,
   writeFileSync,
@@ -15,10 +16,10 @@ import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import { after, describe, it } from 'node:test'
-import { openSpawner, run } from '../../src/index.js'
+import { openSpawner, PolicyError, run } from '../../src/index.js'
 import { probeCapabilities } from '../../src/plan/capabilities.js'
 import { SOCKETS_TTL_MS } from '../../src/plan/sockets.js'
-import { noNamespace, noSpawner, skipTier, TIERS, tempDir } from '../helpers.js'
+import { noLauncher, noNamespace, noSpawner, notRoot, skipTier, TIERS, tempDir } from '../helpers.js'
 
 // Outside /tmp (which the sandbox replaces), so the sandbox would see these unless hidden.
 const base = mkdtempSync('/var/tmp/cordon-fs-')
@@ -353,5 +354,80 @@ except OSError as e:
       })
       assert.equal(r.stdout, '0\n', r.stderr)
     })
+  })
+})
+
+describe('paths beneath a directory the sandbox uid cannot search', { skip: notRoot }, () => {
+  // As a clone under root's 0700 home: `closed` (root's, 0700) holds the named paths and a secret beside
+  // them. Under /var/lib (nobody but root can write above it: the process tier can cover it there).
+  const closed = realpathSync(tempDir('cordon-test-closed-', { parent: '/var/lib', mode: 0o700 }))
+  const project = path.join(closed, 'project')
+  const out = path.join(project, 'out')
+  const data = path.join(closed, 'data')
+  mkdirSync(out, { recursive: true })
+  chmodSync(project, 0o755)
+  chmodSync(out, 0o777)
+  mkdirSync(data, { mode: 0o755 })
+  writeFileSync(path.join(data, 'f'), 'data\n', { mode: 0o644 })
+  writeFileSync(path.join(closed, 'secret'), 'key\n', { mode: 0o644 })
+
+  for (const isolation of TIERS) {
+    describe(isolation, { skip: skipTier(isolation) }, () => {
+      it('cwd and writable work; nothing else of the closed directory shows', async () => {
+        const r = await run(
+          [
+            'sh',
+            '-c',
+            `echo x > ${out}/${isolation} && cat out/${isolation}; pwd; ls -A ${closed}; cat ${closed}/secret 2>/dev/null || echo unseen`,
+          ],
+          { isolation, cwd: project, writable: [out] },
+        )
+        assert.equal(r.status, 'ok', r.stderr)
+        assert.equal(r.stdout, `x\n${project}\nproject\nunseen\n`)
+        assert.equal(readFileSync(path.join(out, isolation), 'utf8'), 'x\n', 'written through to the host')
+      })
+
+      it('a cwd the sandbox uid cannot enter is refused up front, naming cwd', async () => {
+        await assert.rejects(
+          run(['true'], { isolation, cwd: closed }),
+          (e: unknown) => e instanceof PolicyError && e.field === 'cwd' && /chmod o\+x/.test(e.message),
+        )
+      })
+    })
+  }
+
+  it('readable (strict mode, namespace tier): shown read-only, and alone', {
+    skip: noNamespace,
+  }, async () => {
+    const r = await run(
+      ['sh', '-c', `cat ${data}/f; ls -A ${closed}; touch ${data}/g 2>/dev/null || echo ro`],
+      {
+        isolation: 'namespace',
+        cwd: '/',
+        readable: [data],
+      },
+    )
+    assert.equal(r.status, 'ok', r.stderr)
+    assert.equal(r.stdout, 'data\ndata\nro\n')
+  })
+
+  it('the process tier refuses one others can write above, naming the field; the namespace tier covers it', {
+    skip: noNamespace || noLauncher,
+  }, async () => {
+    const open = tempDir('cordon-test-open-', { parent: '/var/tmp', mode: 0o777 })
+    const shut = path.join(open, 'shut')
+    const w = path.join(shut, 'w')
+    mkdirSync(w, { recursive: true })
+    chmodSync(shut, 0o700)
+    chmodSync(w, 0o777)
+    await assert.rejects(
+      run(['true'], { isolation: 'process', writable: [w] }),
+      (e: unknown) =>
+        e instanceof PolicyError &&
+        e.field === 'writable.0' &&
+        e.message.includes(`chmod o+x ${shut}, or use the namespace tier`),
+    )
+    const r = await run(['sh', '-c', `touch ${w}/a && ls ${shut}`], { isolation: 'namespace', writable: [w] })
+    assert.equal(r.stdout, 'w\n', r.stderr)
   })
 })

@@ -1,7 +1,7 @@
 // What the sandbox can see and do: filesystem, PIDs, network, uid, session.
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
-import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs'
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import net from 'node:net'
 import path from 'node:path'
 import { after, before, describe, it } from 'node:test'
@@ -343,11 +343,13 @@ for (const tier of TIERS) {
 }
 
 describe("bwrap's own refusal", { skip: noNamespace || notRoot }, () => {
-  it('is an `error` naming what bwrap said (a cwd the sandbox uid cannot enter)', async () => {
-    const dir = tempDir('cordon-closed-', { mode: 0o700 })
-    const r = await run(['true'], { isolation: 'namespace', cwd: dir })
+  it('is an `error` naming what bwrap said (a hide inside a directory the sandbox uid cannot search)', async () => {
+    // (A cwd it cannot enter is refused before bwrap runs: PolicyError, field cwd.)
+    const dir = tempDir('cordon-closed-', { mode: 0o700, parent: '/var/tmp' })
+    mkdirSync(path.join(dir, 'inner'))
+    const r = await run(['true'], { isolation: 'namespace', hide: [path.join(dir, 'inner')] })
     assert.equal(r.status, 'error', r.stderr)
     assert.equal(r.violation?.limit, 'launch')
-    assert.match(r.violation?.message ?? '', /^bwrap: Can't chdir to .*Permission denied/)
+    assert.match(r.violation?.message ?? '', /^bwrap: Can't mkdir .*inner: Permission denied/)
   })
 })
