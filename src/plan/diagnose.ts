@@ -1,6 +1,7 @@
 // What `cordon doctor` prints: each check with what it means for enforcement and how to fix it.
 import { spawnSync } from 'node:child_process'
-import { readFileSync } from 'node:fs'
+import { readFileSync, realpathSync } from 'node:fs'
+import path from 'node:path'
 import { isExecutableFile, resolveProgram } from '../policy/command.js'
 import { SAFE_PATH } from '../policy/env.js'
 import { uidPoolSchema } from '../policy/schema.js'
@@ -10,6 +11,7 @@ import { type Capabilities, probeCapabilities } from './capabilities.js'
 import { detectCgroups } from './cgroups.js'
 import { clockEnv } from './clock.js'
 import { LANDLOCK_SCOPES, LAUNCHER_PATH } from './launcher.js'
+import { blockedDirs, canSearch, rootOnlyAbove } from './paths.js'
 import { DEFAULT_DENIED, seccompSupported } from './seccomp.js'
 
 export interface Check {
@@ -173,6 +175,80 @@ export function openFilesCheck(fileMax: number, memTotalBytes: number): Check {
   }
 }
 
+/** What pathsCheck asks of the filesystem, about the sandbox uid (see paths.ts). */
+export interface PathProbe {
+  /** Whether the sandbox uid may search this directory itself. */
+  searchable(dir: string): boolean
+  /** Whether only root can write every directory above this one (the process tier can cover it then). */
+  rootOnlyAbove(dir: string): boolean
+}
+
+/**
+ * Whether sandboxes can reach the paths a run needs from here: the working directory (which they must be
+ * able to enter) and those cordon shows them (node itself for callFunction, cordon's own files). One
+ * beneath a directory the sandbox uid cannot search (a clone under root's 0700 home) is covered there and
+ * shown alone: always in the namespace tier, in the process tier only where nobody but root can write
+ * above that directory (otherwise refused, naming the field).
+ */
+export function pathsCheck(
+  isRoot: boolean,
+  autoTier: 'namespace' | 'process' | null,
+  cwd: string,
+  shown: readonly { what: string; path: string }[],
+  probe: PathProbe,
+): Check {
+  const name = 'paths'
+  if (!isRoot) {
+    return { name, ok: true, detail: 'sandboxes run as this user: they reach what it reaches', fix: null }
+  }
+  if (!probe.searchable(cwd)) {
+    return {
+      name,
+      ok: false,
+      detail: `the working directory ${cwd} cannot be entered by sandbox uids: runs started here are refused (cwd)`,
+      fix: `chmod o+x ${cwd}, or start cordon (or give cwd) elsewhere`,
+    }
+  }
+  // Grouped by the directory in the way: `the working directory /root/p and node /root/.nvm/bin are beneath /root`.
+  const byBlocked = new Map<string, string[]>()
+  for (const { what, path } of [{ what: 'the working directory', path: cwd }, ...shown]) {
+    const [blocked] = blockedDirs([path], ['/'], [], probe.searchable)
+    if (blocked) byBlocked.set(blocked, [...(byBlocked.get(blocked) ?? []), `${what} ${path}`])
+  }
+  const notes: string[] = []
+  const fixes: string[] = []
+  for (const [blocked, whats] of byBlocked) {
+    const beneath = `${whats.join(' and ')} ${whats.length > 1 ? 'are' : 'is'} beneath ${blocked}, which sandbox uids cannot search`
+    if (autoTier === 'process' && !probe.rootOnlyAbove(blocked)) {
+      notes.push(`${beneath} and others can write above: the process tier refuses it`)
+      fixes.push(`chmod o+x ${blocked}`)
+    } else {
+      const processToo = probe.rootOnlyAbove(blocked)
+        ? ''
+        : ' (the process tier refuses it: others can write above it)'
+      notes.push(
+        `${beneath}: each run covers it and shows the paths it is given in it, nothing else${processToo}`,
+      )
+    }
+  }
+  if (fixes.length > 0)
+    return {
+      name,
+      ok: false,
+      detail: notes.join('; '),
+      fix: `${fixes.join('; ')}, or use the namespace tier`,
+    }
+  return {
+    name,
+    ok: true,
+    detail:
+      notes.length > 0
+        ? notes.join('; ')
+        : 'the working directory, node and cordon are reachable by sandbox uids',
+    fix: null,
+  }
+}
+
 function readText(file: string): string {
   try {
     return readFileSync(file, 'utf8')
@@ -182,6 +258,31 @@ function readText(file: string): string {
 }
 
 const readNumber = (file: string, pattern: RegExp) => Number(pattern.exec(readText(file))?.[1] ?? 0)
+
+/** node (which callFunction runs in the sandbox) and cordon's own files, as real paths. */
+function cordonPaths(): { what: string; path: string }[] {
+  const real = (p: string) => {
+    try {
+      return realpathSync(p)
+    } catch {
+      return null
+    }
+  }
+  const out: { what: string; path: string }[] = []
+  const node = real(path.dirname(process.execPath))
+  if (node) out.push({ what: 'node', path: node })
+  const own = real(path.dirname(LAUNCHER_PATH))
+  if (own) out.push({ what: "cordon's files", path: own })
+  return out
+}
+
+/** The pool's first uid (and its gid) as the sandbox uid every run of the pool shares the permissions of. */
+function sandboxProbe(pool: { first: number }): PathProbe {
+  return {
+    searchable: (dir) => canSearch(dir, pool.first, pool.first),
+    rootOnlyAbove,
+  }
+}
 
 export function diagnose(): Diagnosis {
   const caps = probeCapabilities()
@@ -333,5 +434,8 @@ export function diagnose(): Diagnosis {
   ]
   // Both tiers start through the launcher: without it nothing runs.
   const autoTier = namespaceOk ? 'namespace' : caps.launcher ? 'process' : null
+  checks.push(
+    pathsCheck(caps.isRoot, autoTier, realpathSync(process.cwd()), cordonPaths(), sandboxProbe(pool)),
+  )
   return { capabilities: caps, autoTier, checks }
 }

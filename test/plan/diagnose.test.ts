@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import { probeCapabilities } from '../../src/plan/capabilities.js'
-import { openFilesCheck, processTierCheck, socketMemoryCheck } from '../../src/plan/diagnose.js'
+import { openFilesCheck, pathsCheck, processTierCheck, socketMemoryCheck } from '../../src/plan/diagnose.js'
 
 describe('socket memory check', () => {
   it('v1: TCP capped by kmem.tcp, unix charged, the unaccepted-connection gap named', () => {
@@ -59,5 +59,39 @@ describe('process tier check', () => {
       processTierCheck({ ...caps, isRoot: false }).detail,
       /the host's \/etc\/passwd and \/etc\/group \(its users\) stay visible/,
     )
+  })
+})
+
+describe('paths check', () => {
+  const probe = (closed: string[], othersWrite: string[] = []) => ({
+    searchable: (dir: string) => !closed.includes(dir),
+    rootOnlyAbove: (dir: string) => !othersWrite.some((d) => dir.startsWith(`${d}/`)),
+  })
+  const node = [{ what: 'node', path: '/root/.nvm/bin' }]
+
+  it('not root: nothing to check; all reachable: ok', () => {
+    assert.equal(pathsCheck(false, 'namespace', '/root/p', node, probe(['/root'])).ok, true)
+    const c = pathsCheck(true, 'namespace', '/srv/p', [], probe([]))
+    assert.equal(c.ok, true)
+    assert.match(c.detail, /reachable/)
+  })
+
+  it('a cwd sandboxes cannot enter: not ok, with the fix', () => {
+    const c = pathsCheck(true, 'namespace', '/root', [], probe(['/root']))
+    assert.equal(c.ok, false)
+    assert.match(c.fix ?? '', /chmod o\+x \/root/)
+  })
+
+  it('beneath a directory sandboxes cannot search: covered (ok); the process tier refuses it where others write above', () => {
+    const ok = pathsCheck(true, 'namespace', '/root/p', node, probe(['/root']))
+    assert.equal(ok.ok, true)
+    assert.match(
+      ok.detail,
+      /^the working directory \/root\/p and node \/root\/.nvm\/bin are beneath \/root, /,
+    )
+    const refused = pathsCheck(true, 'process', '/var/tmp/x/p', [], probe(['/var/tmp/x'], ['/var/tmp']))
+    assert.equal(refused.ok, false)
+    assert.match(refused.detail, /process tier refuses/)
+    assert.match(refused.fix ?? '', /chmod o\+x \/var\/tmp\/x.*namespace tier/)
   })
 })
