@@ -34,8 +34,8 @@ export function onBrokenPipe(listener: () => void): () => void {
 }
 
 /** Write, unless a pipe broke: after that cordon prints nothing more, on either stream. */
-export function print(stream: NodeJS.WriteStream, text: string): void {
-  if (!broken) stream.write(text)
+export function print(stream: NodeJS.WriteStream, data: string | Uint8Array): void {
+  if (!broken) stream.write(data)
 }
 
 /**

@@ -4,6 +4,7 @@ import type { Readable } from 'node:stream'
 import { PolicyError } from '../errors.js'
 import { probeCapabilities } from '../plan/capabilities.js'
 import { tierFor } from '../plan/plan.js'
+import type { OutputData } from '../policy/schema.js'
 import { signalNumber } from '../run/classify.js'
 import { emptyResult } from '../run/handle.js'
 import { run } from '../run/launch.js'
@@ -13,7 +14,7 @@ import { EXIT_BROKEN_PIPE, pipeBroken, print, whileCancelable } from './pipes.js
 
 export const EXIT = { limit: 124, cordon: 125, denied: 126, notFound: 127, canceled: 130 } as const
 
-export function exitCodeFor(result: RunResult): number {
+export function exitCodeFor(result: RunResult<OutputData>): number {
   switch (result.status) {
     case 'ok':
       return 0
@@ -79,16 +80,16 @@ export async function runCommand(command: string[], values: Record<string, unkno
   const json = values.json === true
   const stdin = openStdin(values.stdin)
   try {
-    const result = await whileCancelable((signal) =>
-      run(command, {
-        ...policyInput(values),
-        ...(stdin ? { stdin } : {}),
-        signal,
-        onOutput: json
-          ? undefined
-          : (chunk) => print(chunk.stream === 'stdout' ? process.stdout : process.stderr, chunk.data),
-      }),
-    )
+    const result = await whileCancelable<RunResult<OutputData>>((signal) => {
+      const options = { ...policyInput(values), ...(stdin ? { stdin } : {}), signal }
+      if (json) return run(command, options)
+      // The program's bytes go through as they are (gzip's output must still gunzip): no decoding at all.
+      return run(command, {
+        ...options,
+        encoding: 'buffer',
+        onOutput: (chunk) => print(chunk.stream === 'stdout' ? process.stdout : process.stderr, chunk.data),
+      })
+    })
     if (json) print(process.stdout, `${JSON.stringify(result)}\n`)
     else if (result.violation)
       print(process.stderr, `cordon: ${result.status}: ${result.violation.message}\n`)

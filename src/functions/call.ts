@@ -6,14 +6,14 @@ import path from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import { serialize } from 'node:v8'
 import { PolicyError } from '../errors.js'
-import { parsePolicy, type RunOptions } from '../policy/schema.js'
+import { type AnyRunOptions, type OutputData, parsePolicy, type RunOptions } from '../policy/schema.js'
 import { launch } from '../run/launch.js'
 import { redactionFor, redactResult } from '../run/redact.js'
 import type { RunResult } from '../run/result.js'
 import { type ErrorInfo, findReplies, GUARD_FROM_RUNNER } from './protocol.js'
 import { redactErrorInfo, redactValue } from './redact-value.js'
 
-export interface FunctionResult<T = unknown> extends RunResult {
+export interface FunctionResult<T = unknown, D extends OutputData = string> extends RunResult<D> {
   /** The function's return value, when it returned. */
   value?: T
   /** What it threw, or why it could not be called (module did not load, no such export, value not cloneable). */
@@ -43,12 +43,24 @@ function modulePath(module: string | URL): string {
   throw new PolicyError('module', `${file} is not a file`)
 }
 
+export function callFunction<T = unknown>(
+  module: string | URL,
+  exportName: string,
+  args: readonly unknown[] | undefined,
+  options: RunOptions<Buffer>,
+): Promise<FunctionResult<T, Buffer>>
+export function callFunction<T = unknown>(
+  module: string | URL,
+  exportName: string,
+  args?: readonly unknown[],
+  options?: RunOptions,
+): Promise<FunctionResult<T>>
 export async function callFunction<T = unknown>(
   module: string | URL,
   exportName: string,
   args: readonly unknown[] = [],
-  options: RunOptions = {},
-): Promise<FunctionResult<T>> {
+  options: AnyRunOptions = {},
+): Promise<FunctionResult<T, OutputData>> {
   const file = modulePath(module)
   if (!exportName) throw new PolicyError('exportName', 'must name an export')
   const nonce = randomUUID()
@@ -64,7 +76,7 @@ export async function callFunction<T = unknown>(
   const guard = path.resolve(path.dirname(runner), GUARD_FROM_RUNNER)
   const chunks: Buffer[] = []
   let replyBytes = 0
-  const result: FunctionResult<T> = await launch([process.execPath, runner], options, false, {
+  const result: FunctionResult<T, OutputData> = await launch([process.execPath, runner], options, false, {
     // The module's directory, cordon's runner and guard and node itself must be readable, even in strict mode.
     visible: [
       path.dirname(file),

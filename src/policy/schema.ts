@@ -124,10 +124,18 @@ export const limitsSchema = z.strictObject({
     .register(cli, { flag: 'kill-grace', arg: 'DURATION', description: 'time between SIGTERM and SIGKILL' }),
 })
 
-export interface OutputChunk {
+/** How output reaches the caller: 'utf8' text (the default) or the program's bytes as they are ('buffer'). */
+export type Encoding = 'utf8' | 'buffer'
+/** What output is made of: a string, or a Buffer with `encoding: 'buffer'`. */
+export type OutputData = string | Buffer
+
+export interface OutputChunk<D extends OutputData = string> {
   stream: 'stdout' | 'stderr'
-  /** Decoded text; a multi-byte character split across reads arrives whole in the later chunk. */
-  data: string
+  /**
+   * Decoded text (a multi-byte character split across reads arrives whole in the later chunk), or with
+   * `encoding: 'buffer'` the bytes as read.
+   */
+  data: D
   /** Bytes of this chunk that were kept (counted against maxOutputBytes). */
   bytes: number
 }
@@ -316,8 +324,15 @@ export const policySchema = z.strictObject({
     .optional(),
   onLog: z.custom<(entry: LogEntry) => void>((v) => typeof v === 'function', 'must be a function').optional(),
   onOutput: z
-    .custom<(chunk: OutputChunk) => void>((v) => typeof v === 'function', 'must be a function')
+    .custom<(chunk: OutputChunk<OutputData>) => void>((v) => typeof v === 'function', 'must be a function')
     .optional(),
+  encoding: z
+    .enum(['utf8', 'buffer'])
+    .default('utf8')
+    .describe(
+      "'utf8': stdout, stderr, output and each chunk's data are strings, decoded per stream; 'buffer': " +
+        "Buffers holding the program's bytes exactly (secrets are matched as their UTF-8 bytes)",
+    ),
   denySyscalls: z
     .array(z.string().refine((name) => syscallNumber(name) !== undefined, 'is not a known system call'))
     .default([])
@@ -330,8 +345,27 @@ export const policySchema = z.strictObject({
   cgroup: cgroupSchema.prefault({}),
 })
 
-/** What callers pass: every field optional, sizes and durations as numbers or strings. */
-export type RunOptions = z.input<typeof policySchema>
+/** `encoding` as it decides the type of output: Buffers only for 'buffer', text unless it is given. */
+type EncodingOption<D extends OutputData> = [D] extends [Buffer]
+  ? { encoding: 'buffer' }
+  : [D] extends [string]
+    ? { encoding?: 'utf8' }
+    : { encoding?: Encoding }
+
+/**
+ * What callers pass: every field optional, sizes and durations as numbers or strings. `D` is what output
+ * arrives as: `RunOptions<Buffer>` requires `encoding: 'buffer'`, and its onOutput gets Buffer chunks.
+ * (`RunOptions<string | Buffer>`, an encoding known only at run time, is for the engine's own use: run()
+ * and start() take one of the two, so that the result's type is known.)
+ */
+export type RunOptions<D extends OutputData = string> = Omit<
+  z.input<typeof policySchema>,
+  'encoding' | 'onOutput'
+> &
+  EncodingOption<D> & { onOutput?: (chunk: OutputChunk<D>) => void }
+
+/** Options of any encoding, as the engine takes them (it parses them, and the encoding decides the rest). */
+export type AnyRunOptions = RunOptions | RunOptions<Buffer> | RunOptions<OutputData>
 export type Limits = z.output<typeof limitsSchema>
 export type Policy = z.output<typeof policySchema>
 

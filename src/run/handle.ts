@@ -1,12 +1,12 @@
 // The handle start() returns, and the one for runs that end before anything is launched.
-import type { OutputChunk } from '../policy/schema.js'
+import type { Encoding, OutputChunk, OutputData } from '../policy/schema.js'
 import type { Isolation, RunResult, Violation } from './result.js'
 
-export interface RunHandle {
+export interface RunHandle<D extends OutputData = string> {
   /** Host pid of the launched process: bwrap's monitor, or the process tier's own (the program's parent); undefined if none ran. */
   readonly pid: number | undefined
   /** Output chunks as they arrive; ends when the sandbox has finished. */
-  readonly output: AsyncIterable<OutputChunk>
+  readonly output: AsyncIterable<OutputChunk<D>>
   /** Write to the sandbox's stdin (only when `stdin` was not given: it then stays open until closeStdin). */
   write(data: string | Buffer): boolean
   closeStdin(): void
@@ -15,17 +15,28 @@ export interface RunHandle {
    * Once the run has ended it does nothing at all: its pids, uid and session may be someone else's by then.
    */
   kill(): void
-  readonly result: Promise<RunResult>
+  readonly result: Promise<RunResult<D>>
 }
 
-export function emptyResult(isolation: Isolation, violation: Violation): RunResult {
+export function emptyResult(isolation: Isolation, violation: Violation): RunResult
+export function emptyResult(
+  isolation: Isolation,
+  violation: Violation,
+  encoding: Encoding,
+): RunResult<OutputData>
+export function emptyResult(
+  isolation: Isolation,
+  violation: Violation,
+  encoding: Encoding = 'utf8',
+): RunResult<OutputData> {
+  const none = () => (encoding === 'buffer' ? Buffer.alloc(0) : '')
   return {
     status: violation.kind,
     exitCode: null,
     signal: null,
-    stdout: '',
-    stderr: '',
-    output: '',
+    stdout: none(),
+    stderr: none(),
+    output: none(),
     truncated: false,
     outputBytes: 0,
     wallMs: 0,
@@ -41,7 +52,7 @@ export function emptyResult(isolation: Isolation, violation: Violation): RunResu
   }
 }
 
-export function finishedHandle(result: RunResult): RunHandle {
+export function finishedHandle<D extends OutputData>(result: RunResult<D>): RunHandle<D> {
   return {
     pid: undefined,
     output: { async *[Symbol.asyncIterator]() {} },

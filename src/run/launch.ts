@@ -5,7 +5,9 @@ import { NetworkProxy } from '../net/proxy.js'
 import { recentCapabilities } from '../plan/capabilities.js'
 import { type LaunchPlan, prepare, releasePlan } from '../plan/plan.js'
 import {
+  type AnyRunOptions,
   type OutputChunk,
+  type OutputData,
   type Policy,
   parseCommand,
   parsePolicy,
@@ -49,14 +51,26 @@ const CPU_POLL_MS = 50
 
 /**
  * Start a sandboxed command; throws PolicyError for invalid options. Without `stdin` the sandbox's stdin
- * stays open for `write()` until `closeStdin()`.
+ * stays open for `write()` until `closeStdin()`. With `encoding: 'buffer'` output comes as Buffers.
  */
-export function start(command: readonly string[], options: RunOptions = {}): RunHandle {
+export function start(command: readonly string[], options: RunOptions<Buffer>): RunHandle<Buffer>
+// Last, so that Parameters<typeof start> is the usual text form.
+export function start(command: readonly string[], options?: RunOptions): RunHandle
+export function start(command: readonly string[], options: AnyRunOptions = {}): RunHandle<OutputData> {
   return launch(command, options, true)
 }
 
-/** Run a sandboxed command to completion. Without `stdin` the sandbox reads EOF at once. */
-export async function run(command: readonly string[], options: RunOptions = {}): Promise<RunResult> {
+/**
+ * Run a sandboxed command to completion. Without `stdin` the sandbox reads EOF at once. With
+ * `encoding: 'buffer'` output comes as Buffers.
+ */
+export function run(command: readonly string[], options: RunOptions<Buffer>): Promise<RunResult<Buffer>>
+// Last, so that Parameters<typeof run> is the usual text form.
+export function run(command: readonly string[], options?: RunOptions): Promise<RunResult>
+export async function run(
+  command: readonly string[],
+  options: AnyRunOptions = {},
+): Promise<RunResult<OutputData>> {
   return launch(command, options, false).result
 }
 
@@ -70,10 +84,10 @@ export interface CallChannel {
 /** `interactive`: start() — a live output iterator, and stdin left open when none was given. */
 export function launch(
   command: readonly string[],
-  options: RunOptions,
+  options: AnyRunOptions,
   interactive: boolean,
   call?: CallChannel,
-): RunHandle {
+): RunHandle<OutputData> {
   let argv: string[]
   let policy: Policy
   try {
@@ -89,7 +103,7 @@ export function launch(
   const proxy = typeof policy.network === 'object' ? new NetworkProxy(policy.network) : null
   const finish = (isolation: Isolation, violation: Violation) => {
     void proxy?.close()
-    return finishedHandle(redactResult(emptyResult(isolation, violation), redaction))
+    return finishedHandle(redactResult(emptyResult(isolation, violation, policy.encoding), redaction))
   }
   let prepared: ReturnType<typeof prepare>
   try {
@@ -145,7 +159,7 @@ function supervise(
   call: CallChannel | undefined,
   proxy: NetworkProxy | null,
   redaction: Redaction,
-): RunHandle {
+): RunHandle<OutputData> {
   const keepStdinOpen = interactive && policy.stdin === undefined
   const { limits } = policy
   const { lease } = plan
@@ -168,8 +182,8 @@ function supervise(
     })
   const onOutput = guarded(policy.onOutput)
   // Only start() hands out the live iterator; run() does not keep a second copy of every chunk.
-  const queue = interactive ? new ChunkQueue<OutputChunk>() : null
-  const out = new OutputBuffer(
+  const queue = interactive ? new ChunkQueue<OutputChunk<OutputData>>() : null
+  const out = new OutputBuffer<OutputData>(
     limits.maxOutputBytes,
     (chunk) => {
       queue?.push(chunk)
@@ -177,6 +191,7 @@ function supervise(
     },
     redaction,
     queue !== null || onOutput !== undefined,
+    policy.encoding,
   )
   const logs = new LogCollector(limits.maxLogBytes, redaction, guarded(policy.onLog))
   const started = monotonicMs()
@@ -252,7 +267,7 @@ function supervise(
   child.stderr?.on('data', (b: Buffer) => out.push('stderr', b) || stop('output-limit', false))
   const releaseStdin = feedStdin(child, policy.stdin, keepStdinOpen)
 
-  const result = new Promise<RunResult>((resolve, reject) => {
+  const result = new Promise<RunResult<OutputData>>((resolve, reject) => {
     let exited: { code: number | null; signal: NodeJS.Signals | null } | null = null
     let wallMs = 0
     let abandon: NodeJS.Timeout | undefined
@@ -319,7 +334,7 @@ function supervise(
       const text = out.finish()
       queue?.end()
       if (thrown) return reject(thrown.error)
-      const finished: RunResult = {
+      const finished: RunResult<OutputData> = {
         status,
         exitCode,
         signal,

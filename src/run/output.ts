@@ -1,12 +1,20 @@
 // One byte budget for stdout and stderr together. Bytes past the cap are never kept; text is decoded
 // per stream with a streaming decoder so a character split across reads survives, then redacted.
-// Byte counts are what the sandbox wrote, before redaction.
+// With `encoding: 'buffer'` the bytes are kept as they are (redaction reads them as Latin-1, one character
+// a byte, and matches each secret as its UTF-8 bytes). Byte counts are what the sandbox wrote, before
+// redaction.
 import { isAscii } from 'node:buffer'
 import { StringDecoder } from 'node:string_decoder'
-import type { OutputChunk } from '../policy/schema.js'
+import type { Encoding, OutputChunk, OutputData } from '../policy/schema.js'
 import { MarkerRuns, Redaction, type Scanner } from './redact.js'
 
 type Stream = OutputChunk['stream']
+/** What a run keeps: each stream, and both interleaved in arrival order. */
+export interface OutputViews<D extends OutputData = string> {
+  stdout: D
+  stderr: D
+  output: D
+}
 const TAIL_CHARS = 4096
 
 /**
@@ -18,8 +26,18 @@ const TAIL_CHARS = 4096
 const BATCH_BYTES = 4 * 1024 * 1024
 const FIRST_BATCH_BYTES = 16 * 1024
 
-/** Bytes → text for one stream: a streaming UTF-8 decoder. */
-class TextPipe {
+/** Bytes → text for one stream. */
+interface Decoder {
+  push(data: Buffer): string
+  /** What is left when the stream ends. */
+  end(): string
+}
+
+/** Bytes as Latin-1, one character a byte: redaction scans them as text and gives the same bytes back. */
+const bytesAsLatin1 = (): Decoder => ({ push: (data) => data.toString('latin1'), end: () => '' })
+
+/** A streaming UTF-8 decoder. */
+class TextPipe implements Decoder {
   private readonly decoder = new StringDecoder('utf8')
   /** The decoder holds no part of a character: pure ASCII may skip it. */
   private clean = true
@@ -51,7 +69,7 @@ class TextPipe {
  * tails come out in arrival order).
  */
 class RedactedOutput {
-  private readonly pipes = { stdout: new TextPipe(), stderr: new TextPipe() }
+  private readonly pipes: Record<Stream, Decoder>
   private readonly scans: Record<Stream, Scanner>
   private readonly merged: Scanner
   /** Which stream each not yet written character of `merged` came from: [stream, its end], in order. */
@@ -68,7 +86,9 @@ class RedactedOutput {
   constructor(
     redaction: Redaction,
     private readonly write: (stream: Stream, text: string, bytes: number) => void,
+    decoder: () => Decoder,
   ) {
+    this.pipes = { stdout: decoder(), stderr: decoder() }
     this.scans = { stdout: redaction.scanner(), stderr: redaction.scanner() }
     this.merged = redaction.scanner()
   }
@@ -156,7 +176,52 @@ class RedactedOutput {
   }
 }
 
-export class OutputBuffer {
+/**
+ * The kept bytes for `encoding: 'buffer'`: one growing copy of everything in arrival order, and where the
+ * stream changes (a run of one stream per entry, so many small reads cost no object each); the streams
+ * are cut out of it at the end.
+ */
+class ByteStore {
+  private buf = Buffer.alloc(0)
+  private length = 0
+  /** Offsets in `buf` where the stream changes; the first run is `first`'s, then they alternate. */
+  private readonly switches: number[] = []
+  private first: Stream = 'stdout'
+  private last: Stream | null = null
+  private readonly sizes = { stdout: 0, stderr: 0 }
+
+  push(stream: Stream, data: Buffer): void {
+    if (data.length === 0) return
+    if (this.last === null) this.first = stream
+    else if (this.last !== stream) this.switches.push(this.length)
+    this.last = stream
+    if (this.length + data.length > this.buf.length) {
+      const grown = Buffer.allocUnsafeSlow(
+        Math.max(FIRST_BATCH_BYTES, this.buf.length * 2, this.length + data.length),
+      )
+      this.buf.copy(grown, 0, 0, this.length)
+      this.buf = grown
+    }
+    this.length += data.copy(this.buf, this.length)
+    this.sizes[stream] += data.length
+  }
+
+  finish(): OutputViews<Buffer> {
+    const output = Buffer.from(this.buf.subarray(0, this.length))
+    const views = { stdout: Buffer.alloc(this.sizes.stdout), stderr: Buffer.alloc(this.sizes.stderr), output }
+    const at = { stdout: 0, stderr: 0 }
+    let stream = this.first
+    let start = 0
+    for (const end of [...this.switches, this.length]) {
+      at[stream] += output.copy(views[stream], at[stream], start, end)
+      start = end
+      stream = stream === 'stdout' ? 'stderr' : 'stdout'
+    }
+    return views
+  }
+}
+
+export class OutputBuffer<D extends OutputData = string> {
   bytes = 0
   truncated = false
   /** Last few KiB of stderr as written, kept even past the cap, for classifying how a program died. */
@@ -176,22 +241,39 @@ export class OutputBuffer {
   private batch = Buffer.alloc(0)
   private batchBytes = 0
   private batchStream: Stream = 'stdout'
+  /** With `encoding: 'buffer'`: the kept bytes, instead of the text above. */
+  private readonly bytesKept: ByteStore | null
+  private readonly onChunk: (chunk: OutputChunk<OutputData>) => void
+  private readonly isLive: boolean
 
-  /** `live`: someone sees chunks as they arrive (onOutput, start()'s iterator). */
+  /**
+   * `live`: someone sees chunks as they arrive (onOutput, start()'s iterator). `encoding` must be 'buffer'
+   * exactly when D is Buffer.
+   */
   constructor(
     private readonly cap: number,
-    private readonly onChunk: (chunk: OutputChunk) => void,
+    onChunk: (chunk: OutputChunk<D>) => void,
     redact: readonly (string | RegExp)[] | Redaction = [],
     live = true,
+    encoding: Encoding = 'utf8',
   ) {
+    this.onChunk = onChunk as (chunk: OutputChunk<OutputData>) => void
+    this.isLive = live
     const redaction = redact instanceof Redaction ? redact : new Redaction(redact)
+    const bytes = encoding === 'buffer'
+    this.bytesKept = bytes ? new ByteStore() : null
     this.store = { stdout: new TextPipe(), stderr: new TextPipe() }
-    this.live = live ? { stdout: new TextPipe(), stderr: new TextPipe() } : null
+    this.live = live && !bytes ? { stdout: new TextPipe(), stderr: new TextPipe() } : null
     this.redacted = redaction.active
-      ? new RedactedOutput(redaction, (stream, data, bytes) => {
-          this.keep(stream, data)
-          if (live) this.onChunk({ stream, data, bytes })
-        })
+      ? new RedactedOutput(
+          bytes ? redaction.forBytes() : redaction,
+          (stream, text, count) => {
+            const data = bytes ? Buffer.from(text, 'latin1') : text
+            this.keep(stream, data)
+            if (live) this.onChunk({ stream, data, bytes: count })
+          },
+          bytes ? bytesAsLatin1 : () => new TextPipe(),
+        )
       : null
   }
 
@@ -205,6 +287,11 @@ export class OutputBuffer {
     this.bytes += kept.length
     if (this.redacted) {
       this.redacted.push(stream, kept)
+      return !this.truncated
+    }
+    if (this.bytesKept) {
+      this.bytesKept.push(stream, kept)
+      if (this.isLive && kept.length > 0) this.onChunk({ stream, data: kept, bytes: kept.length })
       return !this.truncated
     }
     if (this.live) this.deliver(stream, this.live[stream].push(kept), kept.length)
@@ -240,19 +327,24 @@ export class OutputBuffer {
     this.batchBytes = 0
   }
 
-  private keep(stream: Stream, text: string): void {
-    this.text[stream] += text
-    this.text.output += text
+  private keep(stream: Stream, data: OutputData): void {
+    if (typeof data !== 'string') {
+      this.bytesKept?.push(stream, data)
+      return
+    }
+    this.text[stream] += data
+    this.text.output += data
   }
 
   /** Flush partial characters (a cut at the cap becomes U+FFFD) and return the three views. */
-  finish(): { stdout: string; stderr: string; output: string } {
+  finish(): OutputViews<D> {
     this.redacted?.finish()
+    if (this.bytesKept) return this.bytesKept.finish() as OutputViews<OutputData> as OutputViews<D>
     this.decodeBatch()
     for (const stream of ['stdout', 'stderr'] as const) {
       this.keep(stream, this.store[stream].end())
       if (this.live) this.deliver(stream, this.live[stream].end(), 0)
     }
-    return { ...this.text }
+    return { ...this.text } as OutputViews<OutputData> as OutputViews<D>
   }
 }

@@ -13,7 +13,7 @@
 import { PolicyError } from '../errors.js'
 import { buildEnv } from '../policy/env.js'
 import { compileRedactPattern } from '../policy/redact-pattern.js'
-import type { Policy } from '../policy/schema.js'
+import type { OutputData, Policy } from '../policy/schema.js'
 import type { RunResult } from './result.js'
 
 export const REDACTED = '[REDACTED]'
@@ -48,7 +48,7 @@ export function redactionFor(policy: Pick<Policy, 'redact' | 'env' | 'passEnv'>)
  * paths, hosts) and the network events. Output and logs are redacted as they arrive; this is the rest, so
  * every result goes through it where it is built.
  */
-export function redactResult<T extends RunResult>(result: T, redaction: Redaction): T {
+export function redactResult<T extends RunResult<OutputData>>(result: T, redaction: Redaction): T {
   if (!redaction.active) return result
   const hide = (text: string) => redaction.apply(text)
   const { violation } = result

@@ -1,5 +1,5 @@
 import type { NetworkEvent } from '../net/gate.js'
-import type { LogEntry } from '../policy/schema.js'
+import type { LogEntry, OutputData } from '../policy/schema.js'
 
 // The one result schema: run(), `cordon run --json` and the HTTP API all return this object.
 
@@ -15,14 +15,15 @@ export interface Violation {
   message: string
 }
 
-export interface RunResult {
+/** `D`: what output is made of, a string or (with `encoding: 'buffer'`) a Buffer. */
+export interface RunResult<D extends OutputData = string> {
   status: Status
   exitCode: number | null
   signal: string | null
-  stdout: string
-  stderr: string
+  stdout: D
+  stderr: D
   /** stdout and stderr interleaved in arrival order. */
-  output: string
+  output: D
   truncated: boolean
   /** Bytes kept, stdout + stderr. */
   outputBytes: number

@@ -1,15 +1,19 @@
 // A reusable sandbox: one policy for many runs, with running totals and an optional quota. Each object
 // keeps its own state, so any number coexist in one process.
-import { CordonError } from '../errors.js'
+import { CordonError, PolicyError } from '../errors.js'
 import { callFunction, type FunctionResult } from '../functions/call.js'
-import type { RunOptions } from '../policy/schema.js'
+import type { AnyRunOptions, OutputData, RunOptions } from '../policy/schema.js'
 import { type RunHandle, run, start } from '../run/launch.js'
 import type { RunResult, ViolationKind } from '../run/result.js'
 
-export interface SandboxOptions extends RunOptions {
+/** `D`: what output is made of in every run of the sandbox (Buffer with `encoding: 'buffer'`). */
+export type SandboxOptions<D extends OutputData = string> = RunOptions<D> & {
   /** Refuse runs past this many (a QuotaError), e.g. one grader submission's budget. */
   maxRuns?: number
 }
+
+/** A run's own options: the sandbox's encoding holds for all its runs, so it is not among them. */
+export type SandboxRunOptions<D extends OutputData = string> = Omit<RunOptions<D>, 'encoding'>
 
 export interface SandboxStats {
   runs: number
@@ -24,21 +28,26 @@ export class QuotaError extends CordonError {
 }
 
 /** Per-call options over the sandbox's: objects (limits, env, cgroup, uidPool) merge, the rest replaces. */
-function merge(base: RunOptions, over: RunOptions): RunOptions {
+function merge(base: AnyRunOptions, over: AnyRunOptions): AnyRunOptions {
+  const encoding = base.encoding ?? 'utf8'
+  if (over.encoding !== undefined && over.encoding !== encoding) {
+    throw new PolicyError('encoding', `is the sandbox's own (${encoding}): give it to createSandbox()`)
+  }
   const out: Record<string, unknown> = { ...base, ...over }
   for (const key of ['limits', 'env', 'cgroup', 'uidPool'] as const) {
     if (base[key] && over[key]) out[key] = { ...base[key], ...over[key] }
   }
-  return out as RunOptions
+  return out as AnyRunOptions
 }
 
-export class Sandbox {
-  private readonly base: RunOptions
+export class Sandbox<D extends OutputData = string> {
+  private readonly base: AnyRunOptions
   private readonly maxRuns: number | undefined
   private readonly totals: SandboxStats = { runs: 0, violations: {}, cpuMs: 0, wallMs: 0 }
   private started = 0
 
-  constructor({ maxRuns, ...policy }: SandboxOptions = {}) {
+  constructor(options?: SandboxOptions<D>) {
+    const { maxRuns, ...policy } = (options ?? {}) as { maxRuns?: number } & AnyRunOptions
     if (maxRuns !== undefined && !(Number.isInteger(maxRuns) && maxRuns >= 0)) {
       throw new CordonError(`maxRuns: must be a whole number >= 0, got ${maxRuns}`)
     }
@@ -55,7 +64,7 @@ export class Sandbox {
   }
 
   /** Add a finished run to the totals; returns it unchanged. */
-  protected record<T extends RunResult>(result: T): T {
+  protected record<T extends RunResult<OutputData>>(result: T): T {
     this.totals.runs++
     this.totals.cpuMs += result.cpuMs ?? 0
     this.totals.wallMs += result.wallMs
@@ -66,26 +75,32 @@ export class Sandbox {
     return result
   }
 
-  async run(command: readonly string[], options: RunOptions = {}): Promise<RunResult> {
+  // The merged options carry the sandbox's encoding, which is what D says: the casts below only restate it.
+  async run(command: readonly string[], options?: SandboxRunOptions<D>): Promise<RunResult<D>> {
     this.admit()
-    return this.record(await run(command, merge(this.base, options)))
+    const merged = merge(this.base, (options ?? {}) as AnyRunOptions) as RunOptions
+    return this.record(await run(command, merged)) as RunResult<OutputData> as RunResult<D>
   }
 
-  start(command: readonly string[], options: RunOptions = {}): RunHandle {
+  start(command: readonly string[], options?: SandboxRunOptions<D>): RunHandle<D> {
     this.admit()
-    const handle = start(command, merge(this.base, options))
+    const handle = start(command, merge(this.base, (options ?? {}) as AnyRunOptions) as RunOptions)
     const result = handle.result.then((r) => this.record(r))
-    return Object.assign(Object.create(handle) as RunHandle, { result })
+    return Object.assign(Object.create(handle) as RunHandle, {
+      result,
+    }) as RunHandle<OutputData> as RunHandle<D>
   }
 
   async callFunction<T = unknown>(
     module: string | URL,
     exportName: string,
     args: readonly unknown[] = [],
-    options: RunOptions = {},
-  ): Promise<FunctionResult<T>> {
+    options?: SandboxRunOptions<D>,
+  ): Promise<FunctionResult<T, D>> {
     this.admit()
-    return this.record(await callFunction<T>(module, exportName, args, merge(this.base, options)))
+    const merged = merge(this.base, (options ?? {}) as AnyRunOptions) as RunOptions
+    const result = this.record(await callFunction<T>(module, exportName, args, merged))
+    return result as FunctionResult<T, OutputData> as FunctionResult<T, D>
   }
 
   stats(): SandboxStats {
@@ -93,6 +108,8 @@ export class Sandbox {
   }
 }
 
-export function createSandbox(options: SandboxOptions = {}): Sandbox {
-  return new Sandbox(options)
+export function createSandbox(options: SandboxOptions<Buffer>): Sandbox<Buffer>
+export function createSandbox(options?: SandboxOptions): Sandbox
+export function createSandbox(options?: SandboxOptions | SandboxOptions<Buffer>): Sandbox<OutputData> {
+  return new Sandbox<OutputData>(options as SandboxOptions<OutputData>)
 }

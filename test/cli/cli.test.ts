@@ -6,6 +6,7 @@ import { chmodSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 import { describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
+import { gunzipSync } from 'node:zlib'
 import { marker, noNamespace, processesWith, tempDir, waitFor } from '../helpers.js'
 
 const CLI = fileURLToPath(new URL('../../dist/cli/bin.cjs', import.meta.url))
@@ -212,6 +213,22 @@ describe('cordon run', () => {
       }
     })
   }
+
+  it("passes the program's bytes through unchanged: gzip's output gunzips, 4096 random bytes exactly", () => {
+    const dir = tempDir('cordon-bytes-', { mode: 0o755 })
+    const bytes = randomBytes(4096)
+    writeFileSync(path.join(dir, 'f'), bytes, { mode: 0o644 })
+    const raw = (args: string[]) => spawnSync(process.execPath, [CLI, 'run', '--cwd', dir, '--', ...args])
+    const gz = raw(['gzip', '-c', 'f'])
+    assert.equal(gz.status, 0, gz.stderr.toString())
+    assert.deepEqual(gunzipSync(gz.stdout), bytes)
+    const out = raw(['cat', 'f'])
+    assert.deepEqual(out.stdout, bytes)
+    assert.equal(out.stdout.length, 4096)
+    const err = raw(['sh', '-c', 'cat f >&2'])
+    assert.deepEqual(err.stderr, bytes)
+    assert.equal(err.stdout.length, 0)
+  })
 
   it('streams output live, before the program ends', async () => {
     const child = spawn(process.execPath, [CLI, 'run', '--', 'sh', '-c', 'echo early; sleep 2; echo late'])

@@ -41,10 +41,19 @@ describe('parsePolicy defaults', () => {
     redact: [],
     denySyscalls: [],
     cgroup: { mode: 'auto' },
+    encoding: 'utf8',
   }
 
   it('fills every default from an empty object', () => {
     assert.deepEqual(parsePolicy({}), expected)
+  })
+
+  it("takes encoding 'utf8' or 'buffer', and nothing else", () => {
+    assert.equal(parsePolicy({ encoding: 'buffer' }).encoding, 'buffer')
+    assert.throws(
+      () => parsePolicy({ encoding: 'latin1' }),
+      (e: PolicyError) => e.field === 'encoding' && /"utf8", "buffer"/.test(e.message),
+    )
   })
 
   it("leaves hide unset when not given: the namespace tier then hides cordon's home", () => {

@@ -366,3 +366,118 @@ describe('OutputBuffer: a secret split across stdout and stderr', () => {
     for (const [name, view] of Object.entries(text)) assert.ok(!view.includes(SECRET), `${name}: ${view}`)
   })
 })
+
+describe("OutputBuffer with encoding 'buffer'", () => {
+  function bytesBuffer(cap: number, redact: string[] = [], live = true) {
+    const chunks: OutputChunk<Buffer>[] = []
+    const out = new OutputBuffer<Buffer>(cap, (chunk) => chunks.push(chunk), redact, live, 'buffer')
+    return { out, chunks }
+  }
+  const random = (n: number, seed: number) => {
+    const rand = prng(seed)
+    return Buffer.from(Array.from({ length: n }, () => Math.floor(rand() * 256)))
+  }
+
+  it('keeps bytes that are not UTF-8 exactly, per stream and interleaved, kept and live', () => {
+    const { out, chunks } = bytesBuffer(1 << 20)
+    const a = random(4096, 1)
+    const e = random(1000, 2)
+    out.push('stdout', a.subarray(0, 3))
+    out.push('stderr', e)
+    out.push('stdout', a.subarray(3))
+    const kept = out.finish()
+    assert.ok(Buffer.isBuffer(kept.stdout) && Buffer.isBuffer(kept.stderr) && Buffer.isBuffer(kept.output))
+    assert.deepEqual(kept.stdout, a)
+    assert.deepEqual(kept.stderr, e)
+    assert.deepEqual(kept.output, Buffer.concat([a.subarray(0, 3), e, a.subarray(3)]))
+    assert.ok(chunks.every((c) => Buffer.isBuffer(c.data)))
+    assert.deepEqual(Buffer.concat(chunks.filter((c) => c.stream === 'stdout').map((c) => c.data)), a)
+    assert.equal(
+      chunks.reduce((n, c) => n + c.bytes, 0),
+      out.bytes,
+    )
+  })
+
+  it('cuts at the exact byte of the cap, even inside a UTF-8 character, and says so', () => {
+    const { out } = bytesBuffer(4)
+    assert.equal(out.push('stdout', b('ab')), true)
+    assert.equal(out.push('stderr', EURO), false)
+    assert.equal(out.truncated, true)
+    assert.equal(out.bytes, 4)
+    const kept = out.finish()
+    assert.deepEqual(kept.stdout, b('ab'))
+    assert.deepEqual(kept.stderr, EURO.subarray(0, 2))
+    assert.deepEqual(kept.output, Buffer.concat([b('ab'), EURO.subarray(0, 2)]))
+  })
+
+  it('a cap of zero keeps an empty Buffer', () => {
+    const { out, chunks } = bytesBuffer(0)
+    assert.equal(out.push('stdout', b('x')), false)
+    assert.deepEqual(out.finish(), {
+      stdout: Buffer.alloc(0),
+      stderr: Buffer.alloc(0),
+      output: Buffer.alloc(0),
+    })
+    assert.equal(chunks.length, 0)
+  })
+
+  it('hides a secret as its UTF-8 bytes, among bytes that are not UTF-8', () => {
+    const secret = 'pässwörd€'
+    const { out, chunks } = bytesBuffer(1 << 20, [secret])
+    const noise = Buffer.from([0xff, 0xfe, 0x00, 0xc3])
+    out.push('stdout', Buffer.concat([noise, Buffer.from(secret), noise]))
+    const kept = out.finish()
+    assert.deepEqual(kept.stdout, Buffer.concat([noise, b('[REDACTED]'), noise]))
+    assert.deepEqual(Buffer.concat(chunks.map((c) => c.data)), kept.stdout)
+    assert.equal(
+      chunks.reduce((n, c) => n + c.bytes, 0),
+      out.bytes,
+    )
+  })
+
+  it('hides a secret split across pushes, even inside one of its characters, in every view', () => {
+    const secret = 'tök€n-42'
+    const bytes = Buffer.concat([Buffer.from([0x80, 0xff]), Buffer.from(secret), Buffer.from([0xfe])])
+    for (let cut = 1; cut < bytes.length; cut++) {
+      const { out, chunks } = bytesBuffer(1 << 20, [secret])
+      out.push('stdout', bytes.subarray(0, cut))
+      out.push('stderr', b('x'))
+      out.push('stdout', bytes.subarray(cut))
+      const kept = out.finish()
+      const live = {
+        stdout: Buffer.concat(chunks.filter((c) => c.stream === 'stdout').map((c) => c.data)),
+        output: Buffer.concat(chunks.map((c) => c.data)),
+      }
+      // The other stream's byte may come out inside the masked run, which then gets a marker on each side.
+      assert.match(kept.stdout.toString('latin1'), /^\x80\xff(\[REDACTED\])+\xfe$/, `cut at ${cut}`)
+      assert.deepEqual(live.stdout, kept.stdout, `cut at ${cut}: live`)
+      assert.deepEqual(live.output, kept.output, `cut at ${cut}: live`)
+      for (const view of [kept.stdout, kept.output, live.output]) {
+        assert.ok(!view.includes(Buffer.from(secret)), `cut at ${cut}: ${view.toString('latin1')}`)
+        for (let i = 1; i < secret.length; i++) {
+          // No piece of it either: what shows beside a marker is only the noise around the secret.
+          assert.ok(!view.toString('latin1').includes(Buffer.from(secret.slice(0, i + 1)).toString('latin1')))
+        }
+      }
+    }
+  })
+
+  it('without a live consumer keeps the same bytes', () => {
+    const { out, chunks } = bytesBuffer(10, [], false)
+    out.push('stdout', random(6, 3))
+    out.push('stderr', random(6, 4))
+    const kept = out.finish()
+    assert.equal(kept.output.length, 10)
+    assert.deepEqual(kept.stdout, random(6, 3))
+    assert.deepEqual(kept.stderr, random(6, 4).subarray(0, 4))
+    assert.equal(chunks.length, 0)
+  })
+
+  it('grows past its first allocation without losing a byte', () => {
+    const { out } = bytesBuffer(1 << 22, [], false)
+    const all = random(3_000_000, 5)
+    for (let at = 0; at < all.length; at += 65_536)
+      out.push(at % 3 ? 'stdout' : 'stderr', all.subarray(at, at + 65_536))
+    assert.ok(out.finish().output.equals(all))
+  })
+})

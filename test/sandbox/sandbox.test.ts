@@ -52,6 +52,22 @@ describe('createSandbox', () => {
     assert.deepEqual(b.stats().violations, { 'output-limit': 1 })
   })
 
+  it("encoding 'buffer' is the sandbox's: every run gives Buffers, and a run cannot ask for another", async () => {
+    const sandbox = createSandbox({ encoding: 'buffer' })
+    const bytes = Buffer.from([0xff, 0x00, 0xfe])
+    const r = await sandbox.run(['cat'], { stdin: bytes })
+    r.stdout satisfies Buffer
+    assert.deepEqual(r.stdout, bytes)
+    const chunks: Buffer[] = []
+    for await (const chunk of sandbox.start(['cat'], { stdin: bytes }).output) chunks.push(chunk.data)
+    assert.deepEqual(Buffer.concat(chunks), bytes)
+    // @ts-expect-error: not a per-run option
+    await assert.rejects(async () => sandbox.run(['true'], { encoding: 'utf8' }), /encoding/)
+    const text = await createSandbox().run(['printf', 'hi'])
+    text.stdout satisfies string
+    assert.equal(text.stdout, 'hi')
+  })
+
   it('capabilities() returns what cordon doctor prints', () => {
     const caps = capabilities()
     assert.ok(caps.autoTier === 'namespace' || caps.autoTier === 'process', String(caps.autoTier))
