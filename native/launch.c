@@ -9,7 +9,7 @@
  *                  [--ro-bind-data=PATH:TEXT]...] [--memfd=N:TEXT]... [--stage-fd=N]...
  *                 [--landlock-fs [--landlock-write=PATH]... [--landlock-write-fd=N]...] [--scope-signals]
  *                 [--scope-abstract-unix] [--seccomp=HEX] [--bwrap-env] [--monitor [--kill-session]]
- *                 [--argv0=NAME] -- PROGRAM [ARGS...]
+ *                 [--merge-stderr] [--argv0=NAME] -- PROGRAM [ARGS...]
  *   cordon-launch --landlock-abi        prints the kernel's Landlock ABI version (0: none)
  *   cordon-launch --remove-tree=PATH    removes PATH, a directory of the caller's uid, and all beneath it,
  *                                       never following a symlink or leaving its filesystem (see remove_tree);
@@ -17,6 +17,9 @@
  *   cordon-launch --exec ARGV0 FILE [ARGS...]
  *                 the sandbox's exec step, and nothing else: execute FILE with argv[0] ARGV0 (bwrap before
  *                 0.9 cannot set argv[0], and cordon executes a program's judged real path, not its name)
+ *
+ * With --merge-stderr, before anything else, stderr becomes the stdout pipe (2>&1): cordon then pipes only
+ * one, and everything from here on (bwrap, the program) writes both streams into it in the order written.
  *
  * First every inherited fd above stderr is closed but the --keep-fds ones (cordon's pipes): an fd its host
  * left without close-on-exec must not reach the sandbox. With --monitor (the process tier) it then forks:
@@ -848,6 +851,7 @@ int main(int argc, char **argv) {
   pid_t parent = getppid();
   static int keep[MAX_KEEP], writable_fd[MAX_WRITABLE];
   int unshare_net = 0, unshare_ipc = 0, landlock_fs = 0, bwrap_env = 0, monitored = 0, n_keep = -1;
+  int merge_stderr = 0;
   int mount_ns = 0, proc = 0, n_covers = 0, n_keeps = 0;
   uint64_t scoped = 0;
   long uid = -1, gid = -1;
@@ -944,9 +948,11 @@ int main(int argc, char **argv) {
     else if (strcmp(a, "--bwrap-env") == 0) bwrap_env = 1;
     else if (strcmp(a, "--monitor") == 0) monitored = 1;
     else if (strcmp(a, "--kill-session") == 0) session_sweep = 1;
+    else if (strcmp(a, "--merge-stderr") == 0) merge_stderr = 1;
     else usage(a);
   }
   if (i >= argc) usage("(no program after --)");
+  if (merge_stderr && dup2(STDOUT_FILENO, STDERR_FILENO) != STDERR_FILENO) die("dup2", "stdout to stderr");
   if ((uid < 0) != (gid < 0)) usage("--uid and --gid go together");
   if ((n_writable > 0 || n_writable_fd > 0) && !landlock_fs) usage("--landlock-write needs --landlock-fs");
   if (n_keep < 0) usage("--keep-fds is required (empty for none)");

@@ -11,6 +11,8 @@ export interface FlagSpec extends CliMeta {
   field: string
   repeatable: boolean
   numeric: boolean
+  /** A switch: `--merge-output` alone, no value. */
+  boolean: boolean
   /** The schema's default as the flag would spell it (`30s`, `512M`, `none`); null when there is none to show. */
   defaultText: string | null
 }
@@ -49,6 +51,7 @@ function collect(shape: Record<string, z.ZodType>, prefix: string): FlagSpec[] {
       field: prefix + key,
       repeatable: type === 'array' || type === 'record',
       numeric: type === 'number',
+      boolean: type === 'boolean',
       defaultText: defaultText(schema, meta.arg),
     })
   }
@@ -77,6 +80,7 @@ export function commanderOptions(): Option[] {
     ...FLAGS.map((f) => {
       // The default is shown, not set: the schema applies it itself when the flag is absent.
       const shown = f.defaultText === null ? f.description : `${f.description} (default: ${f.defaultText})`
+      if (f.boolean) return new Option(`--${f.flag}`, f.description)
       const option = new Option(`--${f.flag} <${f.arg ?? 'VALUE'}>`, shown)
       return f.repeatable ? repeatable(option) : option
     }),

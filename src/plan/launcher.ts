@@ -70,6 +70,8 @@ export interface LauncherSpec {
    * of its session when the program ends (and when the host dies), while its id is still the sandbox's.
    */
   killSession: boolean
+  /** stderr becomes the stdout pipe (2>&1), before anything else: one stream in the order it was written. */
+  mergeStderr?: boolean
   /** argv[0] for the program, when it is not `program[0]` (the path executed is the judged real path). */
   argv0?: string
   program: readonly string[]
@@ -110,6 +112,7 @@ export function launcherArgv(spec: LauncherSpec): string[] {
     ...(spec.bwrapEnv ? ['--bwrap-env'] : []),
     ...(spec.monitor ? ['--monitor'] : []),
     ...(spec.monitor && spec.killSession ? ['--kill-session'] : []),
+    ...(spec.mergeStderr ? ['--merge-stderr'] : []),
     ...(spec.argv0 !== undefined ? [`--argv0=${spec.argv0}`] : []),
     '--',
     ...spec.program,

@@ -84,6 +84,8 @@ export interface LaunchPlan {
    * host until the sandbox has started: `pathFds.close()` then (releasePlan closes them too).
    */
   pathFds: PathFds
+  /** One pipe as both stdout and stderr (the launcher makes fd 2 a copy of fd 1); cordon pipes no stderr. */
+  mergeOutput: boolean
 }
 
 /** `tmpfsBytes`: the process tier's TMPDIR is a host directory (not as root): only each file is bounded. */
@@ -520,6 +522,7 @@ export function prepare(
       monitor: fenced,
       // The session marks the sandbox's processes only while its leader, the monitor, lives.
       killSession: sessionBound,
+      mergeStderr: policy.mergeOutput,
       ...(launcherSetsArgv0 && !direct ? { argv0: check.program } : {}),
       program: inner,
     })
@@ -542,6 +545,7 @@ export function prepare(
         seccomp,
         fds,
         pathFds,
+        mergeOutput: policy.mergeOutput,
       },
     }
   } catch (error) {

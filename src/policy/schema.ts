@@ -326,6 +326,11 @@ export const policySchema = z.strictObject({
   onOutput: z
     .custom<(chunk: OutputChunk<OutputData>) => void>((v) => typeof v === 'function', 'must be a function')
     .optional(),
+  mergeOutput: z.boolean().default(false).register(cli, {
+    flag: 'merge-output',
+    description:
+      'one pipe as both stdout and stderr (2>&1): output in the exact order written, all of it on stdout',
+  }),
   encoding: z
     .enum(['utf8', 'buffer'])
     .default('utf8')

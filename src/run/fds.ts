@@ -23,7 +23,8 @@ export type Child = ChildProcess | SpawnedProcess
 type Stdio = 'pipe' | 'ignore' | number
 
 /**
- * spawn's stdio: stdout and stderr always piped; stdin only when something will be written to it (else
+ * spawn's stdio: stdout always piped, stderr too unless it is merged into stdout (the launcher then makes
+ * fd 2 a copy of fd 1 before anything runs); stdin only when something will be written to it (else
  * /dev/null: the same EOF, without a pipe to make, end and close); beyond that the plan's own fds: its pipes,
  * then the host's fds of the judged paths, each at its own number.
  */
@@ -31,7 +32,7 @@ export function stdioFor(plan: LaunchPlan, stdin: boolean): Stdio[] {
   const slots = new Map<number, Stdio>([
     [0, stdin ? 'pipe' : 'ignore'],
     [1, 'pipe'],
-    [2, 'pipe'],
+    [2, plan.mergeOutput ? 'ignore' : 'pipe'],
   ])
   for (const fd of plan.fds) slots.set(fd, 'pipe')
   for (const { child, host } of plan.pathFds.passed) slots.set(child, host)

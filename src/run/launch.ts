@@ -190,8 +190,7 @@ function supervise(
       onOutput?.(chunk)
     },
     redaction,
-    queue !== null || onOutput !== undefined,
-    policy.encoding,
+    { live: queue !== null || onOutput !== undefined, encoding: policy.encoding, merged: plan.mergeOutput },
   )
   const logs = new LogCollector(limits.maxLogBytes, redaction, guarded(policy.onLog))
   const started = monotonicMs()
@@ -321,7 +320,7 @@ function supervise(
       if (refusal) fail(refusal)
       // The program's exec failed: its reason goes where a shell would put it (the launcher never writes
       // stderr, which is the program's).
-      else if (said) out.push('stderr', Buffer.from(said))
+      else if (said) out.push(plan.mergeOutput ? 'stdout' : 'stderr', Buffer.from(said))
       const { status, violation } = classify({
         exitCode,
         signal,

@@ -224,7 +224,10 @@ class ByteStore {
 export class OutputBuffer<D extends OutputData = string> {
   bytes = 0
   truncated = false
-  /** Last few KiB of stderr as written, kept even past the cap, for classifying how a program died. */
+  /**
+   * Last few KiB of stderr as written (of both streams when merged), kept even past the cap, for classifying
+   * how a program died.
+   */
   stderrTail = ''
   // Built with `+=`: V8 keeps these as ropes sharing their pieces, so the interleaved text and the
   // per-stream texts cost no copy and no final join.
@@ -246,17 +249,24 @@ export class OutputBuffer<D extends OutputData = string> {
   private readonly onChunk: (chunk: OutputChunk<OutputData>) => void
   private readonly isLive: boolean
 
+  private readonly merged: boolean
+
   /**
    * `live`: someone sees chunks as they arrive (onOutput, start()'s iterator). `encoding` must be 'buffer'
-   * exactly when D is Buffer.
+   * exactly when D is Buffer. `merged`: stdout is both streams (mergeOutput), so its tail is the one to
+   * classify by.
    */
   constructor(
     private readonly cap: number,
     onChunk: (chunk: OutputChunk<D>) => void,
     redact: readonly (string | RegExp)[] | Redaction = [],
-    live = true,
-    encoding: Encoding = 'utf8',
+    {
+      live = true,
+      encoding = 'utf8',
+      merged = false,
+    }: { live?: boolean; encoding?: Encoding; merged?: boolean } = {},
   ) {
+    this.merged = merged
     this.onChunk = onChunk as (chunk: OutputChunk<OutputData>) => void
     this.isLive = live
     const redaction = redact instanceof Redaction ? redact : new Redaction(redact)
@@ -279,7 +289,8 @@ export class OutputBuffer<D extends OutputData = string> {
 
   /** Keep what fits in the budget; returns false once the budget is exceeded. */
   push(stream: Stream, data: Buffer): boolean {
-    if (stream === 'stderr') this.stderrTail = (this.stderrTail + data.toString('latin1')).slice(-TAIL_CHARS)
+    if (stream === 'stderr' || this.merged)
+      this.stderrTail = (this.stderrTail + data.toString('latin1')).slice(-TAIL_CHARS)
     if (this.truncated) return false
     const room = this.cap - this.bytes
     const kept = data.length > room ? data.subarray(0, room) : data

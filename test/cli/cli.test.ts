@@ -230,6 +230,17 @@ describe('cordon run', () => {
     assert.equal(err.stdout.length, 0)
   })
 
+  it('--merge-output: stdout and stderr are one stream, in the order written, on stdout', () => {
+    const r = cordon(['run', '--merge-output', '--', 'sh', '-c', 'echo 1; echo 2 >&2; echo 3; echo 4 >&2'])
+    assert.equal(r.status, 0)
+    assert.equal(r.stdout, '1\n2\n3\n4\n')
+    assert.equal(r.stderr, '')
+    const json = JSON.parse(
+      cordon(['run', '--json', '--merge-output', '--', 'sh', '-c', 'echo 1; echo 2 >&2']).stdout,
+    )
+    assert.deepEqual([json.output, json.stdout, json.stderr], ['1\n2\n', '1\n2\n', ''])
+  })
+
   it('streams output live, before the program ends', async () => {
     const child = spawn(process.execPath, [CLI, 'run', '--', 'sh', '-c', 'echo early; sleep 2; echo late'])
     const t0 = Date.now()

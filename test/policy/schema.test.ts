@@ -42,6 +42,7 @@ describe('parsePolicy defaults', () => {
     denySyscalls: [],
     cgroup: { mode: 'auto' },
     encoding: 'utf8',
+    mergeOutput: false,
   }
 
   it('fills every default from an empty object', () => {

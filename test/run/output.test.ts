@@ -190,7 +190,7 @@ describe('OutputBuffer', () => {
 })
 
 describe('OutputBuffer without a live consumer (batched decoding)', () => {
-  const batched = (cap: number) => new OutputBuffer(cap, () => {}, [], false)
+  const batched = (cap: number) => new OutputBuffer(cap, () => {}, [], { live: false })
 
   it('keeps arrival order across streams and the exact cap', () => {
     const out = batched(12)
@@ -359,7 +359,7 @@ describe('OutputBuffer: a secret split across stdout and stderr', () => {
   })
 
   it('without a live consumer the kept views hide it the same way', () => {
-    const out = new OutputBuffer(1000, () => {}, [SECRET], false)
+    const out = new OutputBuffer(1000, () => {}, [SECRET], { live: false })
     out.push('stdout', b(`a SECR${'x'.repeat(8)}`))
     out.push('stderr', b(`ET-42 b${'y'.repeat(8)}`))
     const text = out.finish()
@@ -370,7 +370,10 @@ describe('OutputBuffer: a secret split across stdout and stderr', () => {
 describe("OutputBuffer with encoding 'buffer'", () => {
   function bytesBuffer(cap: number, redact: string[] = [], live = true) {
     const chunks: OutputChunk<Buffer>[] = []
-    const out = new OutputBuffer<Buffer>(cap, (chunk) => chunks.push(chunk), redact, live, 'buffer')
+    const out = new OutputBuffer<Buffer>(cap, (chunk) => chunks.push(chunk), redact, {
+      live,
+      encoding: 'buffer',
+    })
     return { out, chunks }
   }
   const random = (n: number, seed: number) => {
