@@ -1,5 +1,6 @@
 // The supervisor: spawn → stream → enforce → classify. Everything with processes and timers is here.
 import { spawn } from 'node:child_process'
+import type { Readable } from 'node:stream'
 import { monotonicMs } from '../lazy.js'
 import { NetworkProxy } from '../net/proxy.js'
 import { recentCapabilities } from '../plan/capabilities.js'
@@ -72,6 +73,22 @@ export async function run(
   options: AnyRunOptions = {},
 ): Promise<RunResult<OutputData>> {
   return launch(command, options, false).result
+}
+
+/**
+ * Read the output pipes in turns: after each read a pipe waits for the next turn of the event loop. libuv
+ * reads one ready pipe up to 32 times (64 KiB each) before it looks at the next, so two streams flooding at
+ * once would otherwise reach the output budget in reads of one of them only; in turns, each ready pipe gets
+ * one read a turn. (Paused, a socket may read once more into its buffer; that read waits for the turn too.)
+ */
+function takeTurns(pipes: readonly Readable[]): void {
+  for (const pipe of pipes) {
+    const resume = () => pipe.resume()
+    pipe.on('data', () => {
+      pipe.pause()
+      setImmediate(resume)
+    })
+  }
 }
 
 /** What callFunction adds to a run: paths to show, a request to hand over, a reply to collect. */
@@ -264,6 +281,7 @@ function supervise(
 
   child.stdout?.on('data', (b: Buffer) => out.push('stdout', b) || stop('output-limit', false))
   child.stderr?.on('data', (b: Buffer) => out.push('stderr', b) || stop('output-limit', false))
+  if (child.stdout && child.stderr) takeTurns([child.stdout, child.stderr])
   const releaseStdin = feedStdin(child, policy.stdin, keepStdinOpen)
 
   const result = new Promise<RunResult<OutputData>>((resolve, reject) => {

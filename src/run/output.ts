@@ -221,6 +221,38 @@ class ByteStore {
   }
 }
 
+/** What both streams wrote from the moment the cap was exceeded, sharing the `room` that was left then. */
+class Contest {
+  /** In arrival order; of each stream no more than the whole room. */
+  private readonly pieces: [Stream, Buffer][] = []
+  private readonly staged = { stdout: 0, stderr: 0 }
+
+  constructor(private readonly room: number) {}
+
+  stage(stream: Stream, data: Buffer): void {
+    const take = Math.min(data.length, this.room - this.staged[stream])
+    if (take <= 0) return
+    this.pieces.push([stream, data.subarray(0, take)])
+    this.staged[stream] += take
+  }
+
+  /** What each stream keeps: the first of what it wrote, half the room each unless one needs less. */
+  settle(): [Stream, Buffer][] {
+    const { room, staged } = this
+    const half = Math.floor(room / 2)
+    const share = { stdout: half, stderr: room - half }
+    if (staged.stdout < share.stdout) share.stderr = room - staged.stdout
+    else if (staged.stderr < share.stderr) share.stdout = room - staged.stderr
+    const kept: [Stream, Buffer][] = []
+    for (const [stream, data] of this.pieces) {
+      const take = Math.min(data.length, share[stream])
+      if (take > 0) kept.push([stream, data.subarray(0, take)])
+      share[stream] -= take
+    }
+    return kept
+  }
+}
+
 export class OutputBuffer<D extends OutputData = string> {
   bytes = 0
   truncated = false
@@ -250,6 +282,8 @@ export class OutputBuffer<D extends OutputData = string> {
   private readonly isLive: boolean
 
   private readonly merged: boolean
+  /** From the push that went past the cap to the end: what competes for the room that was left. */
+  private contest: Contest | null = null
 
   /**
    * `live`: someone sees chunks as they arrive (onOutput, start()'s iterator). `encoding` must be 'buffer'
@@ -287,23 +321,45 @@ export class OutputBuffer<D extends OutputData = string> {
       : null
   }
 
-  /** Keep what fits in the budget; returns false once the budget is exceeded. */
+  /**
+   * Keep what fits in the budget; returns false once the budget is exceeded (the sandbox is then stopped).
+   * Until then output is kept as it arrives. What arrives from the push that goes past the cap to the end
+   * (the sandbox stopped at once: all of it written before the stop) shares the room that was left: each
+   * stream gets half, and a stream that wrote less leaves the rest to the other. So a stream read first (libuv
+   * reads one pipe up to 32 times before the next) cannot take all of it. That part comes out at the end.
+   */
   push(stream: Stream, data: Buffer): boolean {
     if (stream === 'stderr' || this.merged)
       this.stderrTail = (this.stderrTail + data.toString('latin1')).slice(-TAIL_CHARS)
+    if (this.contest) {
+      this.contest.stage(stream, data)
+      return false
+    }
     if (this.truncated) return false
     const room = this.cap - this.bytes
-    const kept = data.length > room ? data.subarray(0, room) : data
-    if (data.length > room) this.truncated = true
-    this.bytes += kept.length
+    if (data.length > room) {
+      // Known now, whatever the split: the room is filled, and something is left out.
+      this.truncated = true
+      this.bytes = this.cap
+      this.contest = new Contest(room)
+      this.contest.stage(stream, data)
+      return false
+    }
+    this.bytes += data.length
+    this.take(stream, data)
+    return true
+  }
+
+  /** Keep `kept`, which fits in the budget. */
+  private take(stream: Stream, kept: Buffer): void {
     if (this.redacted) {
       this.redacted.push(stream, kept)
-      return !this.truncated
+      return
     }
     if (this.bytesKept) {
       this.bytesKept.push(stream, kept)
       if (this.isLive && kept.length > 0) this.onChunk({ stream, data: kept, bytes: kept.length })
-      return !this.truncated
+      return
     }
     if (this.live) this.deliver(stream, this.live[stream].push(kept), kept.length)
     // Arrival order across streams is kept: the other stream's batch is decoded first.
@@ -313,7 +369,7 @@ export class OutputBuffer<D extends OutputData = string> {
       this.decodeBatch()
       if (kept.length >= BATCH_BYTES) {
         this.keep(stream, this.store[stream].push(kept))
-        return !this.truncated
+        return
       }
       if (this.batch.length < BATCH_BYTES) {
         const size = Math.max(FIRST_BATCH_BYTES, this.batch.length * 2, kept.length)
@@ -321,7 +377,6 @@ export class OutputBuffer<D extends OutputData = string> {
       }
     }
     this.batchBytes += kept.copy(this.batch, this.batchBytes)
-    return !this.truncated
   }
 
   private deliver(stream: Stream, text: string, bytes: number): void {
@@ -349,6 +404,8 @@ export class OutputBuffer<D extends OutputData = string> {
 
   /** Flush partial characters (a cut at the cap becomes U+FFFD) and return the three views. */
   finish(): OutputViews<D> {
+    for (const [stream, kept] of this.contest?.settle() ?? []) this.take(stream, kept)
+    this.contest = null
     this.redacted?.finish()
     if (this.bytesKept) return this.bytesKept.finish() as OutputViews<OutputData> as OutputViews<D>
     this.decodeBatch()

@@ -136,6 +136,8 @@ describe('OutputBuffer', () => {
     out.push('stdout', b('abc'))
     out.push('stderr', b('de'))
     out.push('stdout', b('fghij'))
+    out.finish()
+    // What went past the cap comes out at the end, once both streams' parts of the room are known.
     assert.deepEqual(chunks, [
       { stream: 'stdout', data: 'abc', bytes: 3 },
       { stream: 'stderr', data: 'de', bytes: 2 },
@@ -168,7 +170,8 @@ describe('OutputBuffer', () => {
     out.push('stderr', b('\nMemoryError\n'))
     assert.equal(out.truncated, true)
     assert.equal(out.stderrTail, 'start\nMemoryError\n')
-    assert.equal(out.finish().stderr, 'star')
+    // The room left (all 4 bytes) is shared: half each.
+    assert.deepEqual(out.finish(), { stdout: 'ig', stderr: 'st', output: 'stig' })
   })
 
   it('keeps only stderr in the tail', () => {
@@ -482,5 +485,73 @@ describe("OutputBuffer with encoding 'buffer'", () => {
     for (let at = 0; at < all.length; at += 65_536)
       out.push(at % 3 ? 'stdout' : 'stderr', all.subarray(at, at + 65_536))
     assert.ok(out.finish().output.equals(all))
+  })
+})
+
+describe('OutputBuffer: the budget left when the cap is hit is shared fairly', () => {
+  const o = (n: number) => b('o'.repeat(n))
+  const e = (n: number) => b('e'.repeat(n))
+
+  it('what both streams write from the crossing to the end shares what was left, half each', () => {
+    const { out, chunks } = buffer(100)
+    assert.equal(out.push('stdout', o(20)), true)
+    assert.equal(out.push('stdout', o(200)), false, 'the crossing stops the sandbox at once')
+    assert.equal(out.bytes, 100)
+    assert.equal(out.truncated, true)
+    assert.equal(out.push('stderr', e(30)), false)
+    assert.equal(out.push('stderr', e(300)), false)
+    assert.equal(out.push('stdout', o(5)), false)
+    const seen = chunks.length
+    const kept = out.finish()
+    assert.ok(chunks.length > seen, 'the shared part comes out live at the end')
+    assert.deepEqual(kept, {
+      stdout: 'o'.repeat(60),
+      stderr: 'e'.repeat(40),
+      output: `${'o'.repeat(60)}${'e'.repeat(40)}`,
+    })
+    assert.equal(out.bytes, 100)
+    assert.equal(
+      chunks.reduce((n, c) => n + c.bytes, 0),
+      100,
+    )
+  })
+
+  it('a stream that wrote less than its half leaves the rest to the other', () => {
+    const { out } = buffer(100)
+    out.push('stdout', o(500))
+    out.push('stderr', e(10))
+    assert.deepEqual(out.finish(), {
+      stdout: 'o'.repeat(90),
+      stderr: 'e'.repeat(10),
+      output: `${'o'.repeat(90)}${'e'.repeat(10)}`,
+    })
+  })
+
+  it('in arrival order, each stream keeping the first of what it wrote', () => {
+    const { out } = buffer(10)
+    out.push('stderr', b('abcdefghijkl'))
+    out.push('stdout', b('12'))
+    out.push('stderr', b('mn'))
+    out.push('stdout', b('3456789'))
+    assert.deepEqual(out.finish(), { stdout: '12345', stderr: 'abcde', output: 'abcde12345' })
+  })
+
+  it('one stream alone still fills the cap exactly', () => {
+    const { out } = buffer(10)
+    out.push('stdout', b('0123456'))
+    out.push('stdout', b('789abc'))
+    assert.deepEqual(out.finish(), { stdout: '0123456789', stderr: '', output: '0123456789' })
+  })
+
+  it('the same with redaction and with Buffers', () => {
+    const chunks: OutputChunk<Buffer>[] = []
+    const out = new OutputBuffer<Buffer>(20, (c) => chunks.push(c), ['TOKEN'], { encoding: 'buffer' })
+    out.push('stdout', b(`xxTOKEN${'x'.repeat(17)}`))
+    out.push('stderr', b('y'.repeat(20)))
+    const kept = out.finish()
+    // stderr's text comes out while stdout's secret is held back: a marker on each side of it.
+    assert.match(kept.stdout.toString(), /^xx(\[REDACTED\])+xxx$/)
+    assert.deepEqual(kept.stderr, b('y'.repeat(10)))
+    assert.deepEqual(Buffer.concat(chunks.map((c) => c.data)), kept.output)
   })
 })
