@@ -8,8 +8,9 @@
 //
 // Everything a sandbox can make the host hold is bounded: connections (MAX_CONNECTIONS), what is read
 // before a decision (the token and a SOCKS5 request are read exactly, never more than a stream's
-// high-water mark is buffered), silent clients (a handshake deadline), name lookups (MAX_LOOKUPS), and
-// the events kept (MAX_EVENTS, the rest counted in `dropped`).
+// high-water mark is buffered), silent clients (a handshake deadline), pipelined HTTP requests (one
+// forwarded at a time, MAX_PIPELINED waiting), name lookups (MAX_LOOKUPS), and the events kept
+// (MAX_EVENTS, the rest counted in `dropped`).
 import { randomBytes, timingSafeEqual } from 'node:crypto'
 import { chmodSync, chownSync, mkdtempSync, rmdirSync, unlinkSync, writeFileSync } from 'node:fs'
 import type { IncomingMessage, Server, ServerResponse } from 'node:http'
@@ -48,6 +49,11 @@ export const DEFAULT_PROXY_LIMITS: ProxyLimits = { maxEvents: 1000, maxConnectio
 const MAX_UNAUTHENTICATED = 256
 /** A SOCKS5 request is at most 262 bytes; more waiting beyond it before the reply is not a client. */
 const SOCKS_EARLY_BYTES = 4096
+/**
+ * Requests of one HTTP connection waiting for their turn (one is forwarded at a time): a client that
+ * pipelines more is answered 503 in its turn and the connection closes after that.
+ */
+export const MAX_PIPELINED = 32
 /** How long a refusal may take to reach the client before its socket is destroyed anyway. */
 const REFUSAL_FLUSH_MS = 5000
 
@@ -88,6 +94,16 @@ function splitTarget(target: string): { raw: string; port: number | null } {
   return { raw: m[1]!, port: port >= 1 && port <= 65535 ? port : null }
 }
 
+/**
+ * Headers without those of one hop (RFC 9110 7.6.1): the upstream's `connection: close` must not end
+ * the client's connection with its pipelined requests, nor the client's keep-alive the upstream's.
+ * The body's framing (content-length, transfer-encoding) stays: Node checks it on both sides.
+ */
+function hopByHop<T extends Record<string, string | string[] | undefined>>(headers: T): T {
+  const { connection: _c, 'keep-alive': _k, 'proxy-connection': _p, ...rest } = headers
+  return rest as T
+}
+
 export class NetworkProxy {
   readonly dir: string
   /** This run's token line, written to the bridge on TOKEN_FD; never in an argv, a file or an environment. */
@@ -101,6 +117,11 @@ export class NetworkProxy {
   private readonly servers: net.Server[] = []
   private readonly sockets = new Set<net.Socket>()
   private readonly deadlines = new WeakMap<net.Socket, NodeJS.Timeout>()
+  /** Per HTTP connection: whether a request is being forwarded, and those waiting for their turn. */
+  private readonly turns = new WeakMap<
+    net.Socket,
+    { busy: boolean; waiting: (() => void)[]; over: boolean }
+  >()
   private open = 0
 
   /** `lookup`: how names are resolved (the system's resolver unless a test says otherwise). */
@@ -113,8 +134,7 @@ export class NetworkProxy {
     writeFileSync(path.join(this.dir, BRIDGE_MOUNT_POINT), '', { mode: 0o444, flag: 'wx' })
     this.httpServer = http().createServer(
       { headersTimeout: this.limits.handshakeMs, requestTimeout: 300_000 },
-      // A handler that throws ends its connection, never the host (an unhandled rejection would).
-      (req, res) => this.forward(req, res).catch(() => res.destroy()),
+      (req, res) => this.inTurn(req, res),
     )
     this.httpServer.on('connect', (req: IncomingMessage, socket: net.Socket, head: Buffer) => {
       this.tunnel(req, socket, head).catch(() => socket.destroy())
@@ -238,6 +258,40 @@ export class NetworkProxy {
     )
   }
 
+  /**
+   * Node's parser hands over every pipelined request at once, each of which would hold its objects and
+   * an upstream connection on the host: here they take turns, a few wait, and past that the connection
+   * ends with a 503 in its turn. What a client pipelines beyond its 503 drops the connection at once.
+   */
+  private inTurn(req: IncomingMessage, res: ServerResponse): void {
+    const socket = req.socket
+    const state = this.turns.get(socket) ?? { busy: false, waiting: [], over: false }
+    this.turns.set(socket, state)
+    if (state.over) return void socket.destroy()
+    const run = () => {
+      state.busy = true
+      let done = false
+      const next = () => {
+        if (done) return
+        done = true
+        state.busy = false
+        if (socket.destroyed) state.waiting.length = 0
+        else state.waiting.shift()?.()
+      }
+      res.once('finish', next)
+      res.once('close', next)
+      // A handler that throws ends its connection, never the host (an unhandled rejection would).
+      this.forward(req, res).catch(() => res.destroy())
+    }
+    if (!state.busy) return void run()
+    if (state.waiting.length < MAX_PIPELINED) return void state.waiting.push(run)
+    state.over = true
+    const reason = `more than ${MAX_PIPELINED} requests waiting on one connection`
+    this.record({ host: '', port: 0, allowed: false, reason })
+    res.setHeader('connection', 'close')
+    res.writeHead(503, { 'content-type': 'text/plain' }).end(`cordon: ${reason}\n`)
+  }
+
   /** Plain http:// requests through the proxy (absolute URI). */
   private async forward(req: IncomingMessage, res: ServerResponse): Promise<void> {
     this.endHandshake(req.socket)
@@ -266,12 +320,12 @@ export class NetworkProxy {
         method: req.method,
         path: url.pathname + url.search,
         // The Host header names the host that was allowed, not another one served at the same address.
-        headers: { ...req.headers, host: url.host },
+        headers: { ...hopByHop(req.headers), host: url.host },
         // A connection of its own: never one pooled with another run's.
         agent: false,
       },
       (reply) => {
-        res.writeHead(reply.statusCode ?? 502, reply.headers)
+        res.writeHead(reply.statusCode ?? 502, hopByHop(reply.headers))
         reply.pipe(res)
       },
     )

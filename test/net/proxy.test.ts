@@ -2,6 +2,7 @@
 // sandbox cannot push past (handshake deadline, connections, early data, events).
 import assert from 'node:assert/strict'
 import { existsSync, mkdirSync, rmdirSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs'
+import http from 'node:http'
 import net from 'node:net'
 import path from 'node:path'
 import { describe, it } from 'node:test'
@@ -148,6 +149,60 @@ describe('network proxy (host side)', () => {
       assert.equal(proxy.events[0]?.allowed, true)
     } finally {
       await proxy.close()
+      server.close()
+    }
+  })
+
+  it('pipelined requests take turns: one upstream at a time, 32 may wait, then 503 and close', async () => {
+    // An upstream that answers each request 20 ms late and counts the connections open at once.
+    let open = 0
+    let most = 0
+    let served = 0
+    const server = http.createServer((_req, res) => {
+      setTimeout(() => {
+        served++
+        res.end('ok')
+      }, 20)
+    })
+    server.on('connection', (c) => {
+      most = Math.max(most, ++open)
+      c.on('close', () => open--)
+    })
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
+    const { port } = server.address() as net.AddressInfo
+    const proxy = new NetworkProxy(
+      { ...policy, allow: ['up.test'], allowLoopback: true },
+      {},
+      async () => '127.0.0.1',
+    )
+    try {
+      const get = `GET http://up.test:${port}/ HTTP/1.1\r\nHost: up.test\r\n\r\n`
+      const r = await exchange(
+        proxy,
+        'http.sock',
+        Buffer.concat([proxy.token, Buffer.from(get.repeat(34))]),
+        10_000,
+      )
+      assert.equal(r.closed, true, 'the connection closes after the 503')
+      assert.equal(most, 1, 'one upstream connection at a time')
+      assert.equal(served, 33, 'the first 33 were forwarded')
+      const statuses = [...r.got.matchAll(/HTTP\/1\.1 (\d+)/g)].map((m) => m[1])
+      assert.deepEqual(statuses, [...Array<string>(33).fill('200'), '503'])
+      // A client that pipelines on past its 503 is dropped: what it sent is never forwarded.
+      served = 0
+      most = 0
+      const flood = await exchange(
+        proxy,
+        'http.sock',
+        Buffer.concat([proxy.token, Buffer.from(get.repeat(5000))]),
+        10_000,
+      )
+      assert.equal(flood.closed, true)
+      assert.ok(most <= 1, `${most} upstream connections at once`)
+      assert.ok(served <= 1, `${served} forwarded`)
+    } finally {
+      await proxy.close()
+      server.closeAllConnections()
       server.close()
     }
   })
