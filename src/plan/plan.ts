@@ -42,7 +42,7 @@ import { processMounts, ROOT_TMPDIR } from './process-mounts.js'
 
 import { rlimitArgs } from './rlimits.js'
 import { releaseScratch, SCRATCH_PREFIX, sweepStaleScratch } from './scratch.js'
-import { seccompProgram, seccompSupported, socketFamilies } from './seccomp.js'
+import { HOST_IPC_CALLS, seccompProgram, seccompSupported, socketFamilies } from './seccomp.js'
 import { isSocket, recentHostSockets } from './sockets.js'
 import { claimUid, type UidLease } from './uid-pool.js'
 
@@ -377,11 +377,18 @@ export function prepare(
     if (proxied) Object.assign(env, PROXY_ENV)
     const noNetwork = policy.network === 'none'
     const sessionBound = tier === 'process' && lease === null && cgroup === null
+    // Only root can give the process tier an IPC namespace (the namespace tier always has one).
+    const ownIpc = tier === 'namespace' || caps.isRoot
     const seccomp = seccompSupported()
       ? seccompProgram({
-          // With neither a uid nor a cgroup of its own, the process tier's session is the only thing that
-          // marks its processes: leaving it would let one outlive the run and hold its pipes open.
-          extraDenied: sessionBound ? [...policy.denySyscalls, 'setsid'] : policy.denySyscalls,
+          extraDenied: [
+            ...policy.denySyscalls,
+            // With neither a uid nor a cgroup of its own, the process tier's session is the only thing that
+            // marks its processes: leaving it would let one outlive the run and hold its pipes open.
+            ...(sessionBound ? ['setsid'] : []),
+            // The host's IPC namespace: what a sandbox made there would outlive it, shared with the host.
+            ...(ownIpc ? [] : HOST_IPC_CALLS),
+          ],
           // Families a sandbox has no need of are refused in every tier; without a network namespace of
           // its own, the process tier is kept off the network by the filter.
           socketFamilies: socketFamilies(tier, proxied ? 'allowlist' : noNetwork ? 'none' : 'host'),
@@ -499,7 +506,7 @@ export function prepare(
       scratch,
       unshareNet: fenced && noNetwork && processTierNetns(caps, seccomp !== null),
       // Shared memory would otherwise outlive the run on the host, holding memory and data for the next.
-      unshareIpc: fenced && caps.isRoot,
+      unshareIpc: fenced && ownIpc,
       mounts: mounts && {
         ...mounts,
         keeps,

@@ -66,6 +66,49 @@ export const DEFAULT_DENIED = [
   'setns',
 ] as const
 
+/**
+ * Refused with ENOSYS, so programs take the fallback they have for old kernels. clone3 passes its flags
+ * in memory a filter cannot read (libc falls back to clone). Kernel AIO: each io_setup ring counts against
+ * the host-wide fs.aio-max-nr, not against the sandbox (libaio users fall back to threads); the other
+ * calls work only on a ring from io_setup.
+ */
+export const ENOSYS_CALLS: readonly string[] = [
+  'clone3',
+  'io_setup',
+  'io_destroy',
+  'io_getevents',
+  'io_submit',
+  'io_cancel',
+  'io_pgetevents',
+]
+
+/**
+ * SysV IPC and POSIX message queues: objects of the IPC namespace, which outlive the processes that made
+ * them and are shared by everything in that namespace. Refused (EPERM) where the sandbox has no IPC
+ * namespace of its own (the process tier not as root): otherwise a sandbox could leave memory and data
+ * behind on the host, or attach to the user's own segments by id.
+ */
+export const HOST_IPC_CALLS: readonly string[] = [
+  'shmget',
+  'shmat',
+  'shmctl',
+  'shmdt',
+  'semget',
+  'semop',
+  'semctl',
+  'semtimedop',
+  'msgget',
+  'msgsnd',
+  'msgrcv',
+  'msgctl',
+  'mq_open',
+  'mq_unlink',
+  'mq_timedsend',
+  'mq_timedreceive',
+  'mq_notify',
+  'mq_getsetattr',
+]
+
 /** Every namespace flag: a new user namespace would hand the sandbox capabilities to build the rest. */
 const CLONE_NEW_ANY = 0x7e020000
 const TIOCSTI = 0x5412
@@ -97,11 +140,11 @@ function consecutiveRuns(numbers: readonly number[]): [number, number][] {
 }
 
 /**
- * `if nr is one of numbers: return EPERM`, with the syscall number loaded. The kernel checks and compiles
+ * `if nr is one of numbers: return errno`, with the syscall number loaded. The kernel checks and compiles
  * every instruction at each launch (~1 µs each), so a run of three or more consecutive numbers is one range
  * check and the refusals share a return. Long lists become blocks, each with a return its jumps can reach.
  */
-function refuse(numbers: readonly number[]): Insn[] {
+function refuse(numbers: readonly number[], errno = EPERM): Insn[] {
   const runs = consecutiveRuns(numbers)
   const width = ([lo, hi]: [number, number]) => (lo === hi ? 1 : 2)
   const out: Insn[] = []
@@ -117,7 +160,7 @@ function refuse(numbers: readonly number[]): Insn[] {
       else if (hi === lo + 1) block.push([JEQ, size - i, 0, lo], [JEQ, size - i - 1, 0, hi])
       else block.push([JGE, 0, 1, lo], [JGT, 0, size - i - 1, hi]) // below lo: skip; above hi: go on
     }
-    out.push(...block, [JA, 0, 0, 1], ret(retErrno(EPERM)))
+    out.push(...block, [JA, 0, 0, 1], ret(retErrno(errno)))
     start = end
   }
   return out
@@ -182,9 +225,9 @@ export function seccompInstructions(opts: SeccompOptions = {}): Insn[] {
     ld(OFF_NR),
     [JGE, 0, 1, X32_SYSCALL_BIT],
     ret(RET_KILL_PROCESS),
+    // Policy denials first: a name both lists hold is EPERM, as denySyscalls says.
     ...refuse(denied),
-    // clone3 passes its flags in memory a filter cannot read: ENOSYS makes libc fall back to clone.
-    ...when(nr('clone3'), [ret(retErrno(ENOSYS))]),
+    ...refuse(ENOSYS_CALLS.map(nr), ENOSYS),
     ...when(nr('unshare'), [
       ld(argLow(0)),
       [JSET, 0, 1, CLONE_NEW_ANY],

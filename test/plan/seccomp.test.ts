@@ -3,6 +3,8 @@ import { describe, it } from 'node:test'
 import { PolicyError } from '../../src/errors.js'
 import {
   DEFAULT_DENIED,
+  ENOSYS_CALLS,
+  HOST_IPC_CALLS,
   seccompInstructions,
   seccompProgram,
   socketFamilies,
@@ -89,13 +91,64 @@ describe('seccomp builder', () => {
     const insns = seccompInstructions({ extraDenied: ['mkdir', 'mkdirat', 'socket'] })
     const denied = new Set([...DEFAULT_DENIED, 'mkdir', 'mkdirat', 'socket'].map((n) => syscallNumber(n)!))
     const special = new Set(
-      ['clone', 'clone3', 'unshare', 'ioctl', 'personality', 'socketpair'].map((n) => syscallNumber(n)!),
+      ['clone', 'unshare', 'ioctl', 'personality', 'socketpair', ...ENOSYS_CALLS].map(
+        (n) => syscallNumber(n)!,
+      ),
     )
     // Every known number, the gaps between them and past the last one.
     for (let nr = 0; nr <= Math.max(...ALL_NUMBERS) + 2; nr++) {
       if (special.has(nr)) continue
       assert.equal(evaluate(insns, nr), denied.has(nr) ? errno(1) : ALLOW, `syscall ${nr}`)
     }
+  })
+
+  it('kernel AIO (io_setup, charged to the host-wide aio-max-nr) and clone3 are ENOSYS: programs fall back', () => {
+    const insns = seccompInstructions()
+    for (const name of [
+      'io_setup',
+      'io_destroy',
+      'io_submit',
+      'io_getevents',
+      'io_cancel',
+      'io_pgetevents',
+    ]) {
+      assert.ok(ENOSYS_CALLS.includes(name), name)
+      assert.equal(evaluate(insns, syscallNumber(name)!), errno(38), name)
+    }
+    for (const name of ['io_uring_setup', 'io_uring_enter', 'io_uring_register']) {
+      assert.equal(evaluate(insns, syscallNumber(name)!), errno(1), name)
+    }
+    // A policy denial wins: denySyscalls says EPERM.
+    assert.equal(
+      evaluate(seccompInstructions({ extraDenied: ['io_setup'] }), syscallNumber('io_setup')!),
+      errno(1),
+    )
+  })
+
+  it('HOST_IPC_CALLS: every SysV IPC and POSIX message queue call', () => {
+    const insns = seccompInstructions({ extraDenied: HOST_IPC_CALLS })
+    for (const name of [
+      'shmget',
+      'shmat',
+      'shmctl',
+      'semget',
+      'semop',
+      'semctl',
+      'semtimedop',
+      'msgget',
+      'msgsnd',
+      'msgrcv',
+      'msgctl',
+      'mq_open',
+      'mq_unlink',
+      'mq_timedsend',
+      'mq_timedreceive',
+      'mq_notify',
+      'mq_getsetattr',
+    ]) {
+      assert.equal(evaluate(insns, syscallNumber(name)!), errno(1), name)
+    }
+    assert.equal(evaluate(insns, syscallNumber('getpid')!), ALLOW)
   })
 
   it('adds policy names and ignores duplicates', () => {
@@ -129,8 +182,8 @@ describe('seccomp builder', () => {
 
   it('is short: the kernel checks and compiles every instruction at each launch (~1 µs each here)', () => {
     // Contiguous numbers share one range check and every refusal one return; socket() and socketpair()
-    // share one family check (9 instructions for the four network families).
-    assert.ok(seccompInstructions().length <= 66, `${seccompInstructions().length} instructions`)
+    // share one family check (9 instructions for the four network families); the ENOSYS calls one return.
+    assert.ok(seccompInstructions().length <= 69, `${seccompInstructions().length} instructions`)
     assert.ok(
       seccompInstructions({ extraDenied: Object.keys(X86_64_SYSCALLS) }).length < 100,
       'denying every syscall by name stays a short program',

@@ -170,6 +170,19 @@ describe('namespace tier', { skip: noNamespace }, () => {
     assert.equal(own.stdout, 'invisible\n')
   })
 
+  it('has its own IPC namespace: SysV IPC it leaves behind is never on the host', async () => {
+    const key = 0x43000000 + Math.floor(Math.random() * 0xffffff)
+    const code = `import ctypes; l = ctypes.CDLL(None); print(l.shmget(${key}, 4096, 0o1666) >= 0, l.msgget(${key}, 0o1666) >= 0)`
+    const r = await run(['python3', '-c', code], { isolation })
+    assert.equal(r.stdout, 'True True\n', r.stderr)
+    for (const table of ['shm', 'msg']) {
+      const keys = readFileSync(`/proc/sysvipc/${table}`, 'utf8')
+        .split('\n')
+        .map((line) => Number(line.trim().split(/\s+/)[0]))
+      assert.ok(!keys.includes(key), `${table} key ${key} on the host`)
+    }
+  })
+
   const connect = `import socket; s = socket.create_connection(("127.0.0.1", PORT), 2); print(s.recv(100).decode().strip())`
   it('has no network by default', async () => {
     const r = await run(['python3', '-c', connect.replace('PORT', String(port))], { isolation })

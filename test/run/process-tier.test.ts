@@ -15,7 +15,7 @@ import { probeCapabilities } from '../../src/plan/capabilities.js'
 import { LANDLOCK_SCOPES } from '../../src/plan/launcher.js'
 import { prepare } from '../../src/plan/plan.js'
 import { ROOT_TMPDIR } from '../../src/plan/process-mounts.js'
-import { seccompProgram, seccompSupported } from '../../src/plan/seccomp.js'
+import { HOST_IPC_CALLS, seccompProgram, seccompSupported } from '../../src/plan/seccomp.js'
 import { parsePolicy } from '../../src/policy/schema.js'
 import {
   asUnprivileged,
@@ -44,6 +44,31 @@ const noCgroup = caps.cgroup.version === null ? `no usable cgroup: ${caps.cgroup
 const python = (code: string, options: Parameters<typeof run>[1] = {}) =>
   run(['python3', '-c', code], { isolation, ...options })
 
+/**
+ * Makes a SysV shared memory segment, semaphore set and message queue and a POSIX message queue; prints
+ * the errno of each (0: made, and removed again at once so that the test leaves nothing behind).
+ */
+const IPC_PROBE = `
+import ctypes, json, os
+libc = ctypes.CDLL(None, use_errno=True)
+L = ctypes.c_long
+def call(nr, *args):
+    ctypes.set_errno(0)
+    r = libc.syscall(L(nr), *[a if isinstance(a, bytes) else L(a) for a in args])
+    return r, ctypes.get_errno()
+out = {}
+r, e = call(29, 0, 4096, 0o1600); out['shmget'] = e if r == -1 else 0
+if r >= 0: call(31, r, 0, 0)
+r, e = call(64, 0, 1, 0o1600); out['semget'] = e if r == -1 else 0
+if r >= 0: call(66, r, 0, 0, 0)
+r, e = call(68, 0, 0o1600); out['msgget'] = e if r == -1 else 0
+if r >= 0: call(71, r, 0, 0)
+name = b'cordon-ipc-%d' % os.getpid()
+r, e = call(240, name, os.O_CREAT | os.O_RDWR, 0o600, 0); out['mq_open'] = e if r == -1 else 0
+if r >= 0: call(241, name); os.close(r)
+print(json.dumps(out))
+`
+
 // Without a uid or cgroup of its own the sandbox's session is all that marks its processes, so leaving it
 // must be impossible: a setsid'd child holding the output pipes kept run() open until it exited.
 describe('process tier without a uid or cgroup of its own', { skip: noLauncher }, () => {
@@ -59,7 +84,7 @@ describe('process tier without a uid or cgroup of its own', { skip: noLauncher }
       prepared.plan.lease?.release()
       return prepared.plan.seccomp
     }
-    const withSetsid = seccompProgram({ extraDenied: ['setsid'], socketFamilies: [1] })
+    const withSetsid = seccompProgram({ extraDenied: ['setsid', ...HOST_IPC_CALLS], socketFamilies: [1] })
     assert.deepEqual(filter('off', false), withSetsid)
     assert.notDeepEqual(filter('off', true), withSetsid, 'a uid of its own marks the sandbox')
     if (caps.cgroup.version !== null)
@@ -95,6 +120,17 @@ describe('process tier without a uid or cgroup of its own', { skip: noLauncher }
 })
 
 describe('process tier launcher', { skip: noLauncher }, () => {
+  it('as root it has an IPC namespace of its own: SysV IPC and message queues work there', {
+    skip: notRoot,
+  }, async () => {
+    const r = await python(IPC_PROBE)
+    assert.equal(r.status, 'ok', r.stderr)
+    const made = JSON.parse(r.stdout) as Record<string, number>
+    // Landlock refuses making a queue (EACCES: a file outside the writable paths) where the kernel has it.
+    assert.ok([0, 13].includes(made.mq_open!), `mq_open: ${made.mq_open}`)
+    assert.deepEqual({ ...made, mq_open: 0 }, { shmget: 0, semget: 0, msgget: 0, mq_open: 0 })
+  })
+
   it('SysV shared memory the sandbox makes dies with it (an IPC namespace of its own)', {
     skip: notRoot,
   }, async () => {
@@ -738,6 +774,15 @@ describe('process tier as root: paths shown again under /run', { skip: noLaunche
 })
 
 describe('process tier not as root', { skip: noLauncher || noUnprivileged() }, () => {
+  it('SysV IPC and POSIX message queues are refused: there is no IPC namespace to keep them in', async () => {
+    const out = await asUnprivileged<{ status: string; stdout: string; stderr: string }>(`
+      const r = await run(['python3', '-c', ${JSON.stringify(IPC_PROBE)}], { isolation: 'process' })
+      return { status: r.status, stdout: r.stdout, stderr: r.stderr }
+    `)
+    assert.equal(out.status, 'ok', out.stderr)
+    assert.deepEqual(JSON.parse(out.stdout), { shmget: 1, semget: 1, msgget: 1, mq_open: 1 })
+  })
+
   it('its TMPDIR is a host directory: tmpfsBytes holds only per file (by maxFileSizeBytes), and says so', async () => {
     const limits = await asUnprivileged<string[]>(`
       const r = await run(['true'], { isolation: 'process' })

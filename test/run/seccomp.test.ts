@@ -147,6 +147,20 @@ for (const isolation of TIERS) {
       assert.deepEqual(JSON.parse(r.stdout), { 'personality(query)': 0, getpid: 0 })
     })
 
+    it('kernel AIO is ENOSYS (its rings count against the host-wide aio-max-nr); io_uring EPERM', async () => {
+      const code = [
+        'import ctypes',
+        'libc = ctypes.CDLL(None, use_errno=True)',
+        'ctx = ctypes.c_ulong(0)',
+        'r = libc.syscall(ctypes.c_long(206), ctypes.c_long(128), ctypes.byref(ctx))',
+        'print(ctypes.get_errno() if r == -1 else 0)',
+        'print(ctypes.get_errno() if libc.syscall(ctypes.c_long(425), 1, ctypes.byref(ctx)) == -1 else 0)',
+      ].join('\n')
+      const r = await run(['python3', '-c', code], { isolation })
+      assert.equal(r.status, 'ok', r.stderr)
+      assert.deepEqual(r.stdout.trim().split('\n'), ['38', String(EPERM)])
+    })
+
     it('kills an x32 system call (the non-native ABI bypass)', async () => {
       const r = await run(
         ['python3', '-c', 'import ctypes; ctypes.CDLL(None).syscall(0x40000000 | 39); print("alive")'],
