@@ -74,6 +74,8 @@ export const DEFAULT_DENIED = [
  */
 export const ENOSYS_CALLS: readonly string[] = [
   'clone3',
+  // Its mode is in memory too (struct open_how): see SETID_MODES. Programs fall back to openat.
+  'openat2',
   'io_setup',
   'io_destroy',
   'io_getevents',
@@ -107,6 +109,19 @@ export const HOST_IPC_CALLS: readonly string[] = [
   'mq_timedreceive',
   'mq_notify',
   'mq_getsetattr',
+]
+
+/** S_ISUID | S_ISGID. */
+const SETID_BITS = 0o6000
+/**
+ * The calls that give a file a mode, by the argument that holds it. A set-uid or set-gid file left in a
+ * writable path would let anyone on the host run it as the sandbox's uid (as root, a pool uid another
+ * run gets later; not as root, the calling user) and its gid: refused (EPERM) whatever the tier.
+ */
+const SETID_MODES: readonly (readonly [arg: number, calls: readonly string[]])[] = [
+  [1, ['creat', 'chmod', 'fchmod', 'mknod']],
+  [2, ['open', 'mknodat', 'fchmodat', 'fchmodat2']],
+  [3, ['openat']],
 ]
 
 /** Every namespace flag: a new user namespace would hand the sandbox capabilities to build the rest. */
@@ -162,6 +177,24 @@ function refuse(numbers: readonly number[], errno = EPERM): Insn[] {
     }
     out.push(...block, [JA, 0, 0, 1], ret(retErrno(errno)))
     start = end
+  }
+  return out
+}
+
+/**
+ * `if nr is one of calls: EPERM when argument arg has a set-id bit, else allow`, with the syscall
+ * number loaded. The calls of one argument share a block: a miss jumps over it to the next group.
+ */
+function refuseSetIdModes(nr: (name: string) => number): Insn[] {
+  const out: Insn[] = []
+  for (const [arg, calls] of SETID_MODES) {
+    const block: Insn[] = [ld(argLow(arg)), [JSET, 0, 1, SETID_BITS], ret(retErrno(EPERM)), ret(RET_ALLOW)]
+    calls.forEach((call, i) => {
+      const last = i === calls.length - 1
+      // Taken: to the block, past the calls after this one; the last one's miss skips the block.
+      out.push([JEQ, last ? 0 : calls.length - 1 - i, last ? block.length : 0, nr(call)])
+    })
+    out.push(...block)
   }
   return out
 }
@@ -228,6 +261,7 @@ export function seccompInstructions(opts: SeccompOptions = {}): Insn[] {
     // Policy denials first: a name both lists hold is EPERM, as denySyscalls says.
     ...refuse(denied),
     ...refuse(ENOSYS_CALLS.map(nr), ENOSYS),
+    ...refuseSetIdModes(nr),
     ...when(nr('unshare'), [
       ld(argLow(0)),
       [JSET, 0, 1, CLONE_NEW_ANY],

@@ -91,9 +91,10 @@ describe('seccomp builder', () => {
     const insns = seccompInstructions({ extraDenied: ['mkdir', 'mkdirat', 'socket'] })
     const denied = new Set([...DEFAULT_DENIED, 'mkdir', 'mkdirat', 'socket'].map((n) => syscallNumber(n)!))
     const special = new Set(
-      ['clone', 'unshare', 'ioctl', 'personality', 'socketpair', ...ENOSYS_CALLS].map(
-        (n) => syscallNumber(n)!,
-      ),
+      [
+        ...['clone', 'unshare', 'ioctl', 'personality', 'socketpair', ...ENOSYS_CALLS],
+        ...['open', 'openat', 'creat', 'mknod', 'mknodat', 'chmod', 'fchmod', 'fchmodat', 'fchmodat2'],
+      ].map((n) => syscallNumber(n)!),
     )
     // Every known number, the gaps between them and past the last one.
     for (let nr = 0; nr <= Math.max(...ALL_NUMBERS) + 2; nr++) {
@@ -123,6 +124,37 @@ describe('seccomp builder', () => {
       evaluate(seccompInstructions({ extraDenied: ['io_setup'] }), syscallNumber('io_setup')!),
       errno(1),
     )
+  })
+
+  it('no set-uid or set-gid mode: chmod and the calls that create a file refuse those bits', () => {
+    const insns = seccompInstructions()
+    const calls: [string, number][] = [
+      ['creat', 1],
+      ['chmod', 1],
+      ['fchmod', 1],
+      ['mknod', 1],
+      ['open', 2],
+      ['mknodat', 2],
+      ['fchmodat', 2],
+      ['fchmodat2', 2],
+      ['openat', 3],
+    ]
+    for (const [name, arg] of calls) {
+      const withMode = (mode: number) => {
+        const args = [7, 7, 7, 7]
+        args[arg] = mode
+        return evaluate(insns, syscallNumber(name)!, args)
+      }
+      assert.equal(withMode(0o4755), errno(1), `${name} set-uid`)
+      assert.equal(withMode(0o2755), errno(1), `${name} set-gid`)
+      assert.equal(withMode(0o100000 | 0o6000), errno(1), `${name} S_IFREG | both`)
+      assert.equal(withMode(0o1777), ALLOW, `${name} sticky`)
+      assert.equal(withMode(0o755), ALLOW, `${name} plain`)
+    }
+    // Other arguments are not the mode: open's flags (arg 1) may hold any bits.
+    assert.equal(evaluate(insns, syscallNumber('open')!, [0, 0o4000 | 0o2000, 0o644]), ALLOW)
+    // openat2 carries its mode in memory: ENOSYS, and programs fall back to openat.
+    assert.equal(evaluate(insns, syscallNumber('openat2')!, [0, 0, 0, 24]), errno(38))
   })
 
   it('HOST_IPC_CALLS: every SysV IPC and POSIX message queue call', () => {
@@ -182,8 +214,9 @@ describe('seccomp builder', () => {
 
   it('is short: the kernel checks and compiles every instruction at each launch (~1 µs each here)', () => {
     // Contiguous numbers share one range check and every refusal one return; socket() and socketpair()
-    // share one family check (9 instructions for the four network families); the ENOSYS calls one return.
-    assert.ok(seccompInstructions().length <= 69, `${seccompInstructions().length} instructions`)
+    // share one family check (9 instructions for the four network families); the ENOSYS calls one return;
+    // the calls that set a mode share one check per argument (21 instructions).
+    assert.ok(seccompInstructions().length <= 91, `${seccompInstructions().length} instructions`)
     assert.ok(
       seccompInstructions({ extraDenied: Object.keys(X86_64_SYSCALLS) }).length < 100,
       'denying every syscall by name stays a short program',

@@ -1,7 +1,7 @@
 // What the sandbox can see and do: filesystem, PIDs, network, uid, session.
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
-import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
 import net from 'node:net'
 import path from 'node:path'
 import { after, before, describe, it } from 'node:test'
@@ -332,6 +332,56 @@ for (const tier of TIERS) {
       const r = await run(['sh', '-c', script], { isolation: tier })
       assert.equal(r.status, 'nonzero-exit', `${r.stdout}${r.stderr}: ${JSON.stringify(r.violation)}`)
       assert.doesNotMatch(r.stdout, /wrote/)
+    })
+  })
+}
+
+/**
+ * Every way to leave a set-uid or set-gid file behind: chmod, fchmod, fchmodat, a mode given at creation
+ * (open, openat, creat, mknod). Each prints its errno (0: done).
+ */
+const SETID_PROBE = `
+import ctypes, json, os, shutil, sys
+libc = ctypes.CDLL(None, use_errno=True)
+d = sys.argv[1]
+out = {}
+def attempt(name, f):
+    try:
+        f(); out[name] = 0
+    except OSError as e:
+        out[name] = e.errno
+def sys_call(nr, *args):
+    r = libc.syscall(ctypes.c_long(nr), *args)
+    if r < 0: raise OSError(ctypes.get_errno(), name)
+for name in ('chmod', 'fchmod', 'fchmodat', 'setgid', 'open', 'openat', 'creat', 'mknod'):
+    shutil.copy('/bin/true', f'{d}/{name}')
+attempt('chmod', lambda: os.chmod(f'{d}/chmod', 0o4755))
+attempt('setgid', lambda: os.chmod(f'{d}/setgid', 0o2755))
+fd = os.open(f'{d}/fchmod', os.O_RDONLY)
+attempt('fchmod', lambda: os.fchmod(fd, 0o4755))
+attempt('fchmodat', lambda: sys_call(268, -100, f'{d}/fchmodat'.encode(), 0o6755))
+os.unlink(f'{d}/open'); os.unlink(f'{d}/openat'); os.unlink(f'{d}/creat'); os.unlink(f'{d}/mknod')
+attempt('open', lambda: sys_call(2, f'{d}/open'.encode(), os.O_CREAT | os.O_WRONLY, 0o4755))
+attempt('openat', lambda: sys_call(257, -100, f'{d}/openat'.encode(), os.O_CREAT | os.O_WRONLY, 0o2755))
+attempt('creat', lambda: sys_call(85, f'{d}/creat'.encode(), 0o4755))
+attempt('mknod', lambda: sys_call(133, f'{d}/mknod'.encode(), 0o100000 | 0o4755, 0))
+attempt('plain chmod', lambda: os.chmod(f'{d}/chmod', 0o755))
+print(json.dumps(out))
+`
+
+for (const tier of TIERS) {
+  describe(`set-uid files (${tier} tier)`, { skip: skipTier(tier) }, () => {
+    it('a sandbox leaves no set-uid or set-gid file in a writable path: the host would run it as the sandbox', async () => {
+      const dir = worldWritableDir()
+      const r = await run(['python3', '-c', SETID_PROBE, dir], { isolation: tier, writable: [dir] })
+      assert.equal(r.status, 'ok', r.stderr)
+      const setid = readdirSync(dir).filter((name) => (statSync(path.join(dir, name)).mode & 0o6000) !== 0)
+      assert.deepEqual(setid, [], `set-id files left: ${r.stdout}`)
+      const errnos = JSON.parse(r.stdout) as Record<string, number>
+      assert.equal(errnos['plain chmod'], 0, 'an ordinary chmod still works')
+      for (const [call, errno] of Object.entries(errnos)) {
+        if (call !== 'plain chmod') assert.equal(errno, 1, `${call}: EPERM`)
+      }
     })
   })
 }
