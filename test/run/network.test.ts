@@ -1,7 +1,7 @@
 // The network allowlist for real: servers this test starts on loopback, reached only through cordon's proxies.
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
-import { readdirSync, statSync } from 'node:fs'
+import { readdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import http from 'node:http'
 import type net from 'node:net'
 import os from 'node:os'
@@ -17,6 +17,7 @@ import {
   noSpawner,
   notRoot,
   noUnprivileged,
+  tempDir,
   waitFor,
 } from '../helpers.js'
 
@@ -132,8 +133,15 @@ describe('network allowlist (namespace tier)', { skip: noNamespace }, () => {
         }, 5000),
         'the run made its proxy directory',
       )
+      // Root's, searchable; the sockets are the sandbox uid's alone (0600).
       const mode = statSync(dir).mode & 0o777
-      assert.equal(mode, 0o700, `proxy directory mode ${mode.toString(8)}`)
+      assert.equal(mode, 0o711, `proxy directory mode ${mode.toString(8)}`)
+      assert.equal(statSync(dir).uid, 0)
+      const sock = statSync(path.join(dir, 'http.sock'))
+      assert.ok(
+        sock.uid >= 60000 && (sock.mode & 0o777) === 0o600,
+        `socket ${sock.uid} ${sock.mode.toString(8)}`,
+      )
       const probe =
         'import socket, sys\ns = socket.socket(socket.AF_UNIX)\ntry:\n  s.connect(sys.argv[1]); print("connected")\nexcept OSError as e:\n  print("refused", e.errno)'
       const other = await run(['python3', '-c', probe, path.join(dir, 'http.sock')], { isolation: 'process' })
@@ -142,6 +150,33 @@ describe('network allowlist (namespace tier)', { skip: noNamespace }, () => {
       owner.kill()
       await owner.result
     }
+  })
+
+  it("as root, a sandbox that can write the proxy directory's parent cannot make root unlink through it", {
+    skip: notRoot || noLauncher,
+  }, async () => {
+    // The host's TMPDIR is a sticky world-writable directory the sandbox may write (as with --writable /tmp).
+    const tmp = tempDir('cordon-tmpdir-', { mode: 0o1777 })
+    const victim = tempDir('cordon-victim-', { mode: 0o755 })
+    for (const name of ['bridge', 'http.sock', 'socks.sock']) writeFileSync(path.join(victim, name), 'keep')
+    // Moves its run's proxy directory away and puts a link to the victim in its place.
+    const swap = `cd ${tmp} && for d in cordon-net-*; do mv "$d" moved && ln -s ${victim} "$d" && echo swapped; done`
+    const saved = process.env.TMPDIR
+    process.env.TMPDIR = tmp
+    let r: Awaited<ReturnType<typeof run>>
+    try {
+      r = await run(['sh', '-c', swap], {
+        isolation: 'namespace',
+        writable: [tmp],
+        network: { allow: [`localhost:${port}`], allowLoopback: true },
+      })
+    } finally {
+      if (saved === undefined) delete process.env.TMPDIR
+      else process.env.TMPDIR = saved
+    }
+    assert.deepEqual(readdirSync(victim).sort(), ['bridge', 'http.sock', 'socks.sock'], r.stdout + r.stderr)
+    assert.doesNotMatch(r.stdout, /swapped/, 'the proxy directory could not be moved')
+    for (const name of readdirSync(tmp)) rmSync(path.join(tmp, name), { recursive: true, force: true })
   })
 
   it("another sandbox of the same uid that connects to a run's proxy socket gets nothing through it", {
@@ -488,10 +523,14 @@ print(total >> 20, attempts)
 import socket
 s = socket.create_connection(('127.0.0.1', 3128), timeout=10)
 n, got, buf = 20000, 0, b''
-for batch in range(0, n, 200):
-    s.sendall(b''.join(b'GET http://h%d.%s.not-allowed.test/ HTTP/1.1\r\nHost: x\r\n\r\n' % (i, b'a' * 200) for i in range(batch, batch + 200)))
-    while got < batch + 200:
-        buf += s.recv(65536)
+# Pipelined 25 at a time: past 32 waiting on one connection the proxy answers 503 and closes it.
+for batch in range(0, n, 25):
+    s.sendall(b''.join(b'GET http://h%d.%s.not-allowed.test/ HTTP/1.1\r\nHost: x\r\n\r\n' % (i, b'a' * 200) for i in range(batch, batch + 25)))
+    while got < batch + 25:
+        more = s.recv(65536)
+        if not more:
+            raise SystemExit('closed after %d' % got)
+        buf += more
         got = buf.count(b'HTTP/1.1 403')
 print(got)
 `
