@@ -12,7 +12,7 @@
 // forwarded at a time, MAX_PIPELINED waiting), name lookups (MAX_LOOKUPS), and the events kept
 // (MAX_EVENTS, the rest counted in `dropped`).
 import { randomBytes, timingSafeEqual } from 'node:crypto'
-import { chmodSync, chownSync, mkdtempSync, rmdirSync, unlinkSync, writeFileSync } from 'node:fs'
+import { chmodSync, chownSync, lstatSync, mkdtempSync, rmdirSync, unlinkSync, writeFileSync } from 'node:fs'
 import type { IncomingMessage, Server, ServerResponse } from 'node:http'
 import net from 'node:net'
 import os from 'node:os'
@@ -123,14 +123,17 @@ export class NetworkProxy {
     { busy: boolean; waiting: (() => void)[]; over: boolean }
   >()
   private open = 0
+  /** The directory as made: close() touches it only while its name still leads there. */
+  private readonly dirId: { dev: number; ino: number }
 
   /** `lookup`: how names are resolved (the system's resolver unless a test says otherwise). */
   constructor(policy: NetworkPolicy, limits: Partial<ProxyLimits> = {}, lookup?: Lookup) {
     this.gate = new NetworkGate(policy, lookup)
     this.limits = { ...DEFAULT_PROXY_LIMITS, ...limits }
     this.token = Buffer.from(`${randomBytes(32).toString('hex')}\n`)
-    // As root the directory goes to the sandbox uid (`handTo`), so other sandbox uids cannot even connect.
+    // As root the sockets go to the sandbox uid (`handTo`), so other sandbox uids cannot even connect.
     this.dir = mkdtempSync(path.join(os.tmpdir(), 'cordon-net-'))
+    this.dirId = lstatSync(this.dir)
     writeFileSync(path.join(this.dir, BRIDGE_MOUNT_POINT), '', { mode: 0o444, flag: 'wx' })
     this.httpServer = http().createServer(
       { headersTimeout: this.limits.handshakeMs, requestTimeout: 300_000 },
@@ -157,9 +160,14 @@ export class NetworkProxy {
     }
   }
 
-  /** The sandbox's own uid, when it has one, owns the directory and its sockets: no other uid gets in. */
+  /**
+   * The sandbox's own uid, when it has one, owns the sockets (0600): no other uid can connect. The
+   * directory stays root's (0711, searchable): a sandbox that can write its parent (`--writable /tmp`)
+   * could otherwise move it away and put a link in its place, and root's unlinks in close() would follow.
+   */
   handTo(uid: number, gid: number): void {
-    for (const name of ['', SOCKETS.http, SOCKETS.socks]) chownSync(path.join(this.dir, name), uid, gid)
+    chmodSync(this.dir, 0o711)
+    for (const name of [SOCKETS.http, SOCKETS.socks]) chownSync(path.join(this.dir, name), uid, gid)
   }
 
   private track(socket: net.Socket): void {
@@ -410,7 +418,10 @@ export class NetworkProxy {
     for (const s of this.sockets) s.destroy()
     this.httpServer.close()
     await Promise.all(this.servers.map((s) => new Promise((r) => s.close(r))))
-    // By name, never recursively: as root the directory belonged to the sandbox uid during the run.
+    // By name, never recursively, and only while the name is still the directory made (not a link put in
+    // its place by someone who can write its parent: the sandbox itself, when cordon is not root).
+    const now = lstatSync(this.dir, { throwIfNoEntry: false })
+    if (!now?.isDirectory() || now.dev !== this.dirId.dev || now.ino !== this.dirId.ino) return
     for (const name of [SOCKETS.http, SOCKETS.socks, BRIDGE_MOUNT_POINT]) {
       try {
         unlinkSync(path.join(this.dir, name))

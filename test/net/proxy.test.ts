@@ -1,7 +1,7 @@
 // The proxies on their own, host side: what a connection without the run's token gets, and the bounds a
 // sandbox cannot push past (handshake deadline, connections, early data, events).
 import assert from 'node:assert/strict'
-import { existsSync, mkdirSync, rmdirSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, renameSync, rmdirSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs'
 import http from 'node:http'
 import net from 'node:net'
 import path from 'node:path'
@@ -223,5 +223,19 @@ describe('network proxy (host side)', () => {
     const clean = new NetworkProxy(policy)
     await clean.close()
     assert.equal(existsSync(clean.dir), false)
+  })
+
+  it('close() touches nothing when its directory was moved and a link put in its place', async () => {
+    const victim = tempDir('cordon-victim-')
+    writeFileSync(path.join(victim, 'bridge'), 'keep')
+    const proxy = new NetworkProxy(policy)
+    const moved = `${proxy.dir}-moved`
+    renameSync(proxy.dir, moved)
+    symlinkSync(victim, proxy.dir)
+    await proxy.close()
+    assert.equal(existsSync(path.join(victim, 'bridge')), true, 'the link was not followed')
+    unlinkSync(proxy.dir)
+    for (const name of ['http.sock', 'socks.sock', 'bridge']) unlinkSync(path.join(moved, name))
+    rmdirSync(moved)
   })
 })
