@@ -9,8 +9,8 @@
 // Everything a sandbox can make the host hold is bounded: connections (MAX_CONNECTIONS), what is read
 // before a decision (the token and a SOCKS5 request are read exactly, never more than a stream's
 // high-water mark is buffered), silent clients (a handshake deadline), pipelined HTTP requests (one
-// forwarded at a time, MAX_PIPELINED waiting), name lookups (MAX_LOOKUPS), and the events kept
-// (MAX_EVENTS, the rest counted in `dropped`).
+// forwarded at a time, MAX_PIPELINED waiting, the parser fed only while there is room: metered.ts),
+// name lookups (MAX_LOOKUPS), and the events kept (MAX_EVENTS, the rest counted in `dropped`).
 import { randomBytes, timingSafeEqual } from 'node:crypto'
 import { chmodSync, chownSync, lstatSync, mkdtempSync, rmdirSync, unlinkSync, writeFileSync } from 'node:fs'
 import type { IncomingMessage, Server, ServerResponse } from 'node:http'
@@ -20,6 +20,7 @@ import path from 'node:path'
 import { lazy } from '../lazy.js'
 import { type Decision, type Lookup, type NetworkEvent, NetworkGate, type NetworkPolicy } from './gate.js'
 import { type Host, ipFromBytes, parseHost, parseUriHost, showHost } from './host.js'
+import { Metered } from './metered.js'
 
 /** The HTTP proxy's parser, loaded when an allowlist first starts one. */
 const http = lazy<typeof import('node:http')>('node:http')
@@ -104,6 +105,9 @@ function hopByHop<T extends Record<string, string | string[] | undefined>>(heade
   return rest as T
 }
 
+/** The connection a request came on: the HTTP server is only ever given Metered streams (serveHttp). */
+const meteredOf = (req: IncomingMessage) => req.socket as unknown as Metered
+
 export class NetworkProxy {
   readonly dir: string
   /** This run's token line, written to the bridge on TOKEN_FD; never in an argv, a file or an environment. */
@@ -118,10 +122,7 @@ export class NetworkProxy {
   private readonly sockets = new Set<net.Socket>()
   private readonly deadlines = new WeakMap<net.Socket, NodeJS.Timeout>()
   /** Per HTTP connection: whether a request is being forwarded, and those waiting for their turn. */
-  private readonly turns = new WeakMap<
-    net.Socket,
-    { busy: boolean; waiting: (() => void)[]; over: boolean }
-  >()
+  private readonly turns = new WeakMap<Metered, { busy: boolean; waiting: (() => void)[]; over: boolean }>()
   private open = 0
   /** The directory as made: close() touches it only while its name still leads there. */
   private readonly dirId: { dev: number; ino: number }
@@ -139,14 +140,16 @@ export class NetworkProxy {
       { headersTimeout: this.limits.handshakeMs, requestTimeout: 300_000 },
       (req, res) => this.inTurn(req, res),
     )
-    this.httpServer.on('connect', (req: IncomingMessage, socket: net.Socket, head: Buffer) => {
-      this.tunnel(req, socket, head).catch(() => socket.destroy())
+    // A tunnel is the connection itself again, with what the parser had not consumed put back in front.
+    this.httpServer.on('connect', (req: IncomingMessage, socket: Metered, head: Buffer) => {
+      const client = socket.detach(head)
+      this.tunnel(req, client).catch(() => client.destroy())
     })
     // Connections reach the HTTP server by hand (after their token), never by its own listen(); its
     // header and request timeouts are checked only once it has seen 'listening'.
     this.httpServer.emit('listening')
     for (const [name, serve] of [
-      [SOCKETS.http, (s: net.Socket) => this.httpServer.emit('connection', s)],
+      [SOCKETS.http, (s: net.Socket) => this.serveHttp(s)],
       [SOCKETS.socks, (s: net.Socket) => this.socks(s).catch(() => s.destroy())],
     ] as const) {
       const server = net.createServer({ pauseOnConnect: true }, (s) => {
@@ -207,6 +210,15 @@ export class NetworkProxy {
     serve(socket)
   }
 
+  /** The HTTP server reads the connection through a Metered stream: a request parsed only with room. */
+  private serveHttp(raw: net.Socket): void {
+    const metered: Metered = new Metered(raw, () => {
+      const state = this.turns.get(metered)
+      return !state || (!state.over && state.waiting.length < MAX_PIPELINED)
+    })
+    this.httpServer.emit('connection', metered)
+  }
+
   /** Decide and record; a host that did not parse is refused here, shown as the sandbox sent it. */
   private async decide(host: Host | null, raw: string, port: number): Promise<Decision> {
     const decision: Decision = host
@@ -243,7 +255,7 @@ export class NetworkProxy {
     upstream.once('close', () => client.destroy())
   }
 
-  private async tunnel(req: IncomingMessage, client: net.Socket, head: Buffer): Promise<void> {
+  private async tunnel(req: IncomingMessage, client: net.Socket): Promise<void> {
     this.endHandshake(client)
     const target = splitTarget(req.url ?? '')
     const decision =
@@ -258,21 +270,19 @@ export class NetworkProxy {
       decision.address,
       target.port!,
       client,
-      () => {
-        client.write('HTTP/1.1 200 Connection Established\r\n\r\n')
-        if (head.length) client.unshift(head)
-      },
+      () => client.write('HTTP/1.1 200 Connection Established\r\n\r\n'),
       () => refuse(client, 'HTTP/1.1 502 Bad Gateway\r\n\r\n'),
     )
   }
 
   /**
-   * Node's parser hands over every pipelined request at once, each of which would hold its objects and
-   * an upstream connection on the host: here they take turns, a few wait, and past that the connection
-   * ends with a 503 in its turn. What a client pipelines beyond its 503 drops the connection at once.
+   * Node's parser hands over every pipelined request it is given, each of which would hold its objects and
+   * an upstream connection on the host: here they take turns and a few wait (the parser is given no more
+   * while MAX_PIPELINED wait: see Metered). One piece can hold more: past the limit the connection ends
+   * with a 503 in its turn, and a request parsed after that 503 drops the connection at once.
    */
   private inTurn(req: IncomingMessage, res: ServerResponse): void {
-    const socket = req.socket
+    const socket = meteredOf(req)
     const state = this.turns.get(socket) ?? { busy: false, waiting: [], over: false }
     this.turns.set(socket, state)
     if (state.over) return void socket.destroy()
@@ -285,6 +295,8 @@ export class NetworkProxy {
         state.busy = false
         if (socket.destroyed) state.waiting.length = 0
         else state.waiting.shift()?.()
+        // One fewer waits: the parser may have another request.
+        socket.feed()
       }
       res.once('finish', next)
       res.once('close', next)
@@ -302,7 +314,7 @@ export class NetworkProxy {
 
   /** Plain http:// requests through the proxy (absolute URI). */
   private async forward(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    this.endHandshake(req.socket)
+    this.endHandshake(meteredOf(req).raw)
     // A refused request whose body is still coming closes the connection rather than read that body.
     const answer = (status: number, text: string) => {
       if (!req.complete) res.setHeader('connection', 'close')

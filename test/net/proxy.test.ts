@@ -7,7 +7,7 @@ import net from 'node:net'
 import path from 'node:path'
 import { describe, it } from 'node:test'
 import { NetworkProxy, type ProxyLimits, TOKEN_LINE_BYTES } from '../../src/net/proxy.js'
-import { tempDir } from '../helpers.js'
+import { tempDir, waitFor } from '../helpers.js'
 
 const policy = { allow: ['example.com'], deny: [], allowLoopback: false, allowPrivate: false }
 
@@ -204,6 +204,71 @@ describe('network proxy (host side)', () => {
       await proxy.close()
       server.closeAllConnections()
       server.close()
+    }
+  })
+
+  it('pipelined requests are parsed only as they get room: one read of them is not thousands of requests', async () => {
+    // An upstream that never answers: the first request holds its turn for good.
+    const server = net.createServer((c) => c.on('error', () => {}))
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
+    const { port } = server.address() as net.AddressInfo
+    const proxy = new NetworkProxy(
+      { ...policy, allow: ['up.test'], allowLoopback: true },
+      {},
+      async () => '127.0.0.1',
+    )
+    let parsed = 0
+    ;(proxy as unknown as { httpServer: http.Server }).httpServer.on('request', () => parsed++)
+    try {
+      const get = `GET http://up.test:${port}/ HTTP/1.1\r\nHost: a\r\n\r\n`
+      const r = await exchange(
+        proxy,
+        'http.sock',
+        Buffer.concat([proxy.token, Buffer.from(get.repeat(40_000))]),
+        1000,
+      )
+      assert.equal(r.got, '', 'nothing answered yet: the first request still has its turn')
+      assert.ok(parsed <= 33 + 100, `${parsed} requests parsed and held on the host`)
+    } finally {
+      await proxy.close()
+      server.close()
+    }
+  })
+
+  it('CONNECT: what the client sent after its request goes through the tunnel whole and in order', async () => {
+    const echo = net.createServer((c) => {
+      c.on('error', () => {})
+      c.pipe(c)
+    })
+    await new Promise<void>((r) => echo.listen(0, '127.0.0.1', r))
+    const { port } = echo.address() as net.AddressInfo
+    const proxy = new NetworkProxy(
+      { ...policy, allow: ['echo.test'], allowLoopback: true },
+      {},
+      async () => '127.0.0.1',
+    )
+    try {
+      // Bigger than a piece of the parser's and than a stream's buffer, sent with the request at once.
+      const payload = Buffer.from(
+        Array.from({ length: 50_000 }, (_, i) => String.fromCharCode(97 + (i % 26))).join(''),
+      )
+      const s = net.connect(path.join(proxy.dir, 'http.sock'))
+      s.on('error', () => {})
+      let got = Buffer.alloc(0)
+      s.on('data', (b: Buffer) => {
+        got = Buffer.concat([got, b])
+      })
+      s.write(
+        Buffer.concat([proxy.token, Buffer.from(`CONNECT echo.test:${port} HTTP/1.1\r\n\r\n`), payload]),
+      )
+      const head = 'HTTP/1.1 200 Connection Established\r\n\r\n'
+      await waitFor(() => got.length >= head.length + payload.length, 5000)
+      s.destroy()
+      assert.equal(got.subarray(0, head.length).toString(), head)
+      assert.ok(got.subarray(head.length).equals(payload), `${got.length - head.length} bytes came back`)
+    } finally {
+      await proxy.close()
+      echo.close()
     }
   })
 
