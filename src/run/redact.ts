@@ -23,8 +23,12 @@ export const REGEX_WINDOW = 256
 const PROBE_BLOCK = 4096
 /** Values shorter than this are not redacted automatically (a 2-character "secret" would shred the output). */
 const MIN_SECRET_LENGTH = 4
+/**
+ * Names that look secret. Besides the obvious: short password names (DB_PASS, MYSQL_PWD; never PWD, the
+ * cwd), URLs and DSNs that carry credentials (DATABASE_URL, SENTRY_DSN, connection strings), cookies.
+ */
 const SECRET_NAME =
-  /TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL|PRIVATE|API_?KEY|ACCESS_?KEY|(?:^|_)KEY(?:$|_)|(?:^|_)AUTH(?:$|_|ORIZATION)/i
+  /TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL|PRIVATE|API_?KEY|ACCESS_?KEY|(?:^|_)KEY(?:$|_)|(?:^|_)AUTH(?:$|_|ORIZATION)|(?:^|_)PASS(?:$|_)|_PWD$|DATABASE_URL|(?:^|_)DSN$|CONN(?:ECTION)?_?STR(?:ING)?|COOKIE/i
 /** ASCII transitions of the automaton are a dense table while it has at most this many states (4 MiB). */
 const MAX_TABLE_STATES = 8192
 

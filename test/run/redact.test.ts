@@ -409,6 +409,15 @@ describe('secretValues', () => {
       GOOGLE_APPLICATION_CREDENTIALS: '/creds.json',
       NPM_AUTH: 'npm-auth',
       lower_token: 'lowertok',
+      // Secrets by other names: short password names, URLs and DSNs that carry credentials, cookies.
+      MYSQL_PWD: 'mysqlpw',
+      DB_PASS: 'dbpass1',
+      SMTP_PASS: 'smtppass',
+      DATABASE_URL: 'postgres://app:pw@db/app',
+      REDIS_URL_WITH_AUTH: 'redis://:pw@cache',
+      SENTRY_DSN: 'https://key@sentry.io/1',
+      AZURE_STORAGE_CONNECTION_STRING: 'AccountKey=abc',
+      SESSION_COOKIE: 'sid=abc123',
     }
     assert.deepEqual(secretValues(env).sort(), Object.values(env).sort())
   })
@@ -424,6 +433,12 @@ describe('secretValues', () => {
       TMPDIR: '/tmp',
       TURKEY: 'gobble',
       HOCKEYPUCK: 'rubber',
+      PWD: '/work/project',
+      OLDPWD: '/work',
+      COMPASS_DIR: '/opt/compass',
+      PASSENGER_APP_ENV: 'production',
+      BYPASS_CACHE: 'yes1',
+      DATABASE: 'app',
     }
     assert.deepEqual(secretValues(env), [])
   })
