@@ -2,6 +2,7 @@
 // address the name resolves to, which is the one connected to (so a rebinding DNS answer cannot swap it).
 // Hosts arrive parsed (see host.ts): the name judged here is exactly the name resolved.
 
+import os from 'node:os'
 import { lazy } from '../lazy.js'
 import { addressKind, embeddedIPv4, type Host, type IpHost, parseIp } from './host.js'
 import { type HostRule, parseRule, ruleMatches } from './rules.js'
@@ -35,6 +36,13 @@ const rules = (entries: readonly string[]) =>
  * in order (each connection waits for at most one, and connections are capped: see proxy.ts).
  */
 export const MAX_LOOKUPS = 2
+
+/** The addresses of this host's interfaces, canonical (as IpHost.text). */
+function hostAddresses(): string[] {
+  return Object.values(os.networkInterfaces()).flatMap((list) =>
+    (list ?? []).flatMap((i) => parseIp(i.address)?.text ?? []),
+  )
+}
 
 const dns = lazy<typeof import('node:dns/promises')>('node:dns/promises')
 const systemLookup: Lookup = async (name) => (await dns().lookup(name)).address
@@ -94,6 +102,11 @@ export class NetworkGate {
     const kind = addressKind(address.bytes)
     if (kind === 'loopback' && !this.policy.allowLoopback) {
       return refuse(`${address.text} is a loopback address (allowLoopback is off)`)
+    }
+    // The proxy runs on the host: its own addresses reach its services (bound to 0.0.0.0) as 127.0.0.1
+    // does, from inside any firewall. Asked each time: interfaces come and go.
+    if (!this.policy.allowLoopback && hostAddresses().includes(address.text)) {
+      return refuse(`${address.text} is an address of this host (allowLoopback is off)`)
     }
     if (kind === 'private' && !this.policy.allowPrivate) {
       return refuse(`${address.text} is a private, link-local or metadata address (allowPrivate is off)`)

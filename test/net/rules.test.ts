@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict'
+import os from 'node:os'
 import { describe, it } from 'node:test'
 import fc from 'fast-check'
 import { PolicyError } from '../../src/errors.js'
@@ -380,6 +381,26 @@ describe('network gate', () => {
     const g = gate({ allow: ['*.example.com', '8.8.8.8'], deny: ['bad.example.com'] })
     assert.equal((await g.decide(h('bad.example.com'), 443)).allowed, false)
     assert.deepEqual(await g.decide(h('8.8.8.8'), 53), { allowed: true, address: '8.8.8.8' })
+  })
+
+  it("the host's own interface addresses are loopback: they reach its services as 127.0.0.1 does", async () => {
+    const own = Object.values(os.networkInterfaces())
+      .flat()
+      .filter((i) => i !== undefined && !i.internal)
+      .map((i) => i!.address)
+    if (own.length === 0) return
+    for (const address of own) {
+      const rule = address.includes(':') ? `[${address}]` : address
+      const policy = { allow: [rule, 'me.test'], allowPrivate: true }
+      const direct = await gate(policy).decide(h(address), 22)
+      assert.equal(direct.allowed, false, `${address} with allowPrivate`)
+      assert.match(direct.allowed ? '' : direct.reason, /an address of this host/)
+      // A name that resolves to it, too.
+      const named = new NetworkGate({ deny: [], allowLoopback: false, ...policy }, async () => address)
+      assert.equal((await named.decide(h('me.test'), 22)).allowed, false, `me.test -> ${address}`)
+      const loopbackOk = await gate({ ...policy, allowLoopback: true }).decide(h(address), 22)
+      assert.equal(loopbackOk.allowed, true, `${address} with allowLoopback`)
+    }
   })
 
   it('refuses loopback and private addresses even when the name is allowed (rebinding)', async () => {
