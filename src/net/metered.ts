@@ -99,7 +99,7 @@ export class Metered extends Duplex {
     this.raw.pause()
     this.raw.off('data', this.onData)
     this.raw.off('end', this.onEnd)
-    this.raw.off('close', this.onClose)
+    // Its 'close' still ends this stream: a response still on it (a request before the CONNECT) goes too.
     this.raw.off('timeout', this.onTimeout)
     const unread: Buffer[] = [head]
     for (let chunk = this.read() as Buffer | null; chunk !== null; chunk = this.read() as Buffer | null)
