@@ -74,8 +74,18 @@ export class Metered extends Duplex {
   }
 
   override _final(done: () => void): void {
-    this.raw.end()
-    done()
+    this.raw.end(done)
+  }
+
+  /**
+   * The server's close after a last response (`connection: close`, a 503): written out, then gone for
+   * good, as a socket's destroySoon. Only half closed, a client still sending (whose writes the proxy no
+   * longer reads) would hold the connection open.
+   */
+  destroySoon(): void {
+    if (this.writableFinished) return void this.destroy()
+    this.once('finish', () => this.destroy())
+    this.end()
   }
 
   override _destroy(error: Error | null, done: (error?: Error | null) => void): void {

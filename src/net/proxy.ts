@@ -279,13 +279,15 @@ export class NetworkProxy {
    * Node's parser hands over every pipelined request it is given, each of which would hold its objects and
    * an upstream connection on the host: here they take turns and a few wait (the parser is given no more
    * while MAX_PIPELINED wait: see Metered). One piece can hold more: past the limit the connection ends
-   * with a 503 in its turn, and a request parsed after that 503 drops the connection at once.
+   * with a 503 in its turn, and what was parsed after it is dropped unanswered.
    */
   private inTurn(req: IncomingMessage, res: ServerResponse): void {
     const socket = meteredOf(req)
     const state = this.turns.get(socket) ?? { busy: false, waiting: [], over: false }
     this.turns.set(socket, state)
-    if (state.over) return void socket.destroy()
+    // Parsed after the 503 (in the same piece; the parser gets no more): never started nor answered, it
+    // goes with the connection, which closes after the 503.
+    if (state.over) return
     const run = () => {
       state.busy = true
       let done = false

@@ -92,6 +92,29 @@ describe('network allowlist (namespace tier)', { skip: noNamespace }, () => {
     assert.deepEqual(r.network, [])
   })
 
+  it('pipelined requests take turns: 33 answered in order, then a 503 and the connection closes', async () => {
+    const pipeline = String.raw`
+import re, socket, sys
+s = socket.create_connection(('127.0.0.1', 3128), timeout=10)
+s.sendall(b''.join(b'GET http://localhost:%s/p%d HTTP/1.1\r\nHost: localhost\r\n\r\n' % (sys.argv[1].encode(), i) for i in range(40)))
+data = b''
+while True:
+    b = s.recv(65536)
+    if not b:
+        break
+    data += b
+print(' '.join(m.decode() for m in re.findall(rb'HTTP/1\.1 (\d+)', data)))
+print(' '.join(m.decode() for m in re.findall(rb'hello /(p\d+)', data)))
+`
+    const r = await run(['python3', '-c', pipeline, String(port)], {
+      network: { allow: [`localhost:${port}`], allowLoopback: true },
+    })
+    assert.equal(r.status, 'ok', r.stderr)
+    const [statuses, bodies] = r.stdout.trim().split('\n')
+    assert.equal(statuses, [...Array<string>(33).fill('200'), '503'].join(' '))
+    assert.equal(bodies, Array.from({ length: 33 }, (_, i) => `p${i}`).join(' '), 'in order')
+  })
+
   it('the CLI form: --net allow:HOST:PORT,+loopback', async () => {
     const cli = fileURLToPath(new URL('../../dist/cli/bin.cjs', import.meta.url))
     const args = [
