@@ -60,6 +60,9 @@ export const DEFAULT_DENIED = [
   'add_key',
   'request_key',
   'userfaultfd',
+  // Unprivileged since 5.13; its groups count against the user's fs.fanotify.max_user_groups (the calling
+  // user's, not as root), and no sandbox needs to watch file systems that way (inotify stays).
+  'fanotify_init',
   'io_uring_setup',
   'io_uring_enter',
   'io_uring_register',

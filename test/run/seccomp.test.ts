@@ -39,6 +39,8 @@ const REFUSED: [string, number, ...number[]][] = [
   ['io_uring_enter', 426, 0, 0, 0, 0, 0, 0],
   ['io_uring_register', 427, 0, 0, 0, 0],
   ['setns', 308, 0, 0],
+  // FAN_CLASS_NOTIF | FAN_REPORT_FID: what an unprivileged caller may ask for (Linux 5.13+).
+  ['fanotify_init', 300, 0x200, 0],
   ['unshare(CLONE_NEWUSER)', 272, 0x10000000],
   ['unshare(CLONE_NEWNS)', 272, 0x00020000],
   ['clone(CLONE_NEWUSER)', 56, 0x10000000 | 17, 0, 0, 0, 0],
