@@ -2,7 +2,7 @@
 // machine and printed as ratios against targets. Baselines launch exactly what cordon's plan launches
 // (checked against `prepare`), so the difference is cordon's own supervision. `--quick` cuts iterations ~5×.
 import { type SpawnOptions, spawn } from 'node:child_process'
-import { mkdirSync, realpathSync, rmSync, statSync } from 'node:fs'
+import { constants as fsConstants, mkdirSync, openSync, realpathSync, rmSync, statSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { performance } from 'node:perf_hooks'
@@ -14,6 +14,7 @@ import { type Isolation, openSpawner, probeCapabilities, type RunOptions, run } 
 import { bwrapArgs, type CgroupView } from '../src/plan/bwrap.js'
 import { cgroupDirs, joinFiles, ownCgroupView, sandboxCgroupName } from '../src/plan/cgroups.js'
 import { LANDLOCK_SCOPES, launcherArgv } from '../src/plan/launcher.js'
+import { FIRST_PATH_FD, O_PATH } from '../src/plan/paths.js'
 import {
   DEVICES_WRITABLE,
   LOG_FD,
@@ -68,6 +69,8 @@ if (!caps.bwrap || !prlimit || !caps.launcher) {
   throw new Error('bench needs bwrap and prlimit (util-linux) installed and the launcher built')
 }
 const cwd = realpathSync(process.cwd())
+// The process tier's launcher enters the cwd by the fd cordon judged it on: the raw runs pass one too.
+const cwdPathFd = openSync(cwd, O_PATH | fsConstants.O_DIRECTORY)
 const env: Record<string, string> = { ...buildEnv(process.env, [], {}), CORDON_LOG_FD: String(LOG_FD) }
 const limits = parsePolicy({}).limits
 // The namespace tier hides cordon's home by default; the plan binds them as real paths, if they exist.
@@ -101,6 +104,8 @@ interface Launch {
   dropsItself: boolean
   /** Data written to extra fds of the child, by fd number (bwrap's seccomp program). */
   feeds: Map<number, Buffer>
+  /** Host fds the child gets as its own, by its fd number (the judged cwd). */
+  passFds: Map<number, number>
 }
 
 /** What a cordon run adds to the argv that the raw baselines leave out: they are part of what cordon costs. */
@@ -172,7 +177,8 @@ function rawLaunch(
     ? [prlimit!, ...rlimits, '--', ...inner]
     : launcherArgv({
         launcher: caps.launcher!,
-        keepFds: pipedFds(tier, seccomp !== null, false),
+        keepFds: [...pipedFds(tier, seccomp !== null, false), ...(fenced ? [FIRST_PATH_FD] : [])],
+        ...(fenced ? { cwdFd: FIRST_PATH_FD } : {}),
         rlimits,
         join: parts.join,
         scratch: parts.mkdir ? scratch : null,
@@ -207,10 +213,11 @@ function rawLaunch(
   return {
     file: argv[0]!,
     args: argv.slice(1),
-    cwd: tier === 'namespace' ? '/' : cwd,
+    cwd: '/',
     env: tmpdir ? { ...env, TMPDIR: tmpdir, HOME: tmpdir } : env,
     feeds,
     dropsItself: !viaPrlimit && uid !== null,
+    passFds: new Map(fenced ? [[FIRST_PATH_FD, cwdPathFd]] : []),
   }
 }
 
@@ -268,10 +275,13 @@ function spawnPiped(
   options: SpawnOptions,
   sink: Sink,
   feeds: ReadonlyMap<number, Buffer> = new Map(),
+  passFds: ReadonlyMap<number, number> = new Map(),
 ): Promise<number> {
   return new Promise((resolve, reject) => {
-    const fds = Math.max(3, ...[...feeds.keys()].map((fd) => fd + 1))
-    const stdio = Array.from({ length: fds }, (_, fd) => (fd < 3 || feeds.has(fd) ? 'pipe' : 'ignore'))
+    const fds = Math.max(3, ...[...feeds.keys(), ...passFds.keys()].map((fd) => fd + 1))
+    const stdio = Array.from({ length: fds }, (_, fd) =>
+      fd < 3 || feeds.has(fd) ? 'pipe' : (passFds.get(fd) ?? 'ignore'),
+    )
     const child = spawn(file, args, { ...options, stdio })
     for (const [fd, data] of feeds) {
       const pipe = child.stdio[fd] as Writable | null | undefined
@@ -314,6 +324,7 @@ function rawRun(launch: Launch): Promise<number> {
       { cwd: launch.cwd, env: launch.env, detached: true, ...drop },
       'collect',
       launch.feeds,
+      launch.passFds,
     )
   }
   // Same argv with this run's rotating uid in the launcher's flags, spawned as root like cordon does.
@@ -326,6 +337,7 @@ function rawRun(launch: Launch): Promise<number> {
     { cwd: launch.cwd, env: launch.env, detached: true },
     'collect',
     launch.feeds,
+    launch.passFds,
   )
 }
 

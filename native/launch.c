@@ -9,7 +9,7 @@
  *                  [--ro-bind-data=PATH:TEXT]...] [--memfd=N:TEXT]... [--stage-fd=N]...
  *                 [--landlock-fs [--landlock-write=PATH]... [--landlock-write-fd=N]...] [--scope-signals]
  *                 [--scope-abstract-unix] [--seccomp=HEX] [--bwrap-env] [--monitor [--kill-session]]
- *                 [--merge-stderr] [--argv0=NAME] -- PROGRAM [ARGS...]
+ *                 [--merge-stderr] [--cwd-fd=N] [--argv0=NAME] -- PROGRAM [ARGS...]
  *   cordon-launch --landlock-abi        prints the kernel's Landlock ABI version (0: none)
  *   cordon-launch --remove-tree=PATH    removes PATH, a directory of the caller's uid, and all beneath it,
  *                                       never following a symlink or leaving its filesystem (see remove_tree);
@@ -402,6 +402,16 @@ static int copy_tree(int fd, const char *what) {
   return copy;
 }
 
+/* Attach a detached copy (copy_tree) at `at`, then turn it and everything under it private through its fd:
+   a copy of a shared host mount, taken before the namespace turned private, is still a peer of the host's,
+   and mounts would travel between the two (a change of propagation needs the mount attached first). */
+static void attach(int copy, const char *at) {
+  char self[64];
+  if (syscall(SYS_move_mount, copy, "", AT_FDCWD, at, MOVE_MOUNT_F_EMPTY_PATH_) != 0) die("cannot attach a copy at", at);
+  snprintf(self, sizeof self, "/proc/self/fd/%d", copy);
+  if (mount(NULL, self, NULL, MS_REC | MS_PRIVATE, NULL) != 0) die("cannot make private", at);
+}
+
 /* Where --stage-fd copies go, in the launcher's own mount namespace (see stage_fds). */
 #define STAGE_DIR "/run/cordon"
 
@@ -435,8 +445,7 @@ static void stage_fds(const int *fds, int n) {
     snprintf(name, sizeof name, STAGE_DIR "/%d", s);
     int made = S_ISDIR(st.st_mode) ? mkdir(name, 0700) : close(open(name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
     if (made != 0) die("cannot make", name);
-    if (syscall(SYS_move_mount, copies[s], "", AT_FDCWD, name, MOVE_MOUNT_F_EMPTY_PATH_) != 0)
-      die("cannot attach the copy at", name);
+    attach(copies[s], name);
     /* The copy's fd now names the attached mount's root: it replaces the judged fd, without close-on-exec. */
     if (dup2(copies[s], fds[s]) < 0) die("dup2", name);
     close(copies[s]);
@@ -494,8 +503,7 @@ static void private_mounts(const struct cover *covers, int n_covers, const struc
   }
   for (int k = 0; k < n_keeps; k++) {
     keep_point(keeps[k].path, kept_dir[k]);
-    if (syscall(SYS_move_mount, kept[k], "", AT_FDCWD, keeps[k].path, MOVE_MOUNT_F_EMPTY_PATH_) != 0)
-      die("cannot show again", keeps[k].path);
+    attach(kept[k], keeps[k].path);
     close(kept[k]);
   }
   for (int c = 0; c < n_covers; c++) {
@@ -851,7 +859,7 @@ int main(int argc, char **argv) {
   pid_t parent = getppid();
   static int keep[MAX_KEEP], writable_fd[MAX_WRITABLE];
   int unshare_net = 0, unshare_ipc = 0, landlock_fs = 0, bwrap_env = 0, monitored = 0, n_keep = -1;
-  int merge_stderr = 0;
+  int merge_stderr = 0, cwd_fd = -1;
   int mount_ns = 0, proc = 0, n_covers = 0, n_keeps = 0;
   uint64_t scoped = 0;
   long uid = -1, gid = -1;
@@ -940,6 +948,11 @@ int main(int argc, char **argv) {
       if (n_writable_fd == MAX_WRITABLE || fd < 3 || fd > 1 << 20) usage(a);
       writable_fd[n_writable_fd++] = (int)fd;
     } else if ((v = prefixed(a, "--argv0="))) argv0 = v;
+    else if ((v = prefixed(a, "--cwd-fd="))) {
+      long fd = (long)number(v, a);
+      if (fd < 3 || fd > 1 << 20) usage(a);
+      cwd_fd = (int)fd;
+    }
     else if (strcmp(a, "--landlock-fs") == 0) landlock_fs = 1;
     else if (strcmp(a, "--scope-signals") == 0) scoped |= LL_SCOPE_SIGNAL;
     else if (strcmp(a, "--scope-abstract-unix") == 0) scoped |= LL_SCOPE_ABSTRACT_UNIX;
@@ -978,6 +991,15 @@ int main(int argc, char **argv) {
     for (int k = 0; k < n_keep; k++)
       if (memfds[m].fd == keep[k]) usage("--memfd (an fd that is kept)");
   close_fds(3, keep, n_keep); /* inherited ones above stderr */
+  /* The working directory cordon judged, entered by its fd: by name (the cwd the launcher was started in)
+     a concurrent sandbox that can write above it could have swapped it since it was judged. */
+  if (cwd_fd >= 0) {
+    int kept_cwd = 0;
+    for (int k = 0; k < n_keep; k++) kept_cwd |= keep[k] == cwd_fd;
+    if (!kept_cwd) usage("--cwd-fd (an fd it did not keep)");
+    if (fchdir(cwd_fd) != 0) die("cannot enter the working directory", NULL);
+    close(cwd_fd);
+  }
   if (monitored) {
     monitor(uid, gid, join, n_join, scratch);
     parent = getppid();

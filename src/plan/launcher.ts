@@ -72,6 +72,8 @@ export interface LauncherSpec {
   killSession: boolean
   /** stderr becomes the stdout pipe (2>&1), before anything else: one stream in the order it was written. */
   mergeStderr?: boolean
+  /** The judged working directory's fd (process tier): entered by fd, never by name. */
+  cwdFd?: number
   /** argv[0] for the program, when it is not `program[0]` (the path executed is the judged real path). */
   argv0?: string
   program: readonly string[]
@@ -81,6 +83,7 @@ export function launcherArgv(spec: LauncherSpec): string[] {
   return [
     spec.launcher,
     `--keep-fds=${[...spec.keepFds].sort((a, b) => a - b).join(',')}`,
+    ...(spec.cwdFd !== undefined ? [`--cwd-fd=${spec.cwdFd}`] : []),
     ...spec.rlimits,
     ...spec.join.map((file) => `--join=${file}`),
     ...(spec.unshareNet ? ['--unshare-net'] : []),

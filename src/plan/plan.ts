@@ -400,6 +400,15 @@ export function prepare(
     let inner: readonly string[] = program
     /** Which of cordon's own /etc files bwrap shows (the rest are the tree's, listed or hidden). */
     const identityShown: IdentityPath[] = []
+    // The judged paths the launcher stages (see stageFds below), decided once: the cover of STAGE_DIR
+    // in the sandbox and the staging itself must not rest on two lookups a chmod could fall between.
+    const staged = new Set(
+      tier === 'namespace'
+        ? [cwd, ...writable, ...(readable ?? []), ...shown, stepFile ?? '/', bridge ?? '/'].filter(
+            blockedAbove,
+          )
+        : [],
+    )
     if (tier === 'namespace') {
       // Only bwrap hides paths (the process tier does not): resolved only for it.
       const hide = hiddenPaths((policy.hide ?? defaultHide()).map((p) => path.resolve(cwd, p)))
@@ -431,11 +440,7 @@ export function prepare(
             return IDENTITY_FDS[p]
           },
           ...(searchable ? { searchable } : {}),
-          ...([cwd, ...writable, ...(readable ?? []), ...shown, stepFile ?? '/', bridge ?? '/'].some(
-            blockedAbove,
-          )
-            ? { stageDir: STAGE_DIR }
-            : {}),
+          ...(staged.size > 0 ? { stageDir: STAGE_DIR } : {}),
         }),
         '--',
         ...program,
@@ -492,10 +497,11 @@ export function prepare(
     const writableFds = landlockFs ? writable.map((p) => pathFds.pass(p)) : []
     // The process tier's paths shown again beneath its covers, from the fds they were judged on.
     const keeps = mounts ? mounts.keeps.map((p) => ({ fd: pathFds.pass(p), path: p })) : []
+    // The process tier's program inherits the launcher's cwd: entered from the fd it was judged on.
+    const cwdFd = fenced ? pathFds.pass(cwd) : undefined
     // bwrap reaches a judged path by the path its fd names, as the sandbox uid: one beneath a directory that
     // uid cannot search is staged by the launcher.
-    const stageFds =
-      tier === 'namespace' ? pathFds.passed.filter((p) => blockedAbove(p.path)).map((p) => p.child) : []
+    const stageFds = pathFds.passed.filter((p) => staged.has(p.path)).map((p) => p.child)
     pathFds.closeUnpassed()
     const fds = pipedFds(tier, seccomp !== null, visible !== undefined, proxied)
     const argv = launcherArgv({
@@ -530,6 +536,7 @@ export function prepare(
       // The session marks the sandbox's processes only while its leader, the monitor, lives.
       killSession: sessionBound,
       mergeStderr: policy.mergeOutput,
+      ...(cwdFd !== undefined ? { cwdFd } : {}),
       ...(launcherSetsArgv0 && !direct ? { argv0: check.program } : {}),
       program: inner,
     })
@@ -540,7 +547,8 @@ export function prepare(
         file: argv[0]!,
         args: argv.slice(1),
         env,
-        cwd: tier === 'namespace' ? '/' : cwd,
+        // Never the cwd by name: bwrap enters it inside the sandbox, the process tier's launcher by its fd.
+        cwd: '/',
         lease,
         cgroup,
         scratch,

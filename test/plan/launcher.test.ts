@@ -40,7 +40,8 @@ describe('launcherArgv', () => {
   it('everything, in the order the launcher applies it', () => {
     const argv = launcherArgv({
       ...base,
-      keepFds: [6, 3, 5, 4],
+      keepFds: [6, 3, 5, 4, 11],
+      cwdFd: 11,
       rlimits: ['--cpu=1:2', '--fsize=1024'],
       join: ['/sys/fs/cgroup/memory/cordon-1-a/tasks', '/sys/fs/cgroup/pids/cordon-1-a/tasks'],
       scratch: '/tmp/cordon-tmp-x',
@@ -68,7 +69,8 @@ describe('launcherArgv', () => {
     })
     assert.deepEqual(argv, [
       '/opt/cordon/native/cordon-launch',
-      '--keep-fds=3,4,5,6',
+      '--keep-fds=3,4,5,6,11',
+      '--cwd-fd=11',
       '--cpu=1:2',
       '--fsize=1024',
       '--join=/sys/fs/cgroup/memory/cordon-1-a/tasks',
@@ -312,6 +314,31 @@ describe('the launcher binary', { skip: noLauncher }, () => {
       assert.equal(r.stdout, '/run/cordon/0\njudged\ndenied\nunlisted\n', r.stderr)
       const bare = launch(['--keep-fds=', '--stage-fd=10', '--', '/bin/true'])
       assert.match(bare.stderr, /^cordon-launch: bad argument: --stage-fd needs --uid/)
+    } finally {
+      closeSync(fd)
+    }
+  })
+
+  it('--cwd-fd=N: the program starts in the directory fd N was opened on, whatever its name now is', () => {
+    const judged = tempDir('cordon-test-cwd-judged-')
+    const other = tempDir('cordon-test-cwd-other-')
+    const fd = openSync(judged, O_PATH)
+    try {
+      const stdio = ['ignore', 'pipe', 'pipe', ...Array<'ignore'>(7).fill('ignore'), fd] as const
+      // Started in `other` (the name a swap would have put there): the judged directory is entered.
+      const r = spawnSync(
+        LAUNCHER_PATH,
+        ['--keep-fds=10', '--cwd-fd=10', '--', '/bin/sh', '-c', 'pwd -P; ls /proc/self/fd'],
+        {
+          encoding: 'utf8',
+          cwd: other,
+          stdio: [...stdio],
+        },
+      )
+      assert.equal(r.stdout.split('\n')[0], judged, r.stderr)
+      assert.ok(!r.stdout.split('\n').slice(1).includes('10'), 'fd 10 is closed once entered')
+      const unkept = launch(['--keep-fds=', '--cwd-fd=10', '--', '/bin/true'])
+      assert.match(unkept.stderr, /bad argument: --cwd-fd \(an fd it did not keep\)/)
     } finally {
       closeSync(fd)
     }

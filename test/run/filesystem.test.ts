@@ -396,6 +396,32 @@ describe('paths beneath a directory the sandbox uid cannot search', { skip: notR
     })
   }
 
+  it('the copies shown are private mounts: nothing propagates between them and the host', async (t) => {
+    // A shared mount (as systemd makes /): a copy of it taken before the sandbox's namespace turned private
+    // would join the host's peer group, and mounts would travel between host and sandbox.
+    const base = realpathSync(tempDir('cordon-test-shared-', { parent: '/var/lib', mode: 0o755 }))
+    if (spawnSync('mount', ['-t', 'tmpfs', '-o', 'mode=0755', 'tmpfs', base]).status !== 0)
+      return t.skip('cannot mount a tmpfs here')
+    try {
+      spawnSync('mount', ['--make-shared', base])
+      const shut = path.join(base, 'shut')
+      const proj = path.join(shut, 'proj')
+      mkdirSync(proj, { recursive: true })
+      chmodSync(shut, 0o700)
+      for (const isolation of TIERS) {
+        if (skipTier(isolation)) continue
+        const r = await run(['sh', '-c', `grep -F ' ${proj} ' /proc/self/mountinfo`], {
+          isolation,
+          cwd: proj,
+        })
+        assert.equal(r.status, 'ok', `${isolation}: ${r.stderr}`)
+        assert.doesNotMatch(r.stdout, /shared:/, `${isolation}: ${r.stdout}`)
+      }
+    } finally {
+      spawnSync('umount', ['-l', base])
+    }
+  })
+
   it('readable (strict mode, namespace tier): shown read-only, and alone', {
     skip: noNamespace,
   }, async () => {
