@@ -13,10 +13,12 @@ import { runInNewContext } from 'node:vm'
 import { type Isolation, openSpawner, probeCapabilities, type RunOptions, run } from '../src/index.js'
 import { bwrapArgs, type CgroupView } from '../src/plan/bwrap.js'
 import { cgroupDirs, joinFiles, ownCgroupView, sandboxCgroupName } from '../src/plan/cgroups.js'
+import { type IdentityPath, identityFiles } from '../src/plan/identity.js'
 import { LANDLOCK_SCOPES, launcherArgv } from '../src/plan/launcher.js'
 import { FIRST_PATH_FD, O_PATH } from '../src/plan/paths.js'
 import {
   DEVICES_WRITABLE,
+  IDENTITY_FDS,
   LOG_FD,
   pipedFds,
   prepare,
@@ -146,6 +148,15 @@ function rawLaunch(
   const overheadProcesses = tier === 'namespace' ? 2 : 0
   const rlimits = rlimitArgs(limits, { ownUid: caps.isRoot, overheadProcesses, cgroup })
   const fenced = tier === 'process'
+  // cordon's own /etc/passwd and /etc/group, as the plan makes them (memfds for bwrap, files as root).
+  const mounts =
+    fenced && caps.isRoot
+      ? processMounts({ network: 'none', shown: [cwd], writable: [], shm: realpathSync('/dev/shm') })
+      : null
+  const tmpdir = fenced ? (scratch ?? (mounts ? ROOT_TMPDIR : null)) : null
+  const who = uid ?? { uid: process.getuid?.() ?? 0, gid: process.getgid?.() ?? 0 }
+  const identity = identityFiles(who.uid, who.gid, tmpdir ?? env.HOME ?? '/')
+  const identityShown: IdentityPath[] = []
   const inner = fenced
     ? program
     : [
@@ -161,16 +172,14 @@ function rawLaunch(
           sockets: recentHostSockets(),
           socketLive: isSocket,
           cgroups,
+          identityFd: (p) => {
+            identityShown.push(p)
+            return IDENTITY_FDS[p]
+          },
         }),
         '--',
         ...program,
       ]
-  // As root the process tier's own mount namespace is part of what it is, raw or not (no scratch on the host).
-  const mounts =
-    fenced && caps.isRoot
-      ? processMounts({ network: 'none', shown: [cwd], writable: [], shm: realpathSync('/dev/shm') })
-      : null
-  const tmpdir = fenced ? (scratch ?? (mounts ? ROOT_TMPDIR : null)) : null
   const viaPrlimit = parts.via === 'prlimit'
   if (viaPrlimit && fenced) throw new Error('the process tier has no prlimit form')
   const argv = viaPrlimit
@@ -185,7 +194,14 @@ function rawLaunch(
         unshareNet: fenced && processTierNetns(caps, seccomp !== null),
         unshareIpc: fenced && caps.isRoot,
         // Kept paths come from judged fds, which a raw run has none of: the bench runs where none is needed.
-        mounts: mounts && { ...mounts, keeps: noKeeps(mounts.keeps), tmpfsBytes: limits.tmpfsBytes },
+        // As root the process tier's own mount namespace is part of what it is, raw or not.
+        mounts: mounts && {
+          ...mounts,
+          keeps: noKeeps(mounts.keeps),
+          tmpfsBytes: limits.tmpfsBytes,
+          files: mounts.identity.map((p) => ({ path: p, content: identity[p] })),
+        },
+        memfds: identityShown.map((p) => ({ fd: IDENTITY_FDS[p], content: identity[p] })),
         drop: uid,
         writable:
           fenced && caps.landlock >= 1
@@ -209,6 +225,8 @@ function rawLaunch(
     [REFUSAL_FD, empty],
     ...(seccomp && tier === 'namespace' ? ([[SECCOMP_FD, seccomp]] as const) : []),
     [LOG_FD, empty],
+    // By hand, bwrap reads cordon's /etc files from pipes; cordon's launcher makes memfds of them.
+    ...(viaPrlimit ? identityShown.map((p) => [IDENTITY_FDS[p], Buffer.from(identity[p])] as const) : []),
   ])
   return {
     file: argv[0]!,
