@@ -162,6 +162,19 @@ static rlim_t number_until(const char *s, char stop, const char *arg) {
 }
 
 static rlim_t number(const char *s, const char *arg) { return number_until(s, '\0', arg); }
+/* An fd number cordon passes (above stderr, below any sane limit), ending at `stop` or the string's end. */
+static int fd_number(const char *s, char stop, const char *arg) {
+  rlim_t fd = number_until(s, stop, arg);
+  if (fd < 3 || fd > 1 << 20) usage(arg);
+  return (int)fd;
+}
+
+/* Whether `fd` is one of the --keep-fds, the only inherited fds still open after close_fds. */
+static int kept_fd(int fd, const int *keep, int n_keep) {
+  for (int k = 0; k < n_keep; k++)
+    if (keep[k] == fd) return 1;
+  return 0;
+}
 
 static void set_rlimit(int resource, const char *value, const char *arg) {
   struct rlimit r;
@@ -891,11 +904,11 @@ int main(int argc, char **argv) {
       /* Ascending, so the gaps between them are the ranges to close. */
       for (n_keep = 0; *v; n_keep++) {
         if (n_keep == MAX_KEEP) usage(a);
-        char *end;
-        long fd = strtol(v, &end, 10);
-        if (end == v || fd < 3 || (n_keep > 0 && fd <= keep[n_keep - 1]) || (*end && *end != ',')) usage(a);
-        keep[n_keep] = (int)fd;
-        v = *end ? end + 1 : end;
+        int fd = fd_number(v, ',', a);
+        if (n_keep > 0 && fd <= keep[n_keep - 1]) usage(a);
+        keep[n_keep] = fd;
+        const char *comma = strchr(v, ',');
+        v = comma ? comma + 1 : v + strlen(v);
       }
     } else if ((v = prefixed(a, "--cpu="))) set_rlimit(RLIMIT_CPU, v, a);
     else if ((v = prefixed(a, "--fsize="))) set_rlimit(RLIMIT_FSIZE, v, a);
@@ -922,13 +935,10 @@ int main(int argc, char **argv) {
     } else if ((v = prefixed(a, "--keep-fd="))) {
       const char *colon = strchr(v, ':');
       if (n_keeps == MAX_MOUNTS || !colon || colon[1] != '/') usage(a);
-      long fd = (long)number_until(v, ':', a);
-      if (fd < 3 || fd > 1 << 20) usage(a);
-      keeps[n_keeps++] = (struct keep){(int)fd, colon + 1};
+      keeps[n_keeps++] = (struct keep){fd_number(v, ':', a), colon + 1};
     } else if ((v = prefixed(a, "--stage-fd="))) {
-      long fd = (long)number(v, a);
-      if (n_stage == MAX_STAGE || fd < 3 || fd > 1 << 20) usage(a);
-      staged[n_stage++] = (int)fd;
+      if (n_stage == MAX_STAGE) usage(a);
+      staged[n_stage++] = fd_number(v, '\0', a);
     } else if ((v = prefixed(a, "--tmpfs-size="))) tmpfs_size = number(v, a);
     else if (strcmp(a, "--mount-ns") == 0) mount_ns = 1;
     else if (strcmp(a, "--proc") == 0) proc = 1;
@@ -938,21 +948,15 @@ int main(int argc, char **argv) {
       *colon = '\0'; /* PATH ends there, TEXT follows */
       files[n_files++] = (struct data){v, -1, colon + 1};
     } else if ((v = prefixed(a, "--memfd="))) {
-      char *end;
-      long fd = strtol(v, &end, 10);
-      if (n_memfds == MAX_DATA || end == v || *end != ':' || fd < 3 || fd > 1 << 20) usage(a);
-      memfds[n_memfds++] = (struct data){NULL, (int)fd, end + 1};
+      const char *colon = strchr(v, ':');
+      if (n_memfds == MAX_DATA || !colon) usage(a);
+      memfds[n_memfds++] = (struct data){NULL, fd_number(v, ':', a), colon + 1};
     }
     else if ((v = prefixed(a, "--landlock-write-fd="))) {
-      long fd = (long)number(v, a);
-      if (n_writable_fd == MAX_WRITABLE || fd < 3 || fd > 1 << 20) usage(a);
-      writable_fd[n_writable_fd++] = (int)fd;
+      if (n_writable_fd == MAX_WRITABLE) usage(a);
+      writable_fd[n_writable_fd++] = fd_number(v, '\0', a);
     } else if ((v = prefixed(a, "--argv0="))) argv0 = v;
-    else if ((v = prefixed(a, "--cwd-fd="))) {
-      long fd = (long)number(v, a);
-      if (fd < 3 || fd > 1 << 20) usage(a);
-      cwd_fd = (int)fd;
-    }
+    else if ((v = prefixed(a, "--cwd-fd="))) cwd_fd = fd_number(v, '\0', a);
     else if (strcmp(a, "--landlock-fs") == 0) landlock_fs = 1;
     else if (strcmp(a, "--scope-signals") == 0) scoped |= LL_SCOPE_SIGNAL;
     else if (strcmp(a, "--scope-abstract-unix") == 0) scoped |= LL_SCOPE_ABSTRACT_UNIX;
@@ -971,9 +975,7 @@ int main(int argc, char **argv) {
   if (n_keep < 0) usage("--keep-fds is required (empty for none)");
   if (session_sweep && !monitored) usage("--kill-session needs --monitor");
   /* An fd 4 cordon did not pipe is not the refusal pipe: it is closed below, and something else may reuse it. */
-  int keeps_refusal = 0;
-  for (int k = 0; k < n_keep; k++) keeps_refusal |= keep[k] == REFUSAL_FD;
-  if (!keeps_refusal) refusal_fd = STDERR_FILENO;
+  if (!kept_fd(REFUSAL_FD, keep, n_keep)) refusal_fd = STDERR_FILENO;
   if ((n_covers || n_keeps || proc) && !mount_ns) usage("--tmpfs, --empty, --keep-fd and --proc need --mount-ns");
   if (n_stage && (mount_ns || uid < 0)) usage("--stage-fd needs --uid, and no --mount-ns");
   if (n_covers && (uid < 0 || tmpfs_size == 0)) usage("--tmpfs and --empty need --uid and --tmpfs-size");
@@ -988,15 +990,12 @@ int main(int argc, char **argv) {
     if (!covers[c].empty) stage = covers[c].path;
   if (n_files && !stage) usage("--ro-bind-data needs --mount-ns and a --tmpfs");
   for (int m = 0; m < n_memfds; m++)
-    for (int k = 0; k < n_keep; k++)
-      if (memfds[m].fd == keep[k]) usage("--memfd (an fd that is kept)");
+    if (kept_fd(memfds[m].fd, keep, n_keep)) usage("--memfd (an fd that is kept)");
   close_fds(3, keep, n_keep); /* inherited ones above stderr */
   /* The working directory cordon judged, entered by its fd: by name (the cwd the launcher was started in)
      a concurrent sandbox that can write above it could have swapped it since it was judged. */
   if (cwd_fd >= 0) {
-    int kept_cwd = 0;
-    for (int k = 0; k < n_keep; k++) kept_cwd |= keep[k] == cwd_fd;
-    if (!kept_cwd) usage("--cwd-fd (an fd it did not keep)");
+    if (!kept_fd(cwd_fd, keep, n_keep)) usage("--cwd-fd (an fd it did not keep)");
     if (fchdir(cwd_fd) != 0) die("cannot enter the working directory", NULL);
     close(cwd_fd);
   }

@@ -344,6 +344,30 @@ describe('the launcher binary', { skip: noLauncher }, () => {
     }
   })
 
+  it('an fd argument has one spelling: decimal digits, above stderr; anything else is refused', () => {
+    for (const arg of [
+      '--keep-fds=3,,4',
+      '--keep-fds=4,3',
+      '--keep-fds=2',
+      '--keep-fds= 3',
+      '--keep-fds=3x',
+      '--keep-fds=9999999',
+      '--memfd=+10:x',
+      '--memfd= 10:x',
+      '--memfd=10',
+      '--stage-fd=2',
+      '--cwd-fd=3x',
+      '--landlock-write-fd=-4',
+      '--keep-fd=0x10:/x',
+    ]) {
+      const args = arg.startsWith('--keep-fds=') ? [arg] : ['--keep-fds=', arg]
+      const r = launch([...args, '--', '/bin/true'])
+      assert.equal(r.status, 1, arg)
+      assert.match(r.stderr, /^cordon-launch: bad argument: /, arg)
+    }
+    assert.equal(launch(['--keep-fds=3,4,', '--', '/bin/true']).status, 0)
+  })
+
   it('refuses a --landlock-write-fd it was not given (an fd it did not keep)', () => {
     const r = launch(['--keep-fds=', '--landlock-fs', '--landlock-write-fd=10', '--', '/bin/true'])
     assert.equal(r.status, 1)
