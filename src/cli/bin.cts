@@ -5,7 +5,16 @@
 // cached (Node's compile cache from 22.1, V8's code cache by hand on Node 20), in a directory only this
 // user can write, because a cache someone else could write would be code this process runs.
 // CommonJS on purpose: Node 20 starts an ES module entry ~25 ms slower.
-import { existsSync, lstatSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs'
+import {
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs'
 import Module from 'node:module'
 import os from 'node:os'
 import path from 'node:path'
@@ -38,8 +47,11 @@ function loadCached(file: string, dir: string | null): Cli {
   // The bundle is ASCII (esbuild escapes the rest; scripts/bundle.mjs checks): latin1 decodes it ~4x
   // faster than utf8, which scans for multi-byte sequences.
   const source = readFileSync(file, 'latin1')
-  const key = `${process.version}-${process.arch}-${source.length}-${Buffer.byteLength(source)}`
-  const cacheFile = dir && path.join(dir, `cordon-${key}.bin`)
+  // V8 checks cached code against the source's length only: code cached for another bundle of the same
+  // length would run instead of this one. The key is the hash of the content scripts/bundle.mjs put first
+  // (hashing here would load node:crypto, ~4 ms); a bundle without one is not cached.
+  const hash = /^\/\* cordon-bundle ([0-9a-f]{64}) \*\//.exec(source)?.[1]
+  const cacheFile = dir && hash && path.join(dir, `cordon-${process.version}-${process.arch}-${hash}.bin`)
   let cachedData: Buffer | undefined
   try {
     if (cacheFile) cachedData = readFileSync(cacheFile)
@@ -57,6 +69,10 @@ function loadCached(file: string, dir: string | null): Cli {
         const tmp = `${cacheFile}.${process.pid}`
         writeFileSync(tmp, script.createCachedData(), { mode: 0o600 })
         renameSync(tmp, cacheFile)
+        // Each build of cordon leaves one; only this one's is kept.
+        for (const name of readdirSync(dir)) {
+          if (/^cordon-.*\.bin$/.test(name) && name !== path.basename(cacheFile)) rmSync(path.join(dir, name))
+        }
       } catch {
         // no cache: only slower next time
       }

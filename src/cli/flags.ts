@@ -1,6 +1,6 @@
 // CLI flags come from the policy schema's `cli` registry, so a new option appears here by itself.
 import { Option } from 'commander'
-import type { z } from 'zod'
+import type * as z from 'zod'
 import { PolicyError } from '../errors.js'
 import { type CliMeta, cli, policySchema } from '../policy/schema.js'
 import { formatBytes, formatDuration } from '../policy/units.js'

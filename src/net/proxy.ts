@@ -11,7 +11,6 @@
 // high-water mark is buffered), silent clients (a handshake deadline), pipelined HTTP requests (one
 // forwarded at a time, MAX_PIPELINED waiting, the parser fed only while there is room: metered.ts),
 // name lookups (MAX_LOOKUPS), and the events kept (MAX_EVENTS, the rest counted in `dropped`).
-import { randomBytes, timingSafeEqual } from 'node:crypto'
 import { chmodSync, chownSync, lstatSync, mkdtempSync, rmdirSync, unlinkSync, writeFileSync } from 'node:fs'
 import type { IncomingMessage, Server, ServerResponse } from 'node:http'
 import net from 'node:net'
@@ -24,6 +23,8 @@ import { Metered } from './metered.js'
 
 /** The HTTP proxy's parser, loaded when an allowlist first starts one. */
 const http = lazy<typeof import('node:http')>('node:http')
+/** The token's source and check, loaded when an allowlist first starts a proxy. */
+const crypto = lazy<typeof import('node:crypto')>('node:crypto')
 
 export const HTTP_PROXY_PORT = 3128
 export const SOCKS_PROXY_PORT = 1080
@@ -131,7 +132,7 @@ export class NetworkProxy {
   constructor(policy: NetworkPolicy, limits: Partial<ProxyLimits> = {}, lookup?: Lookup) {
     this.gate = new NetworkGate(policy, lookup)
     this.limits = { ...DEFAULT_PROXY_LIMITS, ...limits }
-    this.token = Buffer.from(`${randomBytes(32).toString('hex')}\n`)
+    this.token = Buffer.from(`${crypto().randomBytes(32).toString('hex')}\n`)
     // As root the sockets go to the sandbox uid (`handTo`), so other sandbox uids cannot even connect.
     this.dir = mkdtempSync(path.join(os.tmpdir(), 'cordon-net-'))
     this.dirId = lstatSync(this.dir)
@@ -195,7 +196,7 @@ export class NetworkProxy {
     this.deadlines.set(socket, deadline)
     socket.once('close', () => clearTimeout(deadline))
     const line = await readExactly(socket, TOKEN_LINE_BYTES)
-    if (!line || !timingSafeEqual(line, this.token)) return void socket.destroy()
+    if (!line || !crypto().timingSafeEqual(line, this.token)) return void socket.destroy()
     if (this.open >= this.limits.maxConnections) {
       this.record({
         host: '',

@@ -1,5 +1,4 @@
 // Which cgroup hierarchies this machine offers and where this process sits in them.
-import { randomUUID } from 'node:crypto'
 import {
   accessSync,
   constants,
@@ -10,6 +9,7 @@ import {
   writeFileSync,
 } from 'node:fs'
 import path from 'node:path'
+import { randomHex } from '../lazy.js'
 import { V1_CONTROLLERS, type V1Controller } from './cgroup-settings.js'
 
 export interface CgroupInfo {
@@ -163,7 +163,7 @@ function enableV2Controllers(dir: string, available: string[]): boolean {
 export const CGROUP_PREFIX = 'cordon-'
 
 export function sandboxCgroupName(): string {
-  return `${CGROUP_PREFIX}${process.pid}-${randomUUID().slice(0, 8)}`
+  return `${CGROUP_PREFIX}${process.pid}-${randomHex(4)}`
 }
 
 export type CgroupController = V1Controller | 'unified'

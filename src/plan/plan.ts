@@ -1,10 +1,10 @@
 // Resolve a parsed policy against this machine into exactly what will be launched. Everything that can
 // be refused (bad paths, denied command, missing tools) is decided here, before any process exists.
-import { randomUUID } from 'node:crypto'
 import { realpathSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { PolicyError } from '../errors.js'
+import { randomHex } from '../lazy.js'
 import { HTTP_PROXY_PORT, SOCKS_PROXY_PORT } from '../net/proxy.js'
 import { checkCommand, resolveRules } from '../policy/command.js'
 import { buildEnv } from '../policy/env.js'
@@ -479,7 +479,7 @@ export function prepare(
       const tmp = os.tmpdir()
       // Named after this process, so the next cordon removes it if this one dies mid-run.
       sweepStaleScratch(caps.launcher!, tmp)
-      scratch = path.join(tmp, `${SCRATCH_PREFIX}${process.pid}-${randomUUID()}`)
+      scratch = path.join(tmp, `${SCRATCH_PREFIX}${process.pid}-${randomHex(16)}`)
     }
     if (tier === 'process') {
       for (const name of ['TMPDIR', 'HOME']) {

@@ -1,7 +1,7 @@
 // The one policy schema: library options, CLI flags (via the `cli` registry), and docs all come from here.
 import os from 'node:os'
 import { Readable } from 'node:stream'
-import { z } from 'zod'
+import * as z from 'zod'
 import { PolicyError } from '../errors.js'
 import { parseRule } from '../net/rules.js'
 import { syscallNumber } from '../plan/seccomp.js'

@@ -508,6 +508,46 @@ describe('cordon --version', () => {
   }
 })
 
+describe('cordon start-up', () => {
+  // Agents start the CLI once per command: what a plain run does not use is not loaded.
+  it('a plain run loads neither node:crypto nor node:http (they serve network allowlists)', () => {
+    const dir = tempDir('cordon-startup-')
+    const preload = path.join(dir, 'loaded.cjs')
+    writeFileSync(
+      preload,
+      "process.on('exit', () => process.stderr.write('LOADED ' + JSON.stringify(process.moduleLoadList" +
+        ".filter((m) => /^NativeModule (crypto|http|https)$/.test(m))) + '\\n'))",
+    )
+    const r = spawnSync(process.execPath, ['-r', preload, CLI, 'run', '--', 'true'], { encoding: 'utf8' })
+    assert.equal(r.status, 0, r.stderr)
+    assert.match(r.stderr, /^LOADED \[\]$/m)
+  })
+
+  it('a rebuilt bundle of the same length is run, not the code cached for the old one', () => {
+    // V8 checks cached code only against the source's length: the cache must be keyed by the content.
+    const dir = tempDir('cordon-cache-', { mode: 0o755 })
+    const cache = tempDir('cordon-xdg-')
+    writeFileSync(path.join(dir, 'bin.cjs'), readFileSync(CLI))
+    const bundle = (word: string) => {
+      const body = `exports.cli = async () => { process.stdout.write('${word}') }\n`
+      const hash = createHash('sha256').update(body).digest('hex')
+      return `/* cordon-bundle ${hash} */\n${body}`
+    }
+    const env = { ...process.env, XDG_CACHE_HOME: cache }
+    const say = () =>
+      spawnSync(process.execPath, [path.join(dir, 'bin.cjs'), 'run'], { encoding: 'utf8', env })
+    for (const word of ['first', 'other', 'third']) {
+      writeFileSync(path.join(dir, 'cordon.cjs'), bundle(word))
+      for (let i = 0; i < 2; i++) assert.equal(say().stdout, word, `run ${i + 1} after building ${word}`)
+    }
+  })
+
+  it("the bundle keeps only the zod it uses: none of zod's other locales", () => {
+    const bundle = readFileSync(new URL('../../dist/cli/cordon.cjs', import.meta.url), 'latin1')
+    assert.doesNotMatch(bundle, /ltige Eingabe/, 'zod imported by name instead of as a namespace?')
+  })
+})
+
 describe('cordon doctor', () => {
   it('reports each check with a fix for what is missing', () => {
     const r = cordon(['doctor', '--json'])
