@@ -63,6 +63,7 @@ const nonEmpty = z
 export const MiB = 1024 * 1024
 const MIN_OPEN_FILES = 16
 const MAX_OPEN_FILES = 2 ** 20
+const MAX_PROCESSES = 4_194_304
 
 export const limitsSchema = z.strictObject({
   wallTimeMs: duration().default(30_000).register(cli, {
@@ -80,6 +81,8 @@ export const limitsSchema = z.strictObject({
     .number()
     .int()
     .positive()
+    // The kernel's PID_MAX_LIMIT: pids.max refuses more.
+    .max(MAX_PROCESSES, `must be at most ${MAX_PROCESSES} (the kernel's PID_MAX_LIMIT)`)
     .default(64)
     .register(cli, { flag: 'max-procs', arg: 'N', description: 'most processes alive at once' }),
   // Per process (RLIMIT_NOFILE, soft = hard): no cgroup counts open files. 16 is what bubblewrap needs for

@@ -219,6 +219,18 @@ describe('parsePolicy sizes and durations', () => {
   })
 })
 
+describe('limits.maxProcesses', () => {
+  // Past the kernel's PID_MAX_LIMIT, pids.max refuses the value: refused here, naming the field.
+  it('refuses more than 4194304 processes naming limits.maxProcesses', () => {
+    throwsField(
+      () => parsePolicy({ limits: { maxProcesses: 4_194_305 } }),
+      'limits.maxProcesses',
+      /at most 4194304/,
+    )
+    assert.equal(parsePolicy({ limits: { maxProcesses: 4_194_304 } }).limits.maxProcesses, 4_194_304)
+  })
+})
+
 describe('parsePolicy errors name the field', () => {
   it('names an unknown top-level key', () => {
     throwsField(() => parsePolicy({ bogus: 1 }), 'bogus', /unknown option/)
