@@ -4,9 +4,9 @@ import { spawn, spawnSync } from 'node:child_process'
 import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
-import { probeCapabilities } from '../src/plan/capabilities.js'
-import { isExecutableFile } from '../src/policy/command.js'
-import { SPAWNER_PATH } from '../src/spawner/spawner.js'
+import { probeCapabilities } from '../src/host/capabilities.js'
+import { SPAWNER_PATH } from '../src/host/native.js'
+import { isExecutableFile } from '../src/host/programs.js'
 
 const caps = probeCapabilities()
 

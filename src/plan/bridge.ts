@@ -1,12 +1,5 @@
-// The argv of cordon's network bridge (native/bridge.c), which a sandbox with a network allowlist runs
-// first: it takes the run's token from TOKEN_FD, listens on the sandbox's loopback and relays to the
-// run's proxy sockets, then execs the program. Pure: only spells it.
-import { fileURLToPath } from 'node:url'
 import { HTTP_PROXY_PORT, SOCKS_PROXY_PORT } from '../net/proxy.js'
 import { BRIDGE_INSIDE, NET_DIR_INSIDE } from './bwrap.js'
-
-/** Where `npm run build` (native/build.sh) puts the bridge: the same place from src/ and from dist/. */
-export const BRIDGE_PATH = fileURLToPath(new URL('../../native/cordon-bridge', import.meta.url))
 
 /**
  * The fd on which the bridge reads the run's token (and closes it before anything else): never an argv,

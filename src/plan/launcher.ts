@@ -1,9 +1,3 @@
-// The argv of cordon's own launcher (native/launch.c), which both tiers start through: it sets everything
-// up in one exec and becomes the program (process tier) or bwrap (namespace tier). Pure: what to enforce
-// is decided in plan.ts, this only spells it.
-import { spawnSync } from 'node:child_process'
-import { fileURLToPath } from 'node:url'
-
 export interface LauncherSpec {
   launcher: string
   /**
@@ -130,21 +124,5 @@ export function execStep(step: string, argv0: string, file: string): string[] {
   return [step, '--exec', argv0, file]
 }
 
-/** Where `npm run build` (native/build.sh) puts the launcher: the same place from src/ and from dist/. */
-export const LAUNCHER_PATH = fileURLToPath(new URL('../../native/cordon-launch', import.meta.url))
-
 /** Landlock's ABI with scopes for signals and abstract unix sockets (Linux 6.12). */
 export const LANDLOCK_SCOPES = 6
-
-const abis = new Map<string, number>()
-
-/** The kernel's Landlock ABI version (0: none), asked once per launcher: it changes only with a reboot. */
-export function landlockAbi(launcher: string): number {
-  let abi = abis.get(launcher)
-  if (abi === undefined) {
-    const out = spawnSync(launcher, ['--landlock-abi'], { encoding: 'utf8', timeout: 5000 })
-    abi = out.status === 0 ? Number.parseInt(out.stdout, 10) || 0 : 0
-    abis.set(launcher, abi)
-  }
-  return abi
-}

@@ -4,17 +4,8 @@ import { realpathSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { PolicyError } from '../errors.js'
-import { randomHex } from '../lazy.js'
-import { HTTP_PROXY_PORT, SOCKS_PROXY_PORT } from '../net/proxy.js'
-import { checkCommand, resolveRules } from '../policy/command.js'
-import { buildEnv } from '../policy/env.js'
-import { defaultHide, type Policy } from '../policy/schema.js'
-import { resolveRootfs } from '../rootfs/rootfs.js'
-import type { Isolation, Violation } from '../run/result.js'
-import { BRIDGE_PROCESSES, bridgeArgv, TOKEN_FD } from './bridge.js'
-import { bwrapArgs, covers, EXEC_INSIDE } from './bwrap.js'
-import type { Capabilities } from './capabilities.js'
-import { type CgroupWrite, cgroupWrites } from './cgroup-settings.js'
+import type { Capabilities } from '../host/capabilities.js'
+import { type CgroupWrite, cgroupWrites } from '../host/cgroup-files.js'
 import {
   type CgroupController,
   type CgroupSupport,
@@ -22,7 +13,19 @@ import {
   joinFiles,
   ownCgroupView,
   sandboxCgroupName,
-} from './cgroups.js'
+} from '../host/cgroups.js'
+import { releaseScratch, SCRATCH_PREFIX, sweepStaleScratch } from '../host/scratch.js'
+import { isSocket, recentHostSockets } from '../host/sockets.js'
+import { claimUid, type UidLease } from '../host/uid-pool.js'
+import { randomHex } from '../lazy.js'
+import { HTTP_PROXY_PORT, SOCKS_PROXY_PORT } from '../net/proxy.js'
+import { checkCommand, resolveRules } from '../policy/command.js'
+import { buildEnv } from '../policy/env.js'
+import type { Isolation, Violation } from '../policy/result.js'
+import { defaultHide, type Policy } from '../policy/schema.js'
+import { resolveRootfs } from '../rootfs/rootfs.js'
+import { BRIDGE_PROCESSES, bridgeArgv, TOKEN_FD } from './bridge.js'
+import { bwrapArgs, covers, EXEC_INSIDE } from './bwrap.js'
 import { clockEnv } from './clock.js'
 import { type IdentityPath, identityFiles } from './identity.js'
 import { execStep, LANDLOCK_SCOPES, launcherArgv } from './launcher.js'
@@ -39,12 +42,8 @@ import {
   writableBy,
 } from './paths.js'
 import { processMounts, ROOT_TMPDIR } from './process-mounts.js'
-
 import { rlimitArgs } from './rlimits.js'
-import { releaseScratch, SCRATCH_PREFIX, sweepStaleScratch } from './scratch.js'
 import { HOST_IPC_CALLS, seccompProgram, seccompSupported, socketFamilies } from './seccomp.js'
-import { isSocket, recentHostSockets } from './sockets.js'
-import { claimUid, type UidLease } from './uid-pool.js'
 
 /** Where the namespace tier's launcher attaches judged paths bwrap could not reach (see stage_fds). */
 export const STAGE_DIR = ROOT_TMPDIR

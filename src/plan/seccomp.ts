@@ -1,6 +1,6 @@
 // The default seccomp filter, built at run time as classic BPF for bubblewrap's --seccomp fd and for the
 // process tier's launcher. Each rule is a short block that ends in a return, so every jump is local.
-import { X86_64_SYSCALLS } from './syscalls-x86_64.js'
+import { syscallNumber, X86_64_SYSCALLS } from '../host/syscalls-x86_64.js'
 
 const AUDIT_ARCH_X86_64 = 0xc000003e
 /** x32 syscalls are x86_64 numbers with this bit set; they would slip past a filter keyed on numbers. */
@@ -133,10 +133,6 @@ const TIOCSTI = 0x5412
 const TIOCLINUX = 0x541c
 /** personality() values that change nothing dangerous (query, PER_LINUX, PER_LINUX32, UNAME26). */
 const SAFE_PERSONALITIES = [0, 0x8, 0x20000, 0x20008, 0xffffffff]
-
-export function syscallNumber(name: string): number | undefined {
-  return Object.hasOwn(X86_64_SYSCALLS, name) ? X86_64_SYSCALLS[name] : undefined
-}
 
 /** `if nr == n: <block>` — the block must end in a return. */
 function when(nr: number, block: Insn[]): Insn[] {

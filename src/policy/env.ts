@@ -1,6 +1,6 @@
 // Environment policy: start clean, add passEnv from the host, then explicit env on top.
 
-export const SAFE_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
+import { SAFE_PATH } from '../host/programs.js'
 
 /** The small set every sandbox gets; nothing else of the host leaks in unless asked for. */
 export function baseEnv(): Record<string, string> {

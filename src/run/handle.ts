@@ -1,6 +1,7 @@
 // The handle start() returns, and the one for runs that end before anything is launched.
+
+import type { Isolation, RunResult, Violation } from '../policy/result.js'
 import type { Encoding, OutputChunk, OutputData } from '../policy/schema.js'
-import type { Isolation, RunResult, Violation } from './result.js'
 
 export interface RunHandle<D extends OutputData = string> {
   /** Host pid of the launched process: bwrap's monitor, or the process tier's own (the program's parent); undefined if none ran. */

@@ -15,7 +15,7 @@ import {
   readProc,
   signalFound,
   stillFound,
-} from './procs.js'
+} from '../host/procs.js'
 
 export interface SandboxProcesses {
   /**

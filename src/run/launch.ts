@@ -1,10 +1,13 @@
 // The supervisor: spawn → stream → enforce → classify. Everything with processes and timers is here.
 import { spawn } from 'node:child_process'
 import type { Readable } from 'node:stream'
+import { recentCapabilities } from '../host/capabilities.js'
+import { SandboxCgroup } from '../host/cgroup.js'
+import { livingByUid, signalFound } from '../host/procs.js'
 import { monotonicMs } from '../lazy.js'
 import { NetworkProxy } from '../net/proxy.js'
-import { recentCapabilities } from '../plan/capabilities.js'
 import { type LaunchPlan, prepare, releasePlan } from '../plan/plan.js'
+import type { Isolation, RunResult, Violation } from '../policy/result.js'
 import {
   type AnyRunOptions,
   type OutputChunk,
@@ -15,7 +18,6 @@ import {
   type RunOptions,
 } from '../policy/schema.js'
 import { SpawnedProcess } from '../spawner/spawner.js'
-import { SandboxCgroup } from './cgroup.js'
 import { classify, effectiveSignal, launcherRefusal, type StopReason } from './classify.js'
 import { type Child, extraFds, feedStdin, spawnerStdio, stdioFor } from './fds.js'
 import { emptyResult, finishedHandle, type RunHandle } from './handle.js'
@@ -30,11 +32,9 @@ import {
 } from './kill.js'
 import { LogCollector } from './logs.js'
 import { OutputBuffer } from './output.js'
-import { livingByUid, signalFound } from './procs.js'
 import { ChunkQueue } from './queue.js'
 import { type Redaction, redactionFor, redactionForInput, redactResult, redactThrown } from './redact.js'
 import { watchRefusal } from './refusal.js'
-import type { Isolation, RunResult, Violation } from './result.js'
 import { RunTimers } from './timers.js'
 
 export type { RunHandle } from './handle.js'

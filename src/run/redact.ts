@@ -13,8 +13,8 @@
 import { PolicyError } from '../errors.js'
 import { buildEnv } from '../policy/env.js'
 import { compileRedactPattern } from '../policy/redact-pattern.js'
+import type { RunResult } from '../policy/result.js'
 import type { OutputData, Policy } from '../policy/schema.js'
-import type { RunResult } from './result.js'
 
 export const REDACTED = '[REDACTED]'
 /** How far a regular expression may match: its matches are assumed no longer (a longer one is cut here). */

@@ -2,9 +2,9 @@
 // keeps its own state, so any number coexist in one process.
 import { CordonError, PolicyError } from '../errors.js'
 import { callFunction, type FunctionResult } from '../functions/call.js'
+import type { RunResult, ViolationKind } from '../policy/result.js'
 import type { AnyRunOptions, OutputData, RunOptions } from '../policy/schema.js'
 import { type RunHandle, run, start } from '../run/launch.js'
-import type { RunResult, ViolationKind } from '../run/result.js'
 
 /** `D`: what output is made of in every run of the sandbox (Buffer with `encoding: 'buffer'`). */
 export type SandboxOptions<D extends OutputData = string> = RunOptions<D> & {

@@ -6,13 +6,10 @@ import { EventEmitter } from 'node:events'
 import { closeSync, existsSync, openSync, readSync, writeSync } from 'node:fs'
 import { Socket } from 'node:net'
 import { constants } from 'node:os'
-import { fileURLToPath } from 'node:url'
 import { getSystemErrorName } from 'node:util'
 import { CordonError } from '../errors.js'
-import { nodeSignalName } from '../run/classify.js'
-
-/** Where `npm run build` (native/build.sh) puts the spawner: the same place from src/ and from dist/. */
-export const SPAWNER_PATH = fileURLToPath(new URL('../../native/cordon-spawner', import.meta.url))
+import { SPAWNER_PATH } from '../host/native.js'
+import { nodeSignalName } from '../host/signals.js'
 
 /** The longest request the spawner reads (native/spawner.c): more than exec ever takes (6 MiB). */
 const MAX_REQUEST = 8 * 2 ** 20

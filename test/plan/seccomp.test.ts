@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import { PolicyError } from '../../src/errors.js'
+import { syscallNumber, X86_64_SYSCALLS } from '../../src/host/syscalls-x86_64.js'
 import {
   DEFAULT_DENIED,
   ENOSYS_CALLS,
@@ -8,9 +9,7 @@ import {
   seccompInstructions,
   seccompProgram,
   socketFamilies,
-  syscallNumber,
 } from '../../src/plan/seccomp.js'
-import { X86_64_SYSCALLS } from '../../src/plan/syscalls-x86_64.js'
 import { parsePolicy } from '../../src/policy/schema.js'
 
 const RET = 0x06

@@ -4,8 +4,8 @@ import { tmpdir } from 'node:os'
 import path from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { PolicyError } from '../../src/errors.js'
-import { checkCommand, findProgram, resolveProgram, resolveRules } from '../../src/policy/command.js'
-import { SAFE_PATH } from '../../src/policy/env.js'
+import { findProgram, resolveProgram, SAFE_PATH } from '../../src/host/programs.js'
+import { checkCommand, resolveRules } from '../../src/policy/command.js'
 
 const NONE = new Set<string>()
 const MISSING = 'cordon-test-no-such-program-0xdeadbeef'

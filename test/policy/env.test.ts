@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
-import { baseEnv, buildEnv, SAFE_PATH } from '../../src/policy/env.js'
+import { SAFE_PATH } from '../../src/host/programs.js'
+import { baseEnv, buildEnv } from '../../src/policy/env.js'
 
 const BASE = {
   PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',

@@ -1,13 +1,8 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
+import { signalNumber } from '../../src/host/signals.js'
 import type { Limits } from '../../src/policy/schema.js'
-import {
-  classify,
-  effectiveSignal,
-  launcherRefusal,
-  type Outcome,
-  signalNumber,
-} from '../../src/run/classify.js'
+import { classify, effectiveSignal, launcherRefusal, type Outcome } from '../../src/run/classify.js'
 
 const limits: Limits = {
   wallTimeMs: 2000,

@@ -16,9 +16,9 @@ import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import { after, describe, it } from 'node:test'
+import { probeCapabilities } from '../../src/host/capabilities.js'
+import { SOCKETS_TTL_MS } from '../../src/host/sockets.js'
 import { openSpawner, PolicyError, run } from '../../src/index.js'
-import { probeCapabilities } from '../../src/plan/capabilities.js'
-import { SOCKETS_TTL_MS } from '../../src/plan/sockets.js'
 import { noLauncher, noNamespace, noSpawner, notRoot, skipTier, TIERS, tempDir } from '../helpers.js'
 
 // Outside /tmp (which the sandbox replaces), so the sandbox would see these unless hidden.

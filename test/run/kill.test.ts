@@ -3,9 +3,9 @@ import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
 import { once } from 'node:events'
 import { describe, it } from 'node:test'
-import { probeCapabilities } from '../../src/plan/capabilities.js'
-import { cgroupDirs, sandboxCgroupName } from '../../src/plan/cgroups.js'
-import { SandboxCgroup } from '../../src/run/cgroup.js'
+import { probeCapabilities } from '../../src/host/capabilities.js'
+import { SandboxCgroup } from '../../src/host/cgroup.js'
+import { cgroupDirs, sandboxCgroupName } from '../../src/host/cgroups.js'
 import { cgroupProcesses } from '../../src/run/kill.js'
 
 const support = probeCapabilities().cgroup

@@ -10,7 +10,7 @@ import {
 } from 'node:fs'
 import path from 'node:path'
 import { randomHex } from '../lazy.js'
-import { V1_CONTROLLERS, type V1Controller } from './cgroup-settings.js'
+import { V1_CONTROLLERS, type V1Controller } from './cgroup-files.js'
 
 export interface CgroupInfo {
   /** Mount point of the unified (v2) hierarchy and the controllers it delegates, if mounted. */

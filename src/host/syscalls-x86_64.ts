@@ -376,3 +376,8 @@ export const X86_64_SYSCALLS: Readonly<Record<string, number>> = {
   lsm_list_modules: 461,
   mseal: 462,
 }
+
+/** The number of the system call `name` on x86_64, undefined for a name the kernel does not have. */
+export function syscallNumber(name: string): number | undefined {
+  return Object.hasOwn(X86_64_SYSCALLS, name) ? X86_64_SYSCALLS[name] : undefined
+}

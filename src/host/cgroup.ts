@@ -10,8 +10,8 @@ import {
   cpuUsageMs,
   parseUsage,
   usageFiles,
-} from '../plan/cgroup-settings.js'
-import { CGROUP_PREFIX, type CgroupController, type CgroupSupport } from '../plan/cgroups.js'
+} from './cgroup-files.js'
+import { CGROUP_PREFIX, type CgroupController, type CgroupSupport } from './cgroups.js'
 import { preadSmall } from './pread.js'
 import { inCgroup, type ProcInfo, readProc, signalFound } from './procs.js'
 import { staleEntries } from './stale.js'

@@ -5,7 +5,7 @@
 import { spawn } from 'node:child_process'
 import { lstatSync, rmdirSync } from 'node:fs'
 import path from 'node:path'
-import { staleEntries } from '../run/stale.js'
+import { staleEntries } from './stale.js'
 
 /** Not as root: `<prefix><owner pid>-<uuid>` under the host's TMPDIR, so the next cordon finds a dead owner's. */
 export const SCRATCH_PREFIX = 'cordon-tmp-'

@@ -5,11 +5,11 @@ import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 import { describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
+import { SandboxCgroup } from '../../src/host/cgroup.js'
+import { pidsLimit } from '../../src/host/cgroup-files.js'
+import { type CgroupSupport, cgroupDirs, sandboxCgroupName } from '../../src/host/cgroups.js'
 import { probeCapabilities, run, start } from '../../src/index.js'
-import { pidsLimit } from '../../src/plan/cgroup-settings.js'
-import { type CgroupSupport, cgroupDirs, sandboxCgroupName } from '../../src/plan/cgroups.js'
 import { parsePolicy } from '../../src/policy/schema.js'
-import { SandboxCgroup } from '../../src/run/cgroup.js'
 import { marker, notRoot, processesWith, skipTier, TIERS, waitFor, worldWritableDir } from '../helpers.js'
 
 const support = probeCapabilities().cgroup
@@ -266,7 +266,9 @@ print(n, err)
       }
     })
 
-    it('a cgroup the kernel refuses to make is an `error` naming it, and the program never runs', async () => {
+    it('a cgroup the kernel refuses to make is an `error` naming it, and the program never runs', {
+      skip: noRefusal,
+    }, async () => {
       const dir = worldWritableDir()
       const ran = path.join(dir, 'ran')
       // pids.max takes at most 4194304: the kernel refuses the write with EINVAL.

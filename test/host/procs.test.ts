@@ -13,7 +13,7 @@ import {
   type ProcInfo,
   readProc,
   signalFound,
-} from '../../src/run/procs.js'
+} from '../../src/host/procs.js'
 import { notRoot, tempDir, waitFor } from '../helpers.js'
 
 const pids = (found: readonly ProcInfo[]) => found.map((p) => p.pid)

@@ -5,8 +5,8 @@ import { existsSync, mkdirSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 import { describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
-import { LAUNCHER_PATH } from '../../src/plan/launcher.js'
-import { staleEntries } from '../../src/run/stale.js'
+import { LAUNCHER_PATH } from '../../src/host/native.js'
+import { staleEntries } from '../../src/host/stale.js'
 import { asUnprivileged, noLauncher, notRoot, noUnprivileged, tempDir, worldWritableDir } from '../helpers.js'
 
 const CLI = fileURLToPath(new URL('../../dist/cli/bin.cjs', import.meta.url))

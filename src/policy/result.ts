@@ -1,5 +1,5 @@
 import type { NetworkEvent } from '../net/gate.js'
-import type { LogEntry, OutputData } from '../policy/schema.js'
+import type { LogEntry, OutputData } from './schema.js'
 
 // The one result schema: run(), `cordon run --json` and the HTTP API all return this object.
 

@@ -4,7 +4,7 @@ import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import { describe, it } from 'node:test'
-import { boundSockets, hostSockets } from '../../src/plan/sockets.js'
+import { boundSockets, hostSockets } from '../../src/host/sockets.js'
 import { asUnprivileged, notRoot, noUnprivileged, tempDir } from '../helpers.js'
 
 const PROC_NET_UNIX = `Num       RefCount Protocol Flags    Type St Inode Path

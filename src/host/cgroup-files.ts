@@ -1,8 +1,13 @@
 // Pure cgroup builders: which files to write for a sandbox's limits, and how to read the kernel's
 // counters back. v2 (unified) and v1 (one hierarchy per controller) differ only in file names.
-import type { Limits } from '../policy/schema.js'
 
 export type CgroupVersion = 1 | 2
+
+/** The limits a cgroup enforces (a policy's `limits` has them). */
+export interface CgroupLimits {
+  memoryBytes: number
+  maxProcesses: number
+}
 /** v1 controllers cordon uses; v2 has them all in one directory. */
 export const V1_CONTROLLERS = ['memory', 'pids', 'cpuacct'] as const
 export type V1Controller = (typeof V1_CONTROLLERS)[number]
@@ -18,7 +23,11 @@ export interface CgroupWrite {
  * Writes that apply the limits. `extraProcesses` are the tier's own helpers (bwrap's monitor and init)
  * inside the cgroup. Swap is off so the memory limit is the memory the sandbox gets.
  */
-export function cgroupWrites(version: CgroupVersion, limits: Limits, extraProcesses: number): CgroupWrite[] {
+export function cgroupWrites(
+  version: CgroupVersion,
+  limits: CgroupLimits,
+  extraProcesses: number,
+): CgroupWrite[] {
   const pids = pidsLimit(version, limits, extraProcesses)
   if (version === 2) {
     return [
@@ -61,7 +70,7 @@ export function tcpMemoryLimit(bytes: number): CgroupWrite {
 }
 
 /** The pids.max write alone: the program's processes plus the tier's own in the cgroup. */
-export function pidsLimit(version: CgroupVersion, limits: Limits, extraProcesses: number): CgroupWrite {
+export function pidsLimit(version: CgroupVersion, limits: CgroupLimits, extraProcesses: number): CgroupWrite {
   const value = String(limits.maxProcesses + extraProcesses)
   return { controller: version === 2 ? 'unified' : 'pids', file: 'pids.max', value }
 }

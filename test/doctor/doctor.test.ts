@@ -1,8 +1,8 @@
 // The doctor's checks that are pure functions of what the machine reports.
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
-import { probeCapabilities } from '../../src/plan/capabilities.js'
-import { openFilesCheck, pathsCheck, processTierCheck, socketMemoryCheck } from '../../src/plan/diagnose.js'
+import { openFilesCheck, pathsCheck, processTierCheck, socketMemoryCheck } from '../../src/doctor/doctor.js'
+import { probeCapabilities } from '../../src/host/capabilities.js'
 
 describe('socket memory check', () => {
   it('v1: TCP capped by kmem.tcp, unix charged, the unaccepted-connection gap named', () => {

@@ -3,11 +3,9 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import path from 'node:path'
 import { monotonicMs } from '../lazy.js'
-import { isExecutableFile, resolveProgram } from '../policy/command.js'
-import { SAFE_PATH } from '../policy/env.js'
-import { BRIDGE_PATH } from './bridge.js'
 import { type CgroupSupport, cgroupSupport, detectCgroups } from './cgroups.js'
-import { LAUNCHER_PATH, landlockAbi } from './launcher.js'
+import { BRIDGE_PATH, LAUNCHER_PATH, landlockAbi } from './native.js'
+import { isExecutableFile, resolveProgram, SAFE_PATH } from './programs.js'
 
 export interface Capabilities {
   isRoot: boolean

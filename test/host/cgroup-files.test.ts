@@ -8,8 +8,8 @@ import {
   parseUsage,
   pidsLimit,
   usageFiles,
-} from '../../src/plan/cgroup-settings.js'
-import { cgroupSupport, parseOwnCgroups } from '../../src/plan/cgroups.js'
+} from '../../src/host/cgroup-files.js'
+import { cgroupSupport, parseOwnCgroups } from '../../src/host/cgroups.js'
 import { parsePolicy } from '../../src/policy/schema.js'
 
 const limits = parsePolicy({ limits: { memoryBytes: '128M', maxProcesses: 10 } }).limits

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import { closeSync, openSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 import { describe, it } from 'node:test'
-import { preadSmall } from '../../src/run/pread.js'
+import { preadSmall } from '../../src/host/pread.js'
 import { tempDir } from '../helpers.js'
 
 describe('preadSmall', () => {

@@ -12,7 +12,7 @@ import {
 import { tmpdir } from 'node:os'
 import path from 'node:path'
 import { afterEach, beforeEach, describe, it } from 'node:test'
-import { claimUid, type UidLease, type UidPool } from '../../src/plan/uid-pool.js'
+import { claimUid, type UidLease, type UidPool } from '../../src/host/uid-pool.js'
 
 // Above the kernel's PID_MAX_LIMIT (2^22), so no process can have it.
 const DEAD_PID = '999999999'

@@ -2,7 +2,7 @@
 // pid) keeps concurrent cordon processes on one host apart; a lock whose owner is dead is taken over.
 import { mkdirSync, readFileSync, readlinkSync, symlinkSync, unlinkSync } from 'node:fs'
 import path from 'node:path'
-import { isAlive } from '../run/procs.js'
+import { isAlive } from './procs.js'
 
 export interface UidPool {
   first: number

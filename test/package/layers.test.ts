@@ -1,0 +1,88 @@
+// The layer rule (ARCHITECTURE.md): a folder of src/ imports only from its own folder or a lower rank,
+// type imports included, and no two files import each other round a loop. Lower layers never know the
+// upper ones, so each can be read, tested and replaced on its own.
+import assert from 'node:assert/strict'
+import { readdirSync, readFileSync } from 'node:fs'
+import path from 'node:path'
+import { describe, it } from 'node:test'
+import { fileURLToPath } from 'node:url'
+
+const SRC = fileURLToPath(new URL('../../src/', import.meta.url))
+
+/** Rank of each top-level folder (or root file) of src/: higher ranks may import lower ones. */
+const RANKS: Record<string, number> = {
+  'errors.ts': 0,
+  'lazy.ts': 0,
+  host: 0,
+  net: 1,
+  rootfs: 1,
+  spawner: 1,
+  policy: 2,
+  plan: 3,
+  run: 4,
+  functions: 5,
+  doctor: 5,
+  sandbox: 6,
+  'index.ts': 7,
+  cli: 8,
+}
+/** Base modules every layer may use; the rest of rank 0 (host/) may not import them back but these. */
+const BASE = new Set(['errors.ts', 'lazy.ts'])
+
+function sources(): string[] {
+  return readdirSync(SRC, { recursive: true, encoding: 'utf8' })
+    .filter((f) => /\.c?ts$/.test(f))
+    .map((f) => f.split(path.sep).join('/'))
+}
+
+/** Every relative import or re-export of `file` (value or type), as src-relative paths. */
+function importsOf(file: string): string[] {
+  const text = readFileSync(path.join(SRC, file), 'utf8')
+  const out: string[] = []
+  for (const m of text.matchAll(
+    /(?:^|\n)\s*(?:import|export)\b[^'"]*?from\s*'(\.[^']+)'|import\(\s*'(\.[^']+)'\s*\)/g,
+  )) {
+    const spec = (m[1] ?? m[2]) as string
+    const target = path.posix.normalize(path.posix.join(path.posix.dirname(file), spec))
+    out.push(target.replace(/\.c?js$/, (ext) => (ext === '.cjs' ? '.cts' : '.ts')))
+  }
+  return out
+}
+
+const unit = (file: string) => file.split('/')[0] as string
+
+describe('layers', () => {
+  const files = sources()
+  const graph = new Map(files.map((f) => [f, importsOf(f)]))
+
+  it('every folder of src/ has a rank', () => {
+    for (const f of files) assert.ok(unit(f) in RANKS, `${unit(f)} (of ${f}) has no rank in this test`)
+  })
+
+  it('imports go to the same folder or a lower rank, never up or sideways', () => {
+    const wrong: string[] = []
+    for (const [from, targets] of graph) {
+      for (const to of targets) {
+        const a = unit(from)
+        const b = unit(to)
+        if (a === b || BASE.has(b)) continue
+        if ((RANKS[a] as number) <= (RANKS[b] as number)) wrong.push(`${from} -> ${to}`)
+      }
+    }
+    assert.deepEqual(wrong, [])
+  })
+
+  it('no file imports itself round a loop (type imports count)', () => {
+    const state = new Map<string, 'open' | 'done'>()
+    const loops: string[] = []
+    const visit = (f: string, trail: string[]) => {
+      if (state.get(f) === 'done') return
+      if (state.get(f) === 'open') return void loops.push([...trail.slice(trail.indexOf(f)), f].join(' -> '))
+      state.set(f, 'open')
+      for (const to of graph.get(f) ?? []) visit(to, [...trail, f])
+      state.set(f, 'done')
+    }
+    for (const f of files) visit(f, [])
+    assert.deepEqual(loops, [])
+  })
+})
