@@ -266,16 +266,22 @@ print(n, err)
       }
     })
 
+    // Only the namespace tier adds helpers (bwrap's two) to pids.max: in the process tier no valid option
+    // reaches past the kernel's bound. Both tiers make their cgroup through the same code.
+    const noRefusal =
+      isolation === 'process' &&
+      'the process tier adds no helper to pids.max: no valid option makes the kernel refuse'
     it('a cgroup the kernel refuses to make is an `error` naming it, and the program never runs', {
       skip: noRefusal,
     }, async () => {
       const dir = worldWritableDir()
       const ran = path.join(dir, 'ran')
-      // pids.max takes at most 4194304: the kernel refuses the write with EINVAL.
+      // pids.max takes at most 4194304 (the schema's bound too), and the tier adds its own helpers: the
+      // kernel refuses the write with EINVAL.
       const r = await run(['sh', '-c', `touch ${ran}`], {
         isolation,
         writable: [dir],
-        limits: { maxProcesses: 2 ** 31 },
+        limits: { maxProcesses: 4_194_304 },
       })
       assert.equal(r.status, 'error')
       assert.equal(r.violation?.limit, 'cgroup')
