@@ -135,8 +135,6 @@ struct ll_path_beneath_attr {
 /* The refusal pipe (see the header); stderr only when run by hand without it. */
 #define REFUSAL_FD 4
 static int refusal_fd = STDERR_FILENO;
-/* --kill-session: see the header and kill_session(). */
-static int session_sweep = 0;
 
 static void die(const char *what, const char *detail) {
   if (detail)
@@ -176,13 +174,20 @@ static int kept_fd(int fd, const int *keep, int n_keep) {
   return 0;
 }
 
-static void set_rlimit(int resource, const char *value, const char *arg) {
-  struct rlimit r;
-  r.rlim_cur = number_until(value, ':', arg);
+/* An rlimit as asked, in prlimit's syntax (N or SOFT:HARD): checked by parse, set by apply_rlimits. */
+struct limit {
+  int resource;
+  struct rlimit value;
+  const char *arg;
+};
+
+static struct limit rlimit_arg(int resource, const char *value, const char *arg) {
+  struct limit l = {.resource = resource, .arg = arg};
+  l.value.rlim_cur = number_until(value, ':', arg);
   const char *colon = strchr(value, ':');
-  r.rlim_max = colon ? number(colon + 1, arg) : r.rlim_cur;
-  if (r.rlim_cur > r.rlim_max) usage(arg);
-  if (setrlimit(resource, &r) != 0) die("setrlimit", arg);
+  l.value.rlim_max = colon ? number(colon + 1, arg) : l.value.rlim_cur;
+  if (l.value.rlim_cur > l.value.rlim_max) usage(arg);
+  return l;
 }
 
 static int landlock_abi(void) {
@@ -201,7 +206,7 @@ static void allow_writes(int ruleset, uint64_t access, int fd, const char *what)
     die("landlock: cannot allow writes beneath", what);
 }
 
-static void apply_landlock(int fs, const char **writable, int n_writable, const int *writable_fd,
+static void apply_landlock(int fs, const char *const *writable, int n_writable, const int *writable_fd,
                            int n_writable_fd, uint64_t scoped) {
   int abi = landlock_abi();
   if (abi < 1) die("landlock", "is not available");
@@ -243,7 +248,8 @@ static int hex_digit(char c) {
   return -1;
 }
 
-static void apply_seccomp(const char *hex) {
+/* --seccomp's hex as the program it spells, decoded by parse; apply_seccomp loads it. */
+static struct sock_fprog seccomp_program(const char *hex) {
   static unsigned char program[MAX_FILTER_BYTES];
   size_t len = 0;
   for (; hex[0] && hex[1]; hex += 2) {
@@ -252,9 +258,8 @@ static void apply_seccomp(const char *hex) {
     program[len++] = (unsigned char)(hi << 4 | lo);
   }
   if (*hex || len == 0 || len % sizeof(struct sock_filter) != 0) usage("--seccomp (not whole instructions)");
-  struct sock_fprog prog = {.len = (unsigned short)(len / sizeof(struct sock_filter)),
-                            .filter = (struct sock_filter *)program};
-  if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0) die("seccomp", "filter");
+  return (struct sock_fprog){.len = (unsigned short)(len / sizeof(struct sock_filter)),
+                             .filter = (struct sock_filter *)program};
 }
 
 /* A thread writing 0 moves itself: on v1 that skips the lock whose RCU grace period a move by pid waits for. */
@@ -405,6 +410,46 @@ static void data_fd(const struct data *d) {
 struct keep {
   int fd;
   const char *path;
+};
+
+#define MAX_LIMITS 32
+
+/* Everything the argv asks for, as parse found it: nothing is set up before parse has checked all of it. */
+struct options {
+  int keep[MAX_KEEP], n_keep; /* --keep-fds, ascending; -1 until given */
+  int cwd_fd;                 /* -1: none */
+  struct limit limits[MAX_LIMITS];
+  int n_limits;
+  const char *join[MAX_JOIN];
+  int n_join;
+  int unshare_net, unshare_ipc;
+  int mount_ns, proc;
+  struct cover covers[MAX_MOUNTS];
+  int n_covers;
+  struct keep keeps[MAX_MOUNTS];
+  int n_keeps;
+  rlim_t tmpfs_size;
+  struct data files[MAX_DATA]; /* --ro-bind-data */
+  int n_files;
+  const char *stage; /* the first --tmpfs cover, where bind_data makes its files */
+  int staged[MAX_STAGE];
+  int n_stage;
+  const char *scratch;
+  long uid, gid; /* -1: none */
+  struct data memfds[MAX_DATA];
+  int n_memfds;
+  int landlock_fs;
+  const char *writable[MAX_WRITABLE];
+  int n_writable;
+  int writable_fd[MAX_WRITABLE];
+  int n_writable_fd;
+  uint64_t scoped;
+  const char *seccomp; /* the hex as given; NULL: none */
+  struct sock_fprog filter;
+  int bwrap_env, monitored, kill_session, merge_stderr;
+  const char *argv0;
+  char **program; /* PROGRAM [ARGS...], NULL-terminated (the rest of argv) */
+  int n_program;
 };
 
 /* A detached copy of the mount tree at the judged fd (open_tree, as a bind would take it), close-on-exec;
@@ -727,7 +772,7 @@ out:
  *   walk could only reach what the sandbox may remove anyway.
  * - Its cgroup: each joined file's directory, once its last process has finished exiting.
  */
-static void end_sandbox(long uid, long gid, const char **join, int n_join, const char *scratch) {
+static void end_sandbox(long uid, long gid, const char *const *join, int n_join, const char *scratch) {
   const struct timespec pause = {0, 1000000};
   for (int j = 0; j < n_join; j++)
     for (int pass = 0; pass < 1000 && kill_listed(join[j]); pass++) nanosleep(&pause, NULL);
@@ -777,7 +822,7 @@ static void pass_on(int status) {
  * reaches only the one process that set it, so without a monitor a child that left the session would
  * outlive a host killed with SIGKILL. Returns in the child only.
  */
-static void monitor(long uid, long gid, const char **join, int n_join, const char *scratch) {
+static void monitor(const struct options *o) {
   pid_t host = getppid(), self = getpid();
   sigset_t all, before;
   sigfillset(&all);
@@ -796,8 +841,8 @@ static void monitor(long uid, long gid, const char **join, int n_join, const cha
   prctl(PR_SET_PDEATHSIG, SIGHUP);
   for (;;) {
     if (getppid() != host) {
-      end_sandbox(uid, gid, join, n_join, scratch);
-      if (session_sweep) kill_session();
+      end_sandbox(o->uid, o->gid, o->join, o->n_join, o->scratch);
+      if (o->kill_session) kill_session();
       kill(0, SIGKILL); /* the process group, the monitor last */
       _exit(1);
     }
@@ -808,7 +853,7 @@ static void monitor(long uid, long gid, const char **join, int n_join, const cha
     int status;
     for (pid_t pid; (pid = waitpid(-1, &status, WNOHANG)) > 0;) {
       if (pid != child) continue;
-      if (session_sweep) kill_session();
+      if (o->kill_session) kill_session();
       pass_on(status);
     }
   }
@@ -865,34 +910,19 @@ static int exec_step(int argc, char **argv) {
   return err == ENOENT ? 127 : 126;
 }
 
-int main(int argc, char **argv) {
-  if (argc >= 2 && strcmp(argv[1], "--exec") == 0) return exec_step(argc, argv);
-  /* Before anything else: an exec (of bwrap or the program) must never pass the refusal pipe on. */
-  if (fcntl(REFUSAL_FD, F_SETFD, FD_CLOEXEC) == 0) refusal_fd = REFUSAL_FD;
-  pid_t parent = getppid();
-  static int keep[MAX_KEEP], writable_fd[MAX_WRITABLE];
-  int unshare_net = 0, unshare_ipc = 0, landlock_fs = 0, bwrap_env = 0, monitored = 0, n_keep = -1;
-  int merge_stderr = 0, cwd_fd = -1;
-  int mount_ns = 0, proc = 0, n_covers = 0, n_keeps = 0;
-  uint64_t scoped = 0;
-  long uid = -1, gid = -1;
-  rlim_t tmpfs_size = 0;
-  const char *writable[MAX_WRITABLE], *join[MAX_JOIN], *scratch = NULL, *seccomp = NULL, *argv0 = NULL;
-  struct cover covers[MAX_MOUNTS];
-  struct data files[MAX_DATA], memfds[MAX_DATA];
-  struct keep keeps[MAX_MOUNTS];
-  static int staged[MAX_STAGE];
-  int n_files = 0, n_memfds = 0;
-  int n_writable = 0, n_writable_fd = 0, n_join = 0, n_stage = 0;
-  if (argc == 2 && strcmp(argv[1], "--landlock-abi") == 0) {
-    printf("%d\n", landlock_abi());
-    return 0;
-  }
-  if (argc == 2 && strncmp(argv[1], "--remove-tree=", 14) == 0) {
-    if (remove_tree(argv[1] + 14) == 0) return 0;
-    fprintf(stderr, "cordon-launch: cannot remove %s: %s\n", argv[1] + 14, strerror(errno));
-    return 1;
-  }
+static void add_limit(struct options *o, int resource, const char *value, const char *arg) {
+  if (o->n_limits == MAX_LIMITS) usage(arg);
+  o->limits[o->n_limits++] = rlimit_arg(resource, value, arg);
+}
+
+/*
+ * The argv, taken whole or refused (usage: exit 1 with "bad argument: ..."): nothing but where a refusal
+ * is written changes until every argument is known good, so a bad one never leaves half a set-up behind.
+ */
+static void parse(int argc, char **argv, struct options *o) {
+  o->n_keep = -1;
+  o->cwd_fd = -1;
+  o->uid = o->gid = -1;
   int i = 1;
   for (; i < argc; i++) {
     const char *a = argv[i], *v;
@@ -902,148 +932,233 @@ int main(int argc, char **argv) {
     }
     if ((v = prefixed(a, "--keep-fds="))) {
       /* Ascending, so the gaps between them are the ranges to close. */
-      for (n_keep = 0; *v; n_keep++) {
-        if (n_keep == MAX_KEEP) usage(a);
+      for (o->n_keep = 0; *v; o->n_keep++) {
+        if (o->n_keep == MAX_KEEP) usage(a);
         int fd = fd_number(v, ',', a);
-        if (n_keep > 0 && fd <= keep[n_keep - 1]) usage(a);
-        keep[n_keep] = fd;
+        if (o->n_keep > 0 && fd <= o->keep[o->n_keep - 1]) usage(a);
+        o->keep[o->n_keep] = fd;
         const char *comma = strchr(v, ',');
         v = comma ? comma + 1 : v + strlen(v);
       }
-    } else if ((v = prefixed(a, "--cpu="))) set_rlimit(RLIMIT_CPU, v, a);
-    else if ((v = prefixed(a, "--fsize="))) set_rlimit(RLIMIT_FSIZE, v, a);
-    else if ((v = prefixed(a, "--core="))) set_rlimit(RLIMIT_CORE, v, a);
-    else if ((v = prefixed(a, "--data="))) set_rlimit(RLIMIT_DATA, v, a);
-    else if ((v = prefixed(a, "--nproc="))) set_rlimit(RLIMIT_NPROC, v, a);
-    else if ((v = prefixed(a, "--nofile="))) set_rlimit(RLIMIT_NOFILE, v, a);
-    else if ((v = prefixed(a, "--uid="))) uid = (long)number(v, a);
-    else if ((v = prefixed(a, "--gid="))) gid = (long)number(v, a);
-    else if ((v = prefixed(a, "--seccomp="))) seccomp = v;
+    } else if ((v = prefixed(a, "--cpu="))) add_limit(o, RLIMIT_CPU, v, a);
+    else if ((v = prefixed(a, "--fsize="))) add_limit(o, RLIMIT_FSIZE, v, a);
+    else if ((v = prefixed(a, "--core="))) add_limit(o, RLIMIT_CORE, v, a);
+    else if ((v = prefixed(a, "--data="))) add_limit(o, RLIMIT_DATA, v, a);
+    else if ((v = prefixed(a, "--nproc="))) add_limit(o, RLIMIT_NPROC, v, a);
+    else if ((v = prefixed(a, "--nofile="))) add_limit(o, RLIMIT_NOFILE, v, a);
+    else if ((v = prefixed(a, "--uid="))) o->uid = (long)number(v, a);
+    else if ((v = prefixed(a, "--gid="))) o->gid = (long)number(v, a);
+    else if ((v = prefixed(a, "--seccomp="))) o->seccomp = v;
     else if ((v = prefixed(a, "--join="))) {
-      if (n_join == MAX_JOIN || *v != '/') usage(a);
-      join[n_join++] = v;
+      if (o->n_join == MAX_JOIN || *v != '/') usage(a);
+      o->join[o->n_join++] = v;
     } else if ((v = prefixed(a, "--mkdir="))) {
       if (*v != '/') usage(a);
-      scratch = v;
-    }
-    else if ((v = prefixed(a, "--landlock-write="))) {
-      if (n_writable == MAX_WRITABLE || *v != '/') usage(a);
-      writable[n_writable++] = v;
+      o->scratch = v;
+    } else if ((v = prefixed(a, "--landlock-write="))) {
+      if (o->n_writable == MAX_WRITABLE || *v != '/') usage(a);
+      o->writable[o->n_writable++] = v;
     } else if ((v = prefixed(a, "--tmpfs=")) || (v = prefixed(a, "--empty="))) {
-      if (n_covers == MAX_MOUNTS || *v != '/' || strcmp(v, "/") == 0) usage(a);
-      covers[n_covers++] = (struct cover){v, a[2] == 'e'};
+      if (o->n_covers == MAX_MOUNTS || *v != '/' || strcmp(v, "/") == 0) usage(a);
+      o->covers[o->n_covers++] = (struct cover){v, a[2] == 'e'};
     } else if ((v = prefixed(a, "--keep-fd="))) {
       const char *colon = strchr(v, ':');
-      if (n_keeps == MAX_MOUNTS || !colon || colon[1] != '/') usage(a);
-      keeps[n_keeps++] = (struct keep){fd_number(v, ':', a), colon + 1};
+      if (o->n_keeps == MAX_MOUNTS || !colon || colon[1] != '/') usage(a);
+      o->keeps[o->n_keeps++] = (struct keep){fd_number(v, ':', a), colon + 1};
     } else if ((v = prefixed(a, "--stage-fd="))) {
-      if (n_stage == MAX_STAGE) usage(a);
-      staged[n_stage++] = fd_number(v, '\0', a);
-    } else if ((v = prefixed(a, "--tmpfs-size="))) tmpfs_size = number(v, a);
-    else if (strcmp(a, "--mount-ns") == 0) mount_ns = 1;
-    else if (strcmp(a, "--proc") == 0) proc = 1;
+      if (o->n_stage == MAX_STAGE) usage(a);
+      o->staged[o->n_stage++] = fd_number(v, '\0', a);
+    } else if ((v = prefixed(a, "--tmpfs-size="))) o->tmpfs_size = number(v, a);
+    else if (strcmp(a, "--mount-ns") == 0) o->mount_ns = 1;
+    else if (strcmp(a, "--proc") == 0) o->proc = 1;
     else if ((v = prefixed(a, "--ro-bind-data="))) {
       char *colon = strchr(argv[i], ':');
-      if (n_files == MAX_DATA || *v != '/' || !colon) usage(a);
+      if (o->n_files == MAX_DATA || *v != '/' || !colon) usage(a);
       *colon = '\0'; /* PATH ends there, TEXT follows */
-      files[n_files++] = (struct data){v, -1, colon + 1};
+      o->files[o->n_files++] = (struct data){v, -1, colon + 1};
     } else if ((v = prefixed(a, "--memfd="))) {
       const char *colon = strchr(v, ':');
-      if (n_memfds == MAX_DATA || !colon) usage(a);
-      memfds[n_memfds++] = (struct data){NULL, fd_number(v, ':', a), colon + 1};
-    }
-    else if ((v = prefixed(a, "--landlock-write-fd="))) {
-      if (n_writable_fd == MAX_WRITABLE) usage(a);
-      writable_fd[n_writable_fd++] = fd_number(v, '\0', a);
-    } else if ((v = prefixed(a, "--argv0="))) argv0 = v;
-    else if ((v = prefixed(a, "--cwd-fd="))) cwd_fd = fd_number(v, '\0', a);
-    else if (strcmp(a, "--landlock-fs") == 0) landlock_fs = 1;
-    else if (strcmp(a, "--scope-signals") == 0) scoped |= LL_SCOPE_SIGNAL;
-    else if (strcmp(a, "--scope-abstract-unix") == 0) scoped |= LL_SCOPE_ABSTRACT_UNIX;
-    else if (strcmp(a, "--unshare-net") == 0) unshare_net = 1;
-    else if (strcmp(a, "--unshare-ipc") == 0) unshare_ipc = 1;
-    else if (strcmp(a, "--bwrap-env") == 0) bwrap_env = 1;
-    else if (strcmp(a, "--monitor") == 0) monitored = 1;
-    else if (strcmp(a, "--kill-session") == 0) session_sweep = 1;
-    else if (strcmp(a, "--merge-stderr") == 0) merge_stderr = 1;
+      if (o->n_memfds == MAX_DATA || !colon) usage(a);
+      o->memfds[o->n_memfds++] = (struct data){NULL, fd_number(v, ':', a), colon + 1};
+    } else if ((v = prefixed(a, "--landlock-write-fd="))) {
+      if (o->n_writable_fd == MAX_WRITABLE) usage(a);
+      o->writable_fd[o->n_writable_fd++] = fd_number(v, '\0', a);
+    } else if ((v = prefixed(a, "--argv0="))) o->argv0 = v;
+    else if ((v = prefixed(a, "--cwd-fd="))) o->cwd_fd = fd_number(v, '\0', a);
+    else if (strcmp(a, "--landlock-fs") == 0) o->landlock_fs = 1;
+    else if (strcmp(a, "--scope-signals") == 0) o->scoped |= LL_SCOPE_SIGNAL;
+    else if (strcmp(a, "--scope-abstract-unix") == 0) o->scoped |= LL_SCOPE_ABSTRACT_UNIX;
+    else if (strcmp(a, "--unshare-net") == 0) o->unshare_net = 1;
+    else if (strcmp(a, "--unshare-ipc") == 0) o->unshare_ipc = 1;
+    else if (strcmp(a, "--bwrap-env") == 0) o->bwrap_env = 1;
+    else if (strcmp(a, "--monitor") == 0) o->monitored = 1;
+    else if (strcmp(a, "--kill-session") == 0) o->kill_session = 1;
+    else if (strcmp(a, "--merge-stderr") == 0) o->merge_stderr = 1;
     else usage(a);
   }
   if (i >= argc) usage("(no program after --)");
-  if (merge_stderr && dup2(STDOUT_FILENO, STDERR_FILENO) != STDERR_FILENO) die("dup2", "stdout to stderr");
-  if ((uid < 0) != (gid < 0)) usage("--uid and --gid go together");
-  if ((n_writable > 0 || n_writable_fd > 0) && !landlock_fs) usage("--landlock-write needs --landlock-fs");
-  if (n_keep < 0) usage("--keep-fds is required (empty for none)");
-  if (session_sweep && !monitored) usage("--kill-session needs --monitor");
+  o->program = argv + i;
+  o->n_program = argc - i;
+  if ((o->uid < 0) != (o->gid < 0)) usage("--uid and --gid go together");
+  if ((o->n_writable > 0 || o->n_writable_fd > 0) && !o->landlock_fs) usage("--landlock-write needs --landlock-fs");
+  if (o->n_keep < 0) usage("--keep-fds is required (empty for none)");
+  if (o->kill_session && !o->monitored) usage("--kill-session needs --monitor");
   /* An fd 4 cordon did not pipe is not the refusal pipe: it is closed below, and something else may reuse it. */
-  if (!kept_fd(REFUSAL_FD, keep, n_keep)) refusal_fd = STDERR_FILENO;
-  if ((n_covers || n_keeps || proc) && !mount_ns) usage("--tmpfs, --empty, --keep-fd and --proc need --mount-ns");
-  if (n_stage && (mount_ns || uid < 0)) usage("--stage-fd needs --uid, and no --mount-ns");
-  if (n_covers && (uid < 0 || tmpfs_size == 0)) usage("--tmpfs and --empty need --uid and --tmpfs-size");
-  for (int k = 0; k < n_keeps; k++) {
+  if (!kept_fd(REFUSAL_FD, o->keep, o->n_keep)) refusal_fd = STDERR_FILENO;
+  if ((o->n_covers || o->n_keeps || o->proc) && !o->mount_ns)
+    usage("--tmpfs, --empty, --keep-fd and --proc need --mount-ns");
+  if (o->n_stage && (o->mount_ns || o->uid < 0)) usage("--stage-fd needs --uid, and no --mount-ns");
+  if (o->n_covers && (o->uid < 0 || o->tmpfs_size == 0)) usage("--tmpfs and --empty need --uid and --tmpfs-size");
+  for (int k = 0; k < o->n_keeps; k++) {
     int covered = 0;
-    for (int c = 0; c < n_covers; c++)
-      covered |= strcmp(keeps[k].path, covers[c].path) == 0 || beneath(keeps[k].path, covers[c].path);
+    for (int c = 0; c < o->n_covers; c++)
+      covered |= strcmp(o->keeps[k].path, o->covers[c].path) == 0 || beneath(o->keeps[k].path, o->covers[c].path);
     if (!covered) usage("--keep-fd (a path beneath no --tmpfs or --empty)");
   }
-  const char *stage = NULL;
-  for (int c = 0; c < n_covers && !stage; c++)
-    if (!covers[c].empty) stage = covers[c].path;
-  if (n_files && !stage) usage("--ro-bind-data needs --mount-ns and a --tmpfs");
-  for (int m = 0; m < n_memfds; m++)
-    if (kept_fd(memfds[m].fd, keep, n_keep)) usage("--memfd (an fd that is kept)");
-  close_fds(3, keep, n_keep); /* inherited ones above stderr */
-  /* The working directory cordon judged, entered by its fd: by name (the cwd the launcher was started in)
-     a concurrent sandbox that can write above it could have swapped it since it was judged. */
-  if (cwd_fd >= 0) {
-    if (!kept_fd(cwd_fd, keep, n_keep)) usage("--cwd-fd (an fd it did not keep)");
-    if (fchdir(cwd_fd) != 0) die("cannot enter the working directory", NULL);
-    close(cwd_fd);
-  }
-  if (monitored) {
-    monitor(uid, gid, join, n_join, scratch);
-    parent = getppid();
-  }
+  for (int c = 0; c < o->n_covers && !o->stage; c++)
+    if (!o->covers[c].empty) o->stage = o->covers[c].path;
+  if (o->n_files && !o->stage) usage("--ro-bind-data needs --mount-ns and a --tmpfs");
+  for (int m = 0; m < o->n_memfds; m++)
+    if (kept_fd(o->memfds[m].fd, o->keep, o->n_keep)) usage("--memfd (an fd that is kept)");
+  if (o->cwd_fd >= 0 && !kept_fd(o->cwd_fd, o->keep, o->n_keep)) usage("--cwd-fd (an fd it did not keep)");
+  if (o->seccomp) o->filter = seccomp_program(o->seccomp);
+}
 
-  for (int j = 0; j < n_join; j++) join_cgroup(join[j]);
-  if (unshare_net && unshare(CLONE_NEWNET) != 0) die("unshare", "network namespace");
-  if (unshare_ipc && unshare(CLONE_NEWIPC) != 0) die("unshare", "IPC namespace");
-  if (mount_ns) private_mounts(covers, n_covers, keeps, n_keeps, proc, tmpfs_size, uid, gid);
-  for (int f = 0; f < n_files; f++) bind_data(stage, &files[f], f);
-  if (n_stage) stage_fds(staged, n_stage);
-  /* A fresh name under the host's TMPDIR: mkdir refuses one that exists, so nothing is followed. */
-  if (scratch) {
-    if (mkdir(scratch, 0700) != 0) die("cannot make", scratch);
-    if (uid >= 0 && chown(scratch, (uid_t)uid, (gid_t)gid) != 0) die("cannot hand over", scratch);
-  }
-  if (gid >= 0) {
-    if (setgroups(0, NULL) != 0) die("setgroups", NULL);
-    if (setresgid((gid_t)gid, (gid_t)gid, (gid_t)gid) != 0) die("setresgid", NULL);
-    if (setresuid((uid_t)uid, (uid_t)uid, (uid_t)uid) != 0) die("setresuid", NULL);
-  }
+/* The steps, in the order main takes them (see the header). Each refuses through die(). */
+
+static void apply_rlimits(const struct options *o) {
+  for (int l = 0; l < o->n_limits; l++)
+    if (setrlimit(o->limits[l].resource, &o->limits[l].value) != 0) die("setrlimit", o->limits[l].arg);
+}
+
+static void merge_stderr(const struct options *o) {
+  if (o->merge_stderr && dup2(STDOUT_FILENO, STDERR_FILENO) != STDERR_FILENO) die("dup2", "stdout to stderr");
+}
+
+static void close_inherited_fds(const struct options *o) {
+  close_fds(3, o->keep, o->n_keep); /* inherited ones above stderr */
+}
+
+/* The working directory cordon judged, entered by its fd: by name (the cwd the launcher was started in) a
+   concurrent sandbox that can write above it could have swapped it since it was judged. */
+static void enter_cwd(const struct options *o) {
+  if (o->cwd_fd < 0) return;
+  if (fchdir(o->cwd_fd) != 0) die("cannot enter the working directory", NULL);
+  close(o->cwd_fd);
+}
+
+static void join_cgroups(const struct options *o) {
+  for (int j = 0; j < o->n_join; j++) join_cgroup(o->join[j]);
+}
+
+static void unshare_namespaces(const struct options *o) {
+  if (o->unshare_net && unshare(CLONE_NEWNET) != 0) die("unshare", "network namespace");
+  if (o->unshare_ipc && unshare(CLONE_NEWIPC) != 0) die("unshare", "IPC namespace");
+}
+
+/* --mount-ns (the process tier) or --stage-fd (the namespace tier): never both (parse refuses it). */
+static void mount_namespace(const struct options *o) {
+  if (o->mount_ns)
+    private_mounts(o->covers, o->n_covers, o->keeps, o->n_keeps, o->proc, o->tmpfs_size, o->uid, o->gid);
+  for (int f = 0; f < o->n_files; f++) bind_data(o->stage, &o->files[f], f);
+  if (o->n_stage) stage_fds(o->staged, o->n_stage);
+}
+
+/* A fresh name under the host's TMPDIR: mkdir refuses one that exists, so nothing is followed. */
+static void make_scratch(const struct options *o) {
+  if (!o->scratch) return;
+  if (mkdir(o->scratch, 0700) != 0) die("cannot make", o->scratch);
+  if (o->uid >= 0 && chown(o->scratch, (uid_t)o->uid, (gid_t)o->gid) != 0) die("cannot hand over", o->scratch);
+}
+
+static void drop_privileges(const struct options *o) {
+  if (o->gid < 0) return;
+  if (setgroups(0, NULL) != 0) die("setgroups", NULL);
+  if (setresgid((gid_t)o->gid, (gid_t)o->gid, (gid_t)o->gid) != 0) die("setresgid", NULL);
+  if (setresuid((uid_t)o->uid, (uid_t)o->uid, (uid_t)o->uid) != 0) die("setresuid", NULL);
+}
+
+static void no_new_privs(void) {
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) die("no_new_privs", NULL);
-  /* Set after the uid change (which clears it); a parent already gone means cordon died meanwhile. */
+}
+
+/* Set after the uid change (which clears it); a parent already gone means cordon died meanwhile, and the
+   launcher quietly ends (exit 1) instead of running the program orphaned. */
+static void parent_death_signal(pid_t parent) {
   if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) die("pdeathsig", NULL);
-  if (getppid() != parent) return 1;
-  for (int m = 0; m < n_memfds; m++) data_fd(&memfds[m]);
-  if (landlock_fs || scoped) apply_landlock(landlock_fs, writable, n_writable, writable_fd, n_writable_fd, scoped);
-  if (seccomp) apply_seccomp(seccomp);
-  if (bwrap_env) {
-    char fd_text[16], *empty[] = {NULL}, **args = calloc((size_t)(argc - i + 3), sizeof *args);
+  if (getppid() != parent) exit(1);
+}
+
+static void make_memfds(const struct options *o) {
+  for (int m = 0; m < o->n_memfds; m++) data_fd(&o->memfds[m]);
+}
+
+static void landlock(const struct options *o) {
+  if (o->landlock_fs || o->scoped)
+    apply_landlock(o->landlock_fs, o->writable, o->n_writable, o->writable_fd, o->n_writable_fd, o->scoped);
+}
+
+static void apply_seccomp(const struct options *o) {
+  if (o->seccomp && prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &o->filter) != 0) die("seccomp", "filter");
+}
+
+/* Become the program (or bwrap); returns only when the exec failed, with the exit code a shell would give. */
+static int exec_program(const struct options *o) {
+  char **program = o->program;
+  if (o->bwrap_env) {
+    char fd_text[16], *empty[] = {NULL}, **args = calloc((size_t)o->n_program + 3, sizeof *args);
     if (!args) die("calloc", NULL);
     snprintf(fd_text, sizeof fd_text, "%d", env_as_bwrap_args(environ));
-    args[0] = argv[i];
+    args[0] = program[0];
     args[1] = "--args";
     args[2] = fd_text;
-    memcpy(args + 3, argv + i + 1, (size_t)(argc - i - 1) * sizeof *args);
+    memcpy(args + 3, program + 1, (size_t)(o->n_program - 1) * sizeof *args);
     execve(args[0], args, empty);
   } else {
-    /* argv[i] is the judged real path; argv[0] may be the name it was found by (a venv's bin/python). */
-    const char *file = argv[i];
-    if (argv0) argv[i] = (char *)argv0;
-    execv(file, argv + i);
-    argv[i] = (char *)file;
+    /* program[0] is the judged real path; argv[0] may be the name it was found by (a venv's bin/python). */
+    const char *file = program[0];
+    if (o->argv0) program[0] = (char *)o->argv0;
+    execv(file, program);
+    program[0] = (char *)file;
   }
   int failed = errno;
-  dprintf(refusal_fd, "cordon-launch: cannot execute %s: %s\n", argv[i], strerror(failed));
+  dprintf(refusal_fd, "cordon-launch: cannot execute %s: %s\n", program[0], strerror(failed));
   return failed == ENOENT ? 127 : 126;
+}
+
+int main(int argc, char **argv) {
+  if (argc >= 2 && strcmp(argv[1], "--exec") == 0) return exec_step(argc, argv);
+  /* Before anything else: an exec (of bwrap or the program) must never pass the refusal pipe on. */
+  if (fcntl(REFUSAL_FD, F_SETFD, FD_CLOEXEC) == 0) refusal_fd = REFUSAL_FD;
+  pid_t parent = getppid();
+  if (argc == 2 && strcmp(argv[1], "--landlock-abi") == 0) {
+    printf("%d\n", landlock_abi());
+    return 0;
+  }
+  if (argc == 2 && strncmp(argv[1], "--remove-tree=", 14) == 0) {
+    if (remove_tree(argv[1] + 14) == 0) return 0;
+    fprintf(stderr, "cordon-launch: cannot remove %s: %s\n", argv[1] + 14, strerror(errno));
+    return 1;
+  }
+  static struct options o;
+  parse(argc, argv, &o);
+  apply_rlimits(&o);
+  merge_stderr(&o);
+  close_inherited_fds(&o);
+  enter_cwd(&o);
+  if (o.monitored) {
+    monitor(&o);
+    parent = getppid();
+  }
+  join_cgroups(&o);
+  unshare_namespaces(&o);
+  mount_namespace(&o);
+  make_scratch(&o);
+  drop_privileges(&o);
+  no_new_privs();
+  parent_death_signal(parent);
+  make_memfds(&o);
+  landlock(&o);
+  apply_seccomp(&o);
+  return exec_program(&o);
 }
