@@ -18,13 +18,18 @@
  *                 the sandbox's exec step, and nothing else: execute FILE with argv[0] ARGV0 (bwrap before
  *                 0.9 cannot set argv[0], and cordon executes a program's judged real path, not its name)
  *
- * With --merge-stderr, before anything else, stderr becomes the stdout pipe (2>&1): cordon then pipes only
+ * The whole argv is parsed first (see parse), so what parse refuses is refused before anything is set up.
+ * Then main() takes its steps in the order below.
+ *
+ * With --merge-stderr, first of all, stderr becomes the stdout pipe (2>&1): cordon then pipes only
  * one, and everything from here on (bwrap, the program) writes both streams into it in the order written.
  *
- * First every inherited fd above stderr is closed but the --keep-fds ones (cordon's pipes): an fd its host
- * left without close-on-exec must not reach the sandbox. With --monitor (the process tier) it then forks:
- * this process stays as the program's parent, outside the sandbox (see monitor()), and the child goes on.
- * Then, in this order: rlimits (prlimit's syntax, N or SOFT:HARD, applied as parsed); join the sandbox's cgroup
+ * Then every inherited fd above stderr is closed but the --keep-fds ones (cordon's pipes): an fd its host
+ * left without close-on-exec must not reach the sandbox; and --cwd-fd's directory is entered. With
+ * --monitor (the process tier) it then forks: this process stays as the program's parent, outside the
+ * sandbox (see monitor()), and the child goes on. Then, in this order: rlimits (prlimit's syntax, N or
+ * SOFT:HARD, in the order given; only now, so the monitor is under none of them: a sandbox's CPU or file
+ * limit is the program's, never that of what cleans up after it); join the sandbox's cgroup
  * (write 0 to each FILE: v1 `tasks`, v2 `cgroup.procs`), so that nothing of the program ever runs outside
  * it; an empty network namespace and an IPC namespace of its own (need root; SysV IPC objects then die
  * with the sandbox instead of outliving it on the host); with --mount-ns (root, the process tier) a mount
@@ -1142,7 +1147,6 @@ int main(int argc, char **argv) {
   }
   static struct options o;
   parse(argc, argv, &o);
-  apply_rlimits(&o);
   merge_stderr(&o);
   close_inherited_fds(&o);
   enter_cwd(&o);
@@ -1150,6 +1154,8 @@ int main(int argc, char **argv) {
     monitor(&o);
     parent = getppid();
   }
+  /* In the child only (the program's side); before the uid drop, which RLIMIT_NPROC must already bound. */
+  apply_rlimits(&o);
   join_cgroups(&o);
   unshare_namespaces(&o);
   mount_namespace(&o);

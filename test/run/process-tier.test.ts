@@ -607,6 +607,48 @@ describe('the launcher binary', { skip: noLauncher }, () => {
     assert.match(r.stdout, /Max file size\s+1048576\s+1048576\s+bytes/)
   })
 
+  // The monitor stays outside the sandbox, as the program's parent that cleans up after it: the sandbox's
+  // rlimits (CPU time, open files, file size...) bound the program, never the monitor.
+  it("with --monitor the rlimits are the program's, never the monitor's", () => {
+    const limits = (text: string) =>
+      new Map(
+        text
+          .split('\n')
+          .filter((line) => line.startsWith('Max '))
+          .map((line) => [line.slice(0, 26).trim(), line.slice(26).trim()] as const),
+      )
+    const host = limits(readFileSync('/proc/self/limits', 'utf8'))
+    const r = launch(
+      '--monitor',
+      '--cpu=5:6',
+      '--fsize=4096',
+      '--core=4096',
+      '--data=1073741824',
+      '--nofile=64',
+      '--',
+      '/bin/sh',
+      '-c',
+      'cat /proc/$PPID/limits; echo ---; cat /proc/self/limits',
+    )
+    assert.equal(r.status, 0, r.refusal)
+    const [monitor, program] = r.stdout.split('---\n').map(limits)
+    const sandbox = {
+      'Max cpu time': /^5\s+6\s+seconds$/,
+      'Max file size': /^4096\s+4096\s+bytes$/,
+      'Max core file size': /^4096\s+4096\s+bytes$/,
+      'Max data size': /^1073741824\s+1073741824\s+bytes$/,
+      'Max open files': /^64\s+64\s+files$/,
+    }
+    for (const [name, value] of Object.entries(sandbox)) {
+      assert.match(program!.get(name) ?? '', value, `the program's ${name}`)
+      assert.equal(monitor!.get(name), host.get(name), `the monitor's ${name} is the host's`)
+    }
+    // Set in the child now: one the kernel refuses (past fs.nr_open, even for root) is still a refusal.
+    const refused = launch('--monitor', '--nofile=4294967296', '--', '/bin/true')
+    assert.equal(refused.status, 1)
+    assert.match(refused.refusal, /^cordon-launch: setrlimit --nofile=4294967296: /)
+  })
+
   it('dies with its parent (parent-death SIGKILL survives the exec)', async () => {
     const marker = `${90 + Math.random()}`
     const running = () =>
