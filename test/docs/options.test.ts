@@ -34,7 +34,7 @@ test('a field without a description stops the generator, naming it', () => {
   const schema = z.strictObject({
     described: z.string().describe('has one'),
     flagged: z.string().register(registry, { flag: 'flagged', description: 'from its flag' }),
-    nested: z.strictObject({ bare: z.number() }).prefault({}),
+    nested: z.strictObject({ bare: z.number() }).optional(),
   })
   assert.throws(() => renderOptions({ policySchema: schema, cli: registry }), /no description.*nested\.bare/)
 })
