@@ -157,20 +157,31 @@ const stdinSchema = z.union([z.string(), z.instanceof(Buffer), z.custom<Readable
 })
 
 export const uidPoolSchema = z.strictObject({
-  first: z.number().int().positive().default(60_000),
-  count: z.number().int().positive().default(1000),
-  /** Lock files here make concurrent cordon processes on one host take distinct uids. */
-  lockDir: z.string().default('/run/cordon/uids'),
+  first: z
+    .number()
+    .int()
+    .positive()
+    .default(60_000)
+    .describe('the first uid handed to sandboxes when cordon runs as root; also their shared gid'),
+  count: z.number().int().positive().default(1000).describe('how many uids, from `first`, the pool holds'),
+  lockDir: z
+    .string()
+    .default('/run/cordon/uids')
+    .describe('lock files here make concurrent cordon processes on one host take distinct uids'),
 })
 
 export const cgroupSchema = z.strictObject({
-  /** 'off' leaves memory, CPU time and processes to per-process rlimits. */
-  mode: z.enum(['auto', 'off']).default('auto'),
-  /** Path inside the cgroup hierarchy to create sandboxes under; default: the one cordon runs in. */
+  mode: z
+    .enum(['auto', 'off'])
+    .default('auto')
+    .describe(
+      "'auto': a cgroup per sandbox where this machine offers one; 'off' leaves memory, CPU time and processes to per-process rlimits",
+    ),
   parent: z
     .string()
     .startsWith('/', 'must be a path inside the cgroup hierarchy, starting with /')
-    .optional(),
+    .optional()
+    .describe('path inside the cgroup hierarchy to create sandboxes under; default: the one cordon runs in'),
 })
 
 const hostEntry = z.string().superRefine((entry, ctx) => {
@@ -179,10 +190,21 @@ const hostEntry = z.string().superRefine((entry, ctx) => {
 })
 
 export const networkAllowSchema = z.strictObject({
-  allow: z.array(hostEntry).default([]),
-  deny: z.array(hostEntry).default([]),
-  allowLoopback: z.boolean().default(false),
-  allowPrivate: z.boolean().default(false),
+  allow: z
+    .array(hostEntry)
+    .default([])
+    .describe(
+      'hosts the sandbox may reach: `host` or `host:port` (`[v6]:port`); `*.x.com` matches subdomains only',
+    ),
+  deny: z.array(hostEntry).default([]).describe('hosts refused even when allowed (deny wins)'),
+  allowLoopback: z
+    .boolean()
+    .default(false)
+    .describe("let connections reach loopback addresses (the host's own)"),
+  allowPrivate: z
+    .boolean()
+    .default(false)
+    .describe('let connections reach private, link-local, metadata and other reserved ranges'),
 })
 
 const NETWORK_OPTIONS = { '+loopback': 'allowLoopback', '+private': 'allowPrivate' } as const
@@ -287,10 +309,17 @@ export const policySchema = z.strictObject({
     .enum(['auto', 'namespace', 'process'])
     .default('auto')
     .register(cli, { flag: 'isolation', arg: 'auto|namespace|process', description: 'isolation tier' }),
-  stdin: stdinSchema.optional(),
-  signal: z.custom<AbortSignal>((v) => v instanceof AbortSignal, 'must be an AbortSignal').optional(),
-  /** Start the sandbox through this spawner instead of forking the host (see openSpawner). */
-  spawner: z.custom<Spawner>((v) => v instanceof Spawner, 'must be a Spawner from openSpawner()').optional(),
+  stdin: stdinSchema
+    .optional()
+    .describe('what the program reads: a string, a Buffer or a Readable (piped as it is read); unset: EOF'),
+  signal: z
+    .custom<AbortSignal>((v) => v instanceof AbortSignal, 'must be an AbortSignal')
+    .optional()
+    .describe('aborting it cancels the run (status canceled)'),
+  spawner: z
+    .custom<Spawner>((v) => v instanceof Spawner, 'must be a Spawner from openSpawner()')
+    .optional()
+    .describe('start the sandbox through this spawner instead of forking the host (see openSpawner)'),
   redact: z
     .array(
       z.union(
@@ -325,10 +354,14 @@ export const policySchema = z.strictObject({
         }),
     })
     .optional(),
-  onLog: z.custom<(entry: LogEntry) => void>((v) => typeof v === 'function', 'must be a function').optional(),
+  onLog: z
+    .custom<(entry: LogEntry) => void>((v) => typeof v === 'function', 'must be a function')
+    .optional()
+    .describe('called with each log entry as it arrives'),
   onOutput: z
     .custom<(chunk: OutputChunk<OutputData>) => void>((v) => typeof v === 'function', 'must be a function')
-    .optional(),
+    .optional()
+    .describe('called with each output chunk ({ stream, data, bytes }) as it arrives'),
   mergeOutput: z.boolean().default(false).register(cli, {
     flag: 'merge-output',
     description:
