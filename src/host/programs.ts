@@ -1,7 +1,8 @@
 // Programs as a sandbox finds them: looked up on its PATH, then realpath'd, so `/usr/bin/../bin/ls` or a
 // symlink named `echo` is judged by what it really runs.
-import { accessSync, constants, lstatSync, readlinkSync, realpathSync, statSync } from 'node:fs'
+import { accessSync, constants, realpathSync, statSync } from 'node:fs'
 import path from 'node:path'
+import { walkPath } from './walk.js'
 
 /** The PATH a sandbox gets unless told otherwise; cordon finds its own tools (bwrap) on it too. */
 export const SAFE_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
@@ -31,31 +32,8 @@ export function realpathIn(root: string, p: string): string | null {
       return null
     }
   }
-  let rest = p.split('/').filter(Boolean)
-  let done: string[] = []
-  for (let hops = 0; rest.length > 0; ) {
-    const part = rest.shift()!
-    if (part === '.') continue
-    if (part === '..') {
-      done.pop()
-      continue
-    }
-    let link: string | null = null
-    try {
-      if (lstatSync(path.join(root, ...done, part)).isSymbolicLink())
-        link = readlinkSync(path.join(root, ...done, part))
-    } catch {
-      return null
-    }
-    if (link === null) {
-      done.push(part)
-      continue
-    }
-    if (++hops > 40) return null // a symlink loop
-    if (link.startsWith('/')) done = []
-    rest = [...link.split('/').filter(Boolean), ...rest]
-  }
-  return `/${done.join('/')}`
+  const walk = walkPath(root, p)
+  return walk.ok ? walk.path : null
 }
 
 /** Where the sandbox looks for `name`: that path when it has a slash, else each PATH entry, in order. */

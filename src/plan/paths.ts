@@ -20,15 +20,13 @@ import {
 } from 'node:fs'
 import path from 'node:path'
 import { PolicyError } from '../errors.js'
+import { walkPath } from '../host/walk.js'
 
 /** open(2)'s O_PATH on x86_64 and the generic Linux ABI (arm64, riscv); fs.constants lacks it. */
 export const O_PATH = 0o10000000
 
 /** The sandbox's fds for judged paths start here (0–9 are stdio and cordon's pipes, 10–11 IDENTITY_FDS). */
 export const FIRST_PATH_FD = 12
-
-/** Symlinks followed while resolving one path, as the kernel's own limit. */
-const MAX_HOPS = 40
 
 /**
  * `given` (absolute) with every symlink resolved, component by component; a symlink owned by neither root
@@ -37,41 +35,19 @@ const MAX_HOPS = 40
  */
 export function resolvePath(field: string, given: string): string {
   const own = process.getuid?.() ?? 0
-  let rest = given.split('/').filter(Boolean)
-  let done: string[] = []
-  for (let hops = 0; rest.length > 0; ) {
-    const part = rest.shift()!
-    if (part === '.') continue
-    if (part === '..') {
-      done.pop()
-      continue
+  const walk = walkPath('/', given, (at, st) => {
+    if (st.uid !== 0 && st.uid !== own) {
+      throw new PolicyError(
+        field,
+        `${given} goes through ${at}, a symlink owned by uid ${st.uid} (a sandbox may have planted it); give the real path`,
+      )
     }
-    const at = `/${[...done, part].join('/')}`
-    let st: Stats | undefined
-    try {
-      st = lstatSync(at, { throwIfNoEntry: false })
-    } catch (error) {
-      const code = (error as NodeJS.ErrnoException).code
-      throw new PolicyError(field, `${given} cannot be reached at ${at} (${code})`)
-    }
-    if (!st) throw new PolicyError(field, `${given} does not exist`)
-    if (st.isSymbolicLink()) {
-      if (st.uid !== 0 && st.uid !== own) {
-        throw new PolicyError(
-          field,
-          `${given} goes through ${at}, a symlink owned by uid ${st.uid} (a sandbox may have planted it); give the real path`,
-        )
-      }
-      if (++hops > MAX_HOPS) throw new PolicyError(field, `${given} goes through a symlink loop`)
-      const link = readlinkSync(at)
-      if (link.startsWith('/')) done = []
-      rest = [...link.split('/').filter(Boolean), ...rest]
-      continue
-    }
-    if (rest.length > 0 && !st.isDirectory()) throw new PolicyError(field, `${given} does not exist`)
-    done.push(part)
-  }
-  return `/${done.join('/')}`
+  })
+  if (walk.ok) return walk.path
+  if (walk.why === 'loop') throw new PolicyError(field, `${given} goes through a symlink loop`)
+  if (walk.why === 'unreachable')
+    throw new PolicyError(field, `${given} cannot be reached at ${walk.at} (${walk.code})`)
+  throw new PolicyError(field, `${given} does not exist`)
 }
 
 /** A judged path, opened: the fd is the object judged, whatever its name points at later. */
