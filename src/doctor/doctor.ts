@@ -6,11 +6,11 @@ import { type Capabilities, probeCapabilities } from '../host/capabilities.js'
 import { detectCgroups } from '../host/cgroups.js'
 import { LAUNCHER_PATH, SPAWNER_PATH } from '../host/native.js'
 import { isExecutableFile, resolveProgram, SAFE_PATH } from '../host/programs.js'
+import { uidPoolSchema } from '../host/uid-pool.js'
 import { clockEnv } from '../plan/clock.js'
 import { LANDLOCK_SCOPES } from '../plan/launcher.js'
 import { blockedDirs, canSearch, rootOnlyAbove } from '../plan/paths.js'
 import { DEFAULT_DENIED, seccompSupported } from '../plan/seccomp.js'
-import { uidPoolSchema } from '../policy/schema.js'
 import { listRootfs, rootfsCacheDir } from '../rootfs/rootfs.js'
 
 export interface Check {

@@ -2,13 +2,25 @@
 // pid) keeps concurrent cordon processes on one host apart; a lock whose owner is dead is taken over.
 import { mkdirSync, readFileSync, readlinkSync, symlinkSync, unlinkSync } from 'node:fs'
 import path from 'node:path'
+import * as z from 'zod'
 import { isAlive } from './procs.js'
 
-export interface UidPool {
-  first: number
-  count: number
-  lockDir: string
-}
+export const uidPoolSchema = z.strictObject({
+  first: z
+    .number()
+    .int()
+    .positive()
+    .default(60_000)
+    .describe('the first uid handed to sandboxes when cordon runs as root; also their shared gid'),
+  count: z.number().int().positive().default(1000).describe('how many uids, from `first`, the pool holds'),
+  lockDir: z
+    .string()
+    .default('/run/cordon/uids')
+    .describe('lock files here make concurrent cordon processes on one host take distinct uids'),
+})
+
+/** The pool, parsed (policy/schema.ts composes its schema into the options). */
+export type UidPool = z.output<typeof uidPoolSchema>
 
 export interface UidLease {
   uid: number

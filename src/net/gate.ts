@@ -5,14 +5,8 @@
 import os from 'node:os'
 import { lazy } from '../lazy.js'
 import { addressKind, embeddedIPv4, type Host, type IpHost, parseIp } from './host.js'
+import type { NetworkPolicy } from './policy.js'
 import { type HostRule, parseRule, ruleMatches } from './rules.js'
-
-export interface NetworkPolicy {
-  allow: string[]
-  deny: string[]
-  allowLoopback: boolean
-  allowPrivate: boolean
-}
 
 export interface NetworkEvent {
   host: string

@@ -17,9 +17,10 @@ import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import { lazy } from '../lazy.js'
-import { type Decision, type Lookup, type NetworkEvent, NetworkGate, type NetworkPolicy } from './gate.js'
+import { type Decision, type Lookup, type NetworkEvent, NetworkGate } from './gate.js'
 import { type Host, ipFromBytes, parseHost, parseUriHost, showHost } from './host.js'
 import { Metered } from './metered.js'
+import type { NetworkPolicy } from './policy.js'
 
 /** The HTTP proxy's parser, loaded when an allowlist first starts one. */
 const http = lazy<typeof import('node:http')>('node:http')

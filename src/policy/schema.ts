@@ -4,7 +4,8 @@ import { Readable } from 'node:stream'
 import * as z from 'zod'
 import { PolicyError } from '../errors.js'
 import { syscallNumber } from '../host/syscalls-x86_64.js'
-import { parseRule } from '../net/rules.js'
+import { uidPoolSchema } from '../host/uid-pool.js'
+import { networkAllowSchema } from '../net/policy.js'
 import { Spawner } from '../spawner/spawner.js'
 import { compileRedactPattern } from './redact-pattern.js'
 import { parseDuration, parseSize } from './units.js'
@@ -156,20 +157,6 @@ const stdinSchema = z.union([z.string(), z.instanceof(Buffer), z.custom<Readable
   error: 'must be a string, a Buffer or a Readable',
 })
 
-export const uidPoolSchema = z.strictObject({
-  first: z
-    .number()
-    .int()
-    .positive()
-    .default(60_000)
-    .describe('the first uid handed to sandboxes when cordon runs as root; also their shared gid'),
-  count: z.number().int().positive().default(1000).describe('how many uids, from `first`, the pool holds'),
-  lockDir: z
-    .string()
-    .default('/run/cordon/uids')
-    .describe('lock files here make concurrent cordon processes on one host take distinct uids'),
-})
-
 export const cgroupSchema = z.strictObject({
   mode: z
     .enum(['auto', 'off'])
@@ -182,29 +169,6 @@ export const cgroupSchema = z.strictObject({
     .startsWith('/', 'must be a path inside the cgroup hierarchy, starting with /')
     .optional()
     .describe('path inside the cgroup hierarchy to create sandboxes under; default: the one cordon runs in'),
-})
-
-const hostEntry = z.string().superRefine((entry, ctx) => {
-  const rule = parseRule(entry)
-  if (typeof rule === 'string') ctx.addIssue({ code: 'custom', message: rule })
-})
-
-export const networkAllowSchema = z.strictObject({
-  allow: z
-    .array(hostEntry)
-    .default([])
-    .describe(
-      'hosts the sandbox may reach: `host` or `host:port` (`[v6]:port`); `*.x.com` matches subdomains only',
-    ),
-  deny: z.array(hostEntry).default([]).describe('hosts refused even when allowed (deny wins)'),
-  allowLoopback: z
-    .boolean()
-    .default(false)
-    .describe("let connections reach loopback addresses (the host's own)"),
-  allowPrivate: z
-    .boolean()
-    .default(false)
-    .describe('let connections reach private, link-local, metadata and other reserved ranges'),
 })
 
 const NETWORK_OPTIONS = { '+loopback': 'allowLoopback', '+private': 'allowPrivate' } as const

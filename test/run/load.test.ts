@@ -3,8 +3,8 @@ import assert from 'node:assert/strict'
 import { existsSync, readdirSync, readlinkSync } from 'node:fs'
 import { describe, it } from 'node:test'
 import { listProcesses } from '../../src/host/procs.js'
+import { uidPoolSchema } from '../../src/host/uid-pool.js'
 import { run } from '../../src/index.js'
-import { uidPoolSchema } from '../../src/policy/schema.js'
 import { noNamespace } from '../helpers.js'
 
 const openFds = () => readdirSync('/proc/self/fd').length

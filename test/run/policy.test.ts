@@ -3,8 +3,9 @@ import assert from 'node:assert/strict'
 import { existsSync, lchownSync, readdirSync, readlinkSync, symlinkSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 import { describe, it } from 'node:test'
+import { uidPoolSchema } from '../../src/host/uid-pool.js'
 import { PolicyError, type RunOptions, run } from '../../src/index.js'
-import { parsePolicy, uidPoolSchema } from '../../src/policy/schema.js'
+import { parsePolicy } from '../../src/policy/schema.js'
 import { leftBehind, notRoot, skipTier, TIERS, tempDir, worldWritableDir } from '../helpers.js'
 
 describe('policy through run()', () => {

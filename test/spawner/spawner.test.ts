@@ -17,9 +17,9 @@ import path from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { listProcesses } from '../../src/host/procs.js'
+import { uidPoolSchema } from '../../src/host/uid-pool.js'
 import { openSpawner, run, Spawner, SpawnerError, start } from '../../src/index.js'
 import { O_PATH } from '../../src/plan/paths.js'
-import { uidPoolSchema } from '../../src/policy/schema.js'
 import type { SpawnedProcess, SpawnRequest } from '../../src/spawner/spawner.js'
 import {
   asUnprivileged,
