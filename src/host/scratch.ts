@@ -38,13 +38,24 @@ export async function releaseScratch(launcher: string, dir: string): Promise<voi
 }
 
 /**
- * Remove the private TMPDIRs under `parent` whose owning cordon process is dead (at most once per 10 s per
- * `throttle`): only entries of cordon's own uid, in the background.
+ * Remove the directories under `parent` named `<prefix><owner pid>-…` whose owning cordon process is dead
+ * (at most once per 10 s per `throttle`): only entries of cordon's own uid, with the no-follow remover, in
+ * the background. Private TMPDIRs and the network proxies' socket directories are swept so.
  */
-export function sweepStaleScratch(launcher: string, parent: string, throttle?: Map<string, number>): void {
+export function sweepStaleDirs(
+  launcher: string,
+  parent: string,
+  prefix: string,
+  throttle?: Map<string, number>,
+): void {
   const own = process.getuid?.()
-  for (const name of staleEntries(parent, SCRATCH_PREFIX, throttle)) {
+  for (const name of staleEntries(parent, prefix, throttle)) {
     const dir = path.join(parent, name)
     if (lstatSync(dir, { throwIfNoEntry: false })?.uid === own) void removeTree(launcher, dir)
   }
+}
+
+/** The private TMPDIRs of dead cordon processes under `parent` (see sweepStaleDirs). */
+export function sweepStaleScratch(launcher: string, parent: string, throttle?: Map<string, number>): void {
+  sweepStaleDirs(launcher, parent, SCRATCH_PREFIX, throttle)
 }

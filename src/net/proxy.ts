@@ -16,6 +16,8 @@ import type { IncomingMessage, Server, ServerResponse } from 'node:http'
 import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
+import { LAUNCHER_PATH } from '../host/native.js'
+import { sweepStaleDirs } from '../host/scratch.js'
 import { lazy } from '../lazy.js'
 import { type Decision, type Lookup, type NetworkEvent, NetworkGate } from './gate.js'
 import { type Host, ipFromBytes, parseHost, parseUriHost, showHost } from './host.js'
@@ -31,6 +33,8 @@ export const HTTP_PROXY_PORT = 3128
 export const SOCKS_PROXY_PORT = 1080
 /** The token line every connection starts with: 64 hex digits and a newline (native/bridge.c agrees). */
 export const TOKEN_LINE_BYTES = 65
+/** A proxy's socket directory under TMPDIR: `<prefix><owner pid>-XXXXXX`. */
+export const PROXY_DIR_PREFIX = 'cordon-net-'
 /** The empty file in a run's socket directory that the bridge binary is bound over (see bwrap.ts). */
 export const BRIDGE_MOUNT_POINT = 'bridge'
 const SOCKETS = { http: 'http.sock', socks: 'socks.sock' } as const
@@ -135,7 +139,9 @@ export class NetworkProxy {
     this.limits = { ...DEFAULT_PROXY_LIMITS, ...limits }
     this.token = Buffer.from(`${crypto().randomBytes(32).toString('hex')}\n`)
     // As root the sockets go to the sandbox uid (`handTo`), so other sandbox uids cannot even connect.
-    this.dir = mkdtempSync(path.join(os.tmpdir(), 'cordon-net-'))
+    // Named after this process, so the next cordon removes it if this one dies mid-run.
+    sweepStaleDirs(LAUNCHER_PATH, os.tmpdir(), PROXY_DIR_PREFIX)
+    this.dir = mkdtempSync(path.join(os.tmpdir(), `${PROXY_DIR_PREFIX}${process.pid}-`))
     this.dirId = lstatSync(this.dir)
     writeFileSync(path.join(this.dir, BRIDGE_MOUNT_POINT), '', { mode: 0o444, flag: 'wx' })
     this.httpServer = http().createServer(
