@@ -17,20 +17,19 @@ import { findProgram } from '../src/host/programs.js'
 import { isSocket, recentHostSockets } from '../src/host/sockets.js'
 import { type Isolation, openSpawner, probeCapabilities, type RunOptions, run } from '../src/index.js'
 import { bwrapArgs, type CgroupView } from '../src/plan/bwrap.js'
-import { type IdentityPath, identityFiles } from '../src/plan/identity.js'
-import { LANDLOCK_SCOPES, launcherArgv } from '../src/plan/launcher.js'
-import { FIRST_PATH_FD, O_PATH } from '../src/plan/paths.js'
 import {
-  DEVICES_WRITABLE,
+  FIRST_PATH_FD,
   IDENTITY_FDS,
   LOG_FD,
   pipedFds,
-  prepare,
-  processTierNetns,
   REFUSAL_FD,
   SECCOMP_FD,
   STATUS_FD,
-} from '../src/plan/plan.js'
+} from '../src/plan/fd-layout.js'
+import { type IdentityPath, identityFiles } from '../src/plan/identity.js'
+import { LANDLOCK_SCOPES, launcherArgv } from '../src/plan/launcher.js'
+import { O_PATH } from '../src/plan/paths.js'
+import { DEVICES_WRITABLE, prepare, processTierNetns } from '../src/plan/plan.js'
 import { processMounts, ROOT_TMPDIR } from '../src/plan/process-mounts.js'
 import { rlimitArgs } from '../src/plan/rlimits.js'
 import { buildEnv } from '../src/policy/env.js'

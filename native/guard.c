@@ -8,7 +8,7 @@
  *   - the process becomes non-dumpable: without CAP_SYS_PTRACE (the sandbox has none, in either tier) no
  *     other process may open its /proc/<pid>/mem, /environ, its fds, nor use pidfd_getfd, ptrace or
  *     process_vm_readv on it, which is how a subprocess read the nonce and reached fd 8;
- *   - fds 7 and 8 (CALL_FDS in src/plan/plan.ts) become close-on-exec, so no program it starts inherits them;
+ *   - fds 7 and 8 (CALL_FDS in src/plan/fd-layout.ts) become close-on-exec, so no program it starts inherits them;
  *   - SIGUSR1 no longer opens Node's inspector (on 127.0.0.1:9229, which every process of the sandbox can
  *     reach and through which it could run code in the runner): a handler that does nothing takes the place
  *     of Node's. Any process of the same uid may send SIGUSR1. exec resets a handler, so what the runner

@@ -21,12 +21,10 @@ import {
 import path from 'node:path'
 import { PolicyError } from '../errors.js'
 import { walkPath } from '../host/walk.js'
+import { FIRST_PATH_FD } from './fd-layout.js'
 
 /** open(2)'s O_PATH on x86_64 and the generic Linux ABI (arm64, riscv); fs.constants lacks it. */
 export const O_PATH = 0o10000000
-
-/** The sandbox's fds for judged paths start here (0–9 are stdio and cordon's pipes, 10–11 IDENTITY_FDS). */
-export const FIRST_PATH_FD = 12
 
 /**
  * `given` (absolute) with every symlink resolved, component by component; a symlink owned by neither root

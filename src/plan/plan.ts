@@ -24,9 +24,10 @@ import { buildEnv } from '../policy/env.js'
 import type { Isolation, Violation } from '../policy/result.js'
 import { defaultHide, type Policy } from '../policy/schema.js'
 import { resolveRootfs } from '../rootfs/rootfs.js'
-import { BRIDGE_PROCESSES, bridgeArgv, TOKEN_FD } from './bridge.js'
+import { BRIDGE_PROCESSES, bridgeArgv } from './bridge.js'
 import { bwrapArgs, covers, EXEC_INSIDE } from './bwrap.js'
 import { clockEnv } from './clock.js'
+import { IDENTITY_FDS, LOG_FD, pipedFds, SECCOMP_FD, STATUS_FD } from './fd-layout.js'
 import { type IdentityPath, identityFiles } from './identity.js'
 import { execStep, LANDLOCK_SCOPES, launcherArgv } from './launcher.js'
 import {
@@ -90,14 +91,6 @@ export interface LaunchPlan {
 /** `tmpfsBytes`: the process tier's TMPDIR is a host directory (not as root): only each file is bounded. */
 export type PerProcessLimit = 'cpuTimeMs' | 'memoryBytes' | 'maxProcesses' | 'tmpfsBytes'
 
-/** bwrap's --json-status-fd: its init's host pid, then the program's exit once it ran it. */
-export const STATUS_FD = 3
-/**
- * cordon's launcher writes why it refused to start here (both tiers), never on stderr: it makes the fd
- * close-on-exec first thing, so neither bwrap nor the program ever holds it, and nothing they print counts.
- */
-export const REFUSAL_FD = 4
-
 const PROXY_ENV = {
   HTTP_PROXY: `http://127.0.0.1:${HTTP_PROXY_PORT}`,
   HTTPS_PROXY: `http://127.0.0.1:${HTTP_PROXY_PORT}`,
@@ -106,35 +99,6 @@ const PROXY_ENV = {
   ALL_PROXY: `socks5h://127.0.0.1:${SOCKS_PROXY_PORT}`,
   all_proxy: `socks5h://127.0.0.1:${SOCKS_PROXY_PORT}`,
 }
-/** bwrap reads the seccomp program from this fd. */
-export const SECCOMP_FD = 5
-/** The sandbox writes JSON log lines here; its number is in the sandbox's CORDON_LOG_FD. */
-export const LOG_FD = 6
-/** A called function's request (in) and reply (out), kept off stdout so nothing printed can forge them. */
-export const CALL_FDS = { request: 7, reply: 8 } as const
-/**
- * bwrap copies cordon's /etc/passwd and /etc/group from these (--ro-bind-data): memfds the launcher makes
- * from its argv, so no pipe and nothing on the host's disk. Not piped: no entry in `pipedFds`.
- */
-export const IDENTITY_FDS: Readonly<Record<IdentityPath, number>> = { '/etc/passwd': 10, '/etc/group': 11 }
-
-export { TOKEN_FD }
-
-/**
- * The fds beyond stdio a run pipes: bwrap's status and seccomp fds, the launcher's refusal pipe, the log
- * channel, a called function's two, and the network bridge's token.
- */
-export function pipedFds(tier: Isolation, seccomp: boolean, calling: boolean, proxied = false): number[] {
-  return [
-    ...(tier === 'namespace' ? [STATUS_FD] : []),
-    REFUSAL_FD,
-    ...(tier === 'namespace' && seccomp ? [SECCOMP_FD] : []),
-    LOG_FD,
-    ...(calling ? [CALL_FDS.request, CALL_FDS.reply] : []),
-    ...(proxied ? [TOKEN_FD] : []),
-  ]
-}
-
 export type Prepared =
   | { kind: 'launch'; plan: LaunchPlan }
   | { kind: 'refused'; tier: Isolation; violation: Violation }

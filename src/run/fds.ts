@@ -1,18 +1,11 @@
-// The sandbox's file descriptors beyond stdio, by number: bwrap's status fd and seccomp program, the
-// launcher's refusal pipe, the log channel, a called function's request and reply, the network bridge's
-// token, and from FIRST_PATH_FD the judged paths the sandbox gets by fd. One layout, so spawn's stdio
-// array and the pipes agree. (IDENTITY_FDS, between them, are the launcher's own memfds: nothing here.)
+// The host's side of the sandbox's file descriptors beyond stdio, numbered in plan/fd-layout.ts: bwrap's
+// status fd and seccomp program, the launcher's refusal pipe, the log channel, a called function's request
+// and reply, the network bridge's token, and from FIRST_PATH_FD the judged paths the sandbox gets by fd.
+// One layout, so spawn's stdio array and the pipes agree. (IDENTITY_FDS are the launcher's own memfds.)
 import type { ChildProcess } from 'node:child_process'
 import type { Readable, Writable } from 'node:stream'
-import {
-  CALL_FDS,
-  type LaunchPlan,
-  LOG_FD,
-  REFUSAL_FD,
-  SECCOMP_FD,
-  STATUS_FD,
-  TOKEN_FD,
-} from '../plan/plan.js'
+import { CALL_FDS, LOG_FD, REFUSAL_FD, SECCOMP_FD, STATUS_FD, TOKEN_FD } from '../plan/fd-layout.js'
+import type { LaunchPlan } from '../plan/plan.js'
 import type { Policy } from '../policy/schema.js'
 import type { SpawnedProcess, SpawnStdio } from '../spawner/spawner.js'
 

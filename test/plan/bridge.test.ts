@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
-import { bridgeArgv, TOKEN_FD } from '../../src/plan/bridge.js'
+import { bridgeArgv } from '../../src/plan/bridge.js'
 import { BRIDGE_INSIDE } from '../../src/plan/bwrap.js'
-import { pipedFds } from '../../src/plan/plan.js'
+import { pipedFds, TOKEN_FD } from '../../src/plan/fd-layout.js'
 import { spawnerStdio, stdioFor } from '../../src/run/fds.js'
 
 describe('network bridge', () => {

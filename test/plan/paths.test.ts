@@ -13,9 +13,9 @@ import {
 import path from 'node:path'
 import { describe, it } from 'node:test'
 import { PolicyError } from '../../src/errors.js'
+import { FIRST_PATH_FD } from '../../src/plan/fd-layout.js'
 import {
   blockedDirs,
-  FIRST_PATH_FD,
   hiddenPaths,
   PathFds,
   resolvePath,
