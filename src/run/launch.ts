@@ -18,7 +18,7 @@ import {
   type RunOptions,
 } from '../policy/schema.js'
 import { SpawnedProcess } from '../spawner/spawner.js'
-import { classify, effectiveSignal, launcherRefusal, type StopReason } from './classify.js'
+import type { StopReason } from './classify.js'
 import { type Child, extraFds, feedStdin, spawnerStdio, stdioFor } from './fds.js'
 import { emptyResult, finishedHandle, type RunHandle } from './handle.js'
 import {
@@ -31,6 +31,7 @@ import {
   watchStatus,
 } from './kill.js'
 import { LogCollector } from './logs.js'
+import { outcome } from './outcome.js'
 import { OutputBuffer } from './output.js'
 import { ChunkQueue } from './queue.js'
 import { type Redaction, redactionFor, redactionForInput, redactResult, redactThrown } from './redact.js'
@@ -320,41 +321,27 @@ function supervise(
       releaseStdin()
       const usage = cgroup?.usage() ?? null
       await Promise.all([cgroup?.remove(), proxy?.close(), releasePlan(plan)])
-      exited ??= { code, signal: sig }
-      let exitCode = exited.code
-      let signal: string | null = exited.signal
-      // A signal death the launcher could not pass on as itself arrives as 128+N: any from bwrap, a
-      // real-time one (which Node cannot name) from the process tier's monitor. Undone here, so both tiers
-      // look alike.
-      if (signal === null && exitCode !== null && exitCode > (plan.tier === 'namespace' ? 128 : 128 + 31)) {
-        signal = effectiveSignal(exitCode, null)
-        if (signal) exitCode = null
-      }
-      const said = refused()
-      const refusal = launcherRefusal(exitCode, out.stderrTail, {
-        refusal: said,
-        programRan: plan.tier === 'namespace' ? programRan() : null,
-      })
-      if (refusal) fail(refusal)
-      // The program's exec failed: its reason goes where a shell would put it (the launcher never writes
-      // stderr, which is the program's).
-      else if (said) out.push(plan.mergeOutput ? 'stdout' : 'stderr', Buffer.from(said))
-      const { status, violation } = classify({
-        exitCode,
-        signal,
+      const ending = outcome({
+        tier: plan.tier,
+        exit: exited ?? { code, signal: sig },
         stoppedFor,
         kernel: usage,
         stderrTail: out.stderrTail,
         limits,
         launchError,
+        refusal: refused(),
+        programRan: programRan(),
       })
+      if (ending.programError !== null) {
+        out.push(plan.mergeOutput ? 'stdout' : 'stderr', Buffer.from(ending.programError))
+      }
       const text = out.finish()
       queue?.end()
       if (thrown) return reject(thrown.error)
       const finished: RunResult<OutputData> = {
-        status,
-        exitCode,
-        signal,
+        status: ending.status,
+        exitCode: ending.exitCode,
+        signal: ending.signal,
         ...text,
         truncated: out.truncated,
         outputBytes: out.bytes,
@@ -362,7 +349,7 @@ function supervise(
         cpuMs: usage?.cpuMs ?? null,
         maxRssBytes: usage?.maxRssBytes ?? null,
         isolation: plan.tier,
-        violation,
+        violation: ending.violation,
         perProcessLimits: plan.perProcessLimits,
         logs: logs.finish(),
         logsTruncated: logs.truncated,

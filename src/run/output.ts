@@ -17,6 +17,11 @@ export interface OutputViews<D extends OutputData = string> {
 }
 const TAIL_CHARS = 4096
 
+/** `tail` with `more` (latin1: one char a byte) written after it, cut to the last TAIL_CHARS. */
+export function tailAfter(tail: string, more: string): string {
+  return (tail + more).slice(-TAIL_CHARS)
+}
+
 /**
  * Kept bytes are copied into a reused buffer and decoded for the result a batch at a time: each read
  * (~20 KiB) would otherwise become a young-generation string the GC copies again, while a multi-MiB string
@@ -330,7 +335,7 @@ export class OutputBuffer<D extends OutputData = string> {
    */
   push(stream: Stream, data: Buffer): boolean {
     if (stream === 'stderr' || this.merged)
-      this.stderrTail = (this.stderrTail + data.toString('latin1')).slice(-TAIL_CHARS)
+      this.stderrTail = tailAfter(this.stderrTail, data.toString('latin1'))
     if (this.contest) {
       this.contest.stage(stream, data)
       return false
