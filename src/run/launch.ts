@@ -18,7 +18,6 @@ import {
   type RunOptions,
 } from '../policy/schema.js'
 import { SpawnedProcess } from '../spawner/spawner.js'
-import type { StopReason } from './classify.js'
 import { type Child, extraFds, feedStdin, spawnerStdio, stdioFor } from './fds.js'
 import { emptyResult, finishedHandle, type RunHandle } from './handle.js'
 import {
@@ -36,20 +35,9 @@ import { OutputBuffer } from './output.js'
 import { ChunkQueue } from './queue.js'
 import { type Redaction, redactionFor, redactionForInput, redactResult, redactThrown } from './redact.js'
 import { watchRefusal } from './refusal.js'
-import { RunTimers } from './timers.js'
+import { Stopper } from './stopper.js'
 
 export type { RunHandle } from './handle.js'
-
-/** How often a graceful stop asks again when no program ran yet to receive SIGTERM. */
-const TERM_RETRY_MS = 10
-/**
- * How long the pipes may stay open once the launched process is gone and the sandbox killed: only
- * something outside the sandbox (handed an fd over a unix socket) can hold them then, so cordon stops
- * reading instead of waiting for it.
- */
-const PIPES_AFTER_EXIT_MS = 1000
-/** How often the whole tree's CPU time is read to enforce cpuTimeMs. */
-const CPU_POLL_MS = 50
 
 /**
  * Start a sandboxed command; throws PolicyError for invalid options. Without `stdin` the sandbox's stdin
@@ -184,6 +172,7 @@ function supervise(
   // A uid inherited from a host that died mid-run may still have processes: clean slate first.
   if (lease?.inherited) signalFound(livingByUid(lease.uid), 'SIGKILL', (now) => now.uid === lease.uid)
 
+  const stopper = new Stopper(limits, policy.signal)
   // The caller's own callbacks run inside pipe handlers, where a throw would take the host down: the
   // first one stops the sandbox and becomes the rejection of the result, after the usual clean-up.
   let thrown: { error: unknown } | null = null
@@ -195,7 +184,7 @@ function supervise(
         callback(value)
       } catch (error) {
         thrown = { error }
-        stop('canceled', false)
+        stopper.stop('canceled', false)
       }
     })
   const onOutput = guarded(policy.onOutput)
@@ -246,75 +235,27 @@ function supervise(
   }
   cgroup?.keepOpen()
 
-  let stoppedFor: StopReason | null = null
-  /**
-   * Set when the close handler starts: the run is over from then on, and nothing may stop (signal) it
-   * any more: its pids, uid and session may be someone else's by the time a late kill() comes.
-   */
-  let closed = false
-  const timers = new RunTimers()
-  /** Set while a graceful stop's grace runs, unset again when it ends. */
-  let graceTimer: NodeJS.Timeout | undefined
-  /** What the end of the launched process left for the end of a grace under way. */
-  let afterGrace: (() => void) | undefined
-  const inGrace = () => graceTimer !== undefined
-  let termRetry: NodeJS.Timeout | undefined
-  const stop = (reason: StopReason, graceful: boolean) => {
-    if (closed || stoppedFor || !procs) return
-    stoppedFor = reason
-    if (!graceful) return procs.kill()
-    // Nothing runs yet (bwrap still setting up): ask again until the program is there; the grace ends it.
-    if (!procs.term()) termRetry = timers.every(TERM_RETRY_MS, () => procs.term() && timers.clear(termRetry))
-    graceTimer = timers.after(limits.killGraceMs, () => {
-      graceTimer = undefined
-      procs.kill()
-      afterGrace?.()
-    })
-  }
-  const wallTimer = timers.after(limits.wallTimeMs, () => stop('timeout', true))
-  const cpuTimer =
-    cgroup &&
-    timers.every(CPU_POLL_MS, () => {
-      if ((cgroup.cpuMs() ?? 0) >= limits.cpuTimeMs) stop('cpu-time', false)
-    })
-  const onAbort = () => stop('canceled', true)
-  policy.signal?.addEventListener('abort', onAbort, { once: true })
+  stopper.arm(procs, cgroup && (() => cgroup.cpuMs()))
 
-  child.stdout?.on('data', (b: Buffer) => out.push('stdout', b) || stop('output-limit', false))
-  child.stderr?.on('data', (b: Buffer) => out.push('stderr', b) || stop('output-limit', false))
+  child.stdout?.on('data', (b: Buffer) => out.push('stdout', b) || stopper.stop('output-limit', false))
+  child.stderr?.on('data', (b: Buffer) => out.push('stderr', b) || stopper.stop('output-limit', false))
   if (child.stdout && child.stderr) takeTurns([child.stdout, child.stderr])
   const releaseStdin = feedStdin(child, policy.stdin, keepStdinOpen)
 
   const result = new Promise<RunResult<OutputData>>((resolve, reject) => {
     let exited: { code: number | null; signal: NodeJS.Signals | null } | null = null
     let wallMs = 0
-    let abandon: NodeJS.Timeout | undefined
     child.on('error', (error) => fail(`could not launch ${plan.file}: ${error.message}`))
     child.on('exit', (code, sig) => {
       exited = { code, signal: sig }
       wallMs = monotonicMs() - started
-      // Background children may still hold the pipes open; they are part of the sandbox and go now, unless
-      // a graceful stop is under way: they got SIGTERM too, and the rest of the grace is theirs.
       // In the namespace tier a clean exit of bwrap's monitor means its init is gone; a killed one may not be.
-      const endRest = () => {
-        if (plan.tier === 'process' || sig !== null) procs?.kill()
-        abandon = timers.after(PIPES_AFTER_EXIT_MS, () => {
-          for (const pipe of child.stdio) pipe?.destroy()
-        })
-      }
-      if (inGrace()) afterGrace = endRest
-      else endRest()
+      stopper.launcherGone(plan.tier === 'process' || sig !== null, () => {
+        for (const pipe of child.stdio) pipe?.destroy()
+      })
     })
     child.on('close', async (code, sig) => {
-      closed = true
-      policy.signal?.removeEventListener('abort', onAbort)
-      timers.clear(wallTimer)
-      timers.clear(cpuTimer || undefined)
-      timers.clear(termRetry)
-      timers.clear(abandon)
-      // Pipes closed during a grace: what is left may still be finishing; it has until the grace ends.
-      while (inGrace() && procs && procs.survivors().length > 0) await new Promise((r) => setTimeout(r, 20))
-      timers.close()
+      await stopper.close()
       // Even a clean exit can leave bwrap's init tearing down its namespace for a moment: wait it out.
       // The uid is still this run's here (releasePlan gives it back below), so a scan by it is sound.
       if (procs) await reap(procs, 5000)
@@ -324,7 +265,7 @@ function supervise(
       const ending = outcome({
         tier: plan.tier,
         exit: exited ?? { code, signal: sig },
-        stoppedFor,
+        stoppedFor: stopper.reason,
         kernel: usage,
         stderrTail: out.stderrTail,
         limits,
@@ -365,8 +306,8 @@ function supervise(
     output: queue ?? { async *[Symbol.asyncIterator]() {} },
     write: (data) => (keepStdinOpen && child.stdin?.writable ? child.stdin.write(data) : false),
     closeStdin: () => child.stdin?.end(),
-    // After the run has closed: nothing at all (see `closed`).
-    kill: () => stop('canceled', true),
+    // After the run has closed: nothing at all (see Stopper.close).
+    kill: () => stopper.stop('canceled', true),
     result,
   }
 }
