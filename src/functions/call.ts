@@ -9,7 +9,8 @@ import { PolicyError } from '../errors.js'
 import type { RunResult } from '../policy/result.js'
 import { type AnyRunOptions, type OutputData, parsePolicy, type RunOptions } from '../policy/schema.js'
 import { launch } from '../run/launch.js'
-import { redactionFor, redactResult } from '../run/redact.js'
+import { redactionFor } from '../run/redact.js'
+import { withError } from '../run/result.js'
 import { type ErrorInfo, findReplies, GUARD_FROM_RUNNER } from './protocol.js'
 import { redactErrorInfo, redactValue } from './redact-value.js'
 
@@ -93,24 +94,13 @@ export async function callFunction<T = unknown>(
   // The run's own output, logs and fields are redacted by launch; the value and error are this call's.
   const redaction = redactionFor(parsePolicy(options))
   if (replyBytes > MAX_REPLY_BYTES) {
-    return {
-      ...result,
-      status: 'error',
-      violation: { kind: 'error', limit: 'reply', message: `the reply exceeded ${MAX_REPLY_BYTES} bytes` },
-    }
+    return withError(result, 'reply', `the reply exceeded ${MAX_REPLY_BYTES} bytes`)
   }
   const replies = findReplies(Buffer.concat(chunks), nonce)
   if (replies.length > 1) {
     // Only the runner should know the nonce: a second reply means one was forged, and which is unknown.
-    return {
-      ...result,
-      status: 'error',
-      violation: {
-        kind: 'error',
-        limit: 'reply',
-        message: "more than one reply carried the call's nonce: one was forged, so none is trusted",
-      },
-    }
+    const message = "more than one reply carried the call's nonce: one was forged, so none is trusted"
+    return withError(result, 'reply', message)
   }
   const reply = replies[0]
   if (!reply) return result // it never answered: the run's own status (timeout, memory, ...) says why
@@ -118,13 +108,5 @@ export async function callFunction<T = unknown>(
   const error = redactErrorInfo(reply.error, redaction)
   if (reply.kind === 'threw') return { ...result, error }
   // Could not be called at all: that is an error of the call, not of the function.
-  return redactResult(
-    {
-      ...result,
-      status: 'error',
-      violation: { kind: 'error', limit: reply.kind, message: error.message },
-      error,
-    },
-    redaction,
-  )
+  return withError({ ...result, error }, reply.kind, error.message, redaction)
 }

@@ -1,7 +1,10 @@
 // The handle start() returns, and the one for runs that end before anything is launched.
 
-import type { Isolation, RunResult, Violation } from '../policy/result.js'
-import type { Encoding, OutputChunk, OutputData } from '../policy/schema.js'
+import type { RunResult } from '../policy/result.js'
+import type { OutputChunk, OutputData } from '../policy/schema.js'
+
+// Its old home, still imported from here by the CLI.
+export { emptyResult } from './result.js'
 
 export interface RunHandle<D extends OutputData = string> {
   /** Host pid of the launched process: bwrap's monitor, or the process tier's own (the program's parent); undefined if none ran. */
@@ -17,40 +20,6 @@ export interface RunHandle<D extends OutputData = string> {
    */
   kill(): void
   readonly result: Promise<RunResult<D>>
-}
-
-export function emptyResult(isolation: Isolation, violation: Violation): RunResult
-export function emptyResult(
-  isolation: Isolation,
-  violation: Violation,
-  encoding: Encoding,
-): RunResult<OutputData>
-export function emptyResult(
-  isolation: Isolation,
-  violation: Violation,
-  encoding: Encoding = 'utf8',
-): RunResult<OutputData> {
-  const none = () => (encoding === 'buffer' ? Buffer.alloc(0) : '')
-  return {
-    status: violation.kind,
-    exitCode: null,
-    signal: null,
-    stdout: none(),
-    stderr: none(),
-    output: none(),
-    truncated: false,
-    outputBytes: 0,
-    wallMs: 0,
-    cpuMs: null,
-    maxRssBytes: null,
-    isolation,
-    violation,
-    perProcessLimits: [],
-    logs: [],
-    logsTruncated: false,
-    network: [],
-    networkDropped: 0,
-  }
 }
 
 export function finishedHandle<D extends OutputData>(result: RunResult<D>): RunHandle<D> {

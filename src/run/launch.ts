@@ -19,7 +19,7 @@ import {
 } from '../policy/schema.js'
 import { SpawnedProcess } from '../spawner/spawner.js'
 import { type Child, extraFds, feedStdin, spawnerStdio, stdioFor } from './fds.js'
-import { emptyResult, finishedHandle, type RunHandle } from './handle.js'
+import { finishedHandle, type RunHandle } from './handle.js'
 import {
   cgroupProcesses,
   type Leader,
@@ -33,8 +33,9 @@ import { LogCollector } from './logs.js'
 import { outcome } from './outcome.js'
 import { OutputBuffer } from './output.js'
 import { ChunkQueue } from './queue.js'
-import { type Redaction, redactionFor, redactionForInput, redactResult, redactThrown } from './redact.js'
+import { type Redaction, redactionFor, redactionForInput, redactThrown } from './redact.js'
 import { watchRefusal } from './refusal.js'
+import { finishedResult, unstartedResult } from './result.js'
 import { Stopper } from './stopper.js'
 
 export type { RunHandle } from './handle.js'
@@ -109,7 +110,7 @@ export function launch(
   const proxy = typeof policy.network === 'object' ? new NetworkProxy(policy.network) : null
   const finish = (isolation: Isolation, violation: Violation) => {
     void proxy?.close()
-    return finishedHandle(redactResult(emptyResult(isolation, violation, policy.encoding), redaction))
+    return finishedHandle(unstartedResult(isolation, violation, policy.encoding, redaction))
   }
   let prepared: ReturnType<typeof prepare>
   try {
@@ -279,25 +280,18 @@ function supervise(
       const text = out.finish()
       queue?.end()
       if (thrown) return reject(thrown.error)
-      const finished: RunResult<OutputData> = {
-        status: ending.status,
-        exitCode: ending.exitCode,
-        signal: ending.signal,
-        ...text,
-        truncated: out.truncated,
-        outputBytes: out.bytes,
-        wallMs: Math.round(wallMs || monotonicMs() - started),
-        cpuMs: usage?.cpuMs ?? null,
-        maxRssBytes: usage?.maxRssBytes ?? null,
+      const end = {
+        ending,
+        output: text,
+        kept: out,
+        logs: { entries: logs.finish(), truncated: logs.truncated },
+        network: proxy,
+        usage,
+        wallMs: wallMs || monotonicMs() - started,
         isolation: plan.tier,
-        violation: ending.violation,
         perProcessLimits: plan.perProcessLimits,
-        logs: logs.finish(),
-        logsTruncated: logs.truncated,
-        network: proxy?.events ?? [],
-        networkDropped: proxy?.dropped ?? 0,
       }
-      resolve(redactResult(finished, redaction))
+      resolve(finishedResult(end, redaction))
     })
   })
 
