@@ -1,0 +1,250 @@
+// The supervisor: spawn the launcher, wire its pipes, watch its end. What stops the sandbox is the
+// stopper's (stopper.ts), what the end means is outcome()'s (outcome.ts), the result is made by result.ts.
+import { spawn } from 'node:child_process'
+import type { Readable } from 'node:stream'
+import type { SandboxCgroup } from '../host/cgroup.js'
+import { livingByUid, signalFound } from '../host/procs.js'
+import { monotonicMs } from '../lazy.js'
+import type { NetworkProxy } from '../net/proxy.js'
+import { type LaunchPlan, releasePlan } from '../plan/plan.js'
+import type { RunResult } from '../policy/result.js'
+import type { OutputChunk, OutputData, Policy } from '../policy/schema.js'
+import { SpawnedProcess } from '../spawner/spawner.js'
+import { type Child, extraFds, feedStdin, spawnerStdio, stdioFor } from './fds.js'
+import type { RunHandle } from './handle.js'
+import {
+  cgroupProcesses,
+  type Leader,
+  namespaceProcesses,
+  processTierProcesses,
+  reap,
+  type SandboxProcesses,
+  watchStatus,
+} from './kill.js'
+import { LogCollector } from './logs.js'
+import { outcome } from './outcome.js'
+import { OutputBuffer } from './output.js'
+import { ChunkQueue } from './queue.js'
+import type { Redaction } from './redact.js'
+import { watchRefusal } from './refusal.js'
+import { finishedResult } from './result.js'
+import { Stopper } from './stopper.js'
+
+/** How long the end waits for what is left of the sandbox (bwrap's init tearing down its namespace). */
+const REAP_MS = 5000
+
+/** What callFunction adds to a run: paths to show, a request to hand over, a reply to collect. */
+export interface CallChannel {
+  visible: readonly string[]
+  request: Buffer
+  onReply(data: Buffer): void
+}
+
+/** What supervise() is given: a prepared plan, its cgroup (made), the run's proxies and redaction. */
+export interface Supervised {
+  plan: LaunchPlan
+  policy: Policy
+  cgroup: SandboxCgroup | null
+  /** start(): a live output iterator, and stdin left open when none was given. */
+  interactive: boolean
+  call: CallChannel | undefined
+  proxy: NetworkProxy | null
+  redaction: Redaction
+}
+
+export function supervise(run: Supervised): RunHandle<OutputData> {
+  const { plan, policy, cgroup, interactive, call, proxy, redaction } = run
+  const keepStdinOpen = interactive && policy.stdin === undefined
+  const { limits } = policy
+  const { lease } = plan
+  // A uid inherited from a host that died mid-run may still have processes: clean slate first.
+  if (lease?.inherited) signalFound(livingByUid(lease.uid), 'SIGKILL', (now) => now.uid === lease.uid)
+
+  const stopper = new Stopper(limits, policy.signal)
+  const callbacks = callbackGuard(() => stopper.stop('canceled', false))
+  const onOutput = callbacks.guard(policy.onOutput)
+  // Only start() hands out the live iterator; run() does not keep a second copy of every chunk.
+  const queue = interactive ? new ChunkQueue<OutputChunk<OutputData>>() : null
+  const out = new OutputBuffer<OutputData>(
+    limits.maxOutputBytes,
+    (chunk) => {
+      queue?.push(chunk)
+      onOutput?.(chunk)
+    },
+    redaction,
+    { live: queue !== null || onOutput !== undefined, encoding: policy.encoding, merged: plan.mergeOutput },
+  )
+  const logs = new LogCollector(limits.maxLogBytes, redaction, callbacks.guard(policy.onLog))
+  const started = monotonicMs()
+  const child = startChild(plan, policy, keepStdinOpen || policy.stdin !== undefined)
+  const fds = extraFds(child)
+  if (plan.seccomp) fds.seccomp?.end(plan.seccomp)
+  if (proxy) fds.token?.end(proxy.token)
+  fds.log?.on('data', (b: Buffer) => logs.push(b))
+  const refused = watchRefusal(fds.refusal)
+  if (call) {
+    fds.request?.end(call.request)
+    fds.reply?.on('data', (b: Buffer) => call.onReply(b))
+  }
+  const { procs, programRan } = sandboxProcesses(child, plan, cgroup, fds.status)
+  cgroup?.keepOpen()
+  stopper.arm(procs, cgroup && (() => cgroup.cpuMs()))
+
+  child.stdout?.on('data', (b: Buffer) => out.push('stdout', b) || stopper.stop('output-limit', false))
+  child.stderr?.on('data', (b: Buffer) => out.push('stderr', b) || stopper.stop('output-limit', false))
+  if (child.stdout && child.stderr) takeTurns([child.stdout, child.stderr])
+  const releaseStdin = feedStdin(child, policy.stdin, keepStdinOpen)
+
+  const result = new Promise<RunResult<OutputData>>((resolve, reject) => {
+    let launchError: string | null = null
+    let exited: { code: number | null; signal: NodeJS.Signals | null } | null = null
+    let wallMs = 0
+    child.on('error', (error) => {
+      launchError ??= `could not launch ${plan.file}: ${error.message}`
+    })
+    child.on('exit', (code, sig) => {
+      exited = { code, signal: sig }
+      wallMs = monotonicMs() - started
+      // In the namespace tier a clean exit of bwrap's monitor means its init is gone; a killed one may not be.
+      stopper.launcherGone(plan.tier === 'process' || sig !== null, () => {
+        for (const pipe of child.stdio) pipe?.destroy()
+      })
+    })
+    child.on('close', async (code, sig) => {
+      await stopper.close()
+      // Even a clean exit can leave bwrap's init tearing down its namespace for a moment: wait it out.
+      // The uid is still this run's here (releasePlan gives it back below), so a scan by it is sound.
+      if (procs) await reap(procs, REAP_MS)
+      releaseStdin()
+      const usage = cgroup?.usage() ?? null
+      await Promise.all([cgroup?.remove(), proxy?.close(), releasePlan(plan)])
+      const ending = outcome({
+        tier: plan.tier,
+        exit: exited ?? { code, signal: sig },
+        stoppedFor: stopper.reason,
+        kernel: usage,
+        stderrTail: out.stderrTail,
+        limits,
+        launchError,
+        refusal: refused(),
+        programRan: programRan(),
+      })
+      if (ending.programError !== null) {
+        out.push(plan.mergeOutput ? 'stdout' : 'stderr', Buffer.from(ending.programError))
+      }
+      const output = out.finish()
+      queue?.end()
+      if (callbacks.thrown) return reject(callbacks.thrown.error)
+      const end = {
+        ending,
+        output,
+        kept: out,
+        logs: { entries: logs.finish(), truncated: logs.truncated },
+        network: proxy,
+        usage,
+        wallMs: wallMs || monotonicMs() - started,
+        isolation: plan.tier,
+        perProcessLimits: plan.perProcessLimits,
+      }
+      resolve(finishedResult(end, redaction))
+    })
+  })
+
+  return {
+    pid: child.pid,
+    output: queue ?? { async *[Symbol.asyncIterator]() {} },
+    write: (data) => (keepStdinOpen && child.stdin?.writable ? child.stdin.write(data) : false),
+    closeStdin: () => child.stdin?.end(),
+    // After the run has closed: nothing at all (see Stopper.close).
+    kill: () => stopper.stop('canceled', true),
+    result,
+  }
+}
+
+/**
+ * The caller's own callbacks run inside pipe handlers, where a throw would take the host down: the first
+ * one stops the sandbox (`onThrow`) and becomes the rejection of the result, after the usual clean-up.
+ */
+function callbackGuard(onThrow: () => void) {
+  const state = {
+    thrown: null as { error: unknown } | null,
+    guard: <T>(callback: ((value: T) => void) | undefined) =>
+      callback &&
+      ((value: T) => {
+        if (state.thrown) return
+        try {
+          callback(value)
+        } catch (error) {
+          state.thrown = { error }
+          onThrow()
+        }
+      }),
+  }
+  return state
+}
+
+/**
+ * Spawn the plan's launcher: through the policy's spawner, else by forking this process (detached: its own
+ * session and process group, away from the host's terminal). What cannot start at all (exec refuses the
+ * environment's size, the spawner is gone) is a process that failed: 'error', then 'close', so the run
+ * ends through the one path that gives everything back.
+ */
+function startChild(plan: LaunchPlan, policy: Policy, stdin: boolean): Child {
+  const stdio = stdioFor(plan, stdin)
+  const { file, args, cwd, env } = plan
+  try {
+    return policy.spawner
+      ? policy.spawner.spawn({ file, args, cwd, env, detached: true, stdio: spawnerStdio(stdio) })
+      : spawn(file, args, { cwd, env, stdio, detached: true })
+  } catch (error) {
+    return SpawnedProcess.couldNotStart(error as Error)
+  } finally {
+    // The launcher has its own copies of the judged paths' fds now (or never will).
+    plan.pathFds.close()
+  }
+}
+
+/**
+ * Every process of the sandbox, as its tier finds them (null when nothing could be started), and whether
+ * bwrap reported the program's exit: it ran the program (a refusal of bwrap's is no longer possible).
+ */
+function sandboxProcesses(
+  child: Child,
+  plan: LaunchPlan,
+  cgroup: SandboxCgroup | null,
+  status: Readable | undefined,
+): { procs: SandboxProcesses | null; programRan: () => boolean } {
+  if (child.pid === undefined) return { procs: null, programRan: () => false }
+  const leader: Leader = {
+    pid: child.pid,
+    gone: () => child.exitCode !== null || child.signalCode !== null,
+    signal: (sig) => child.kill(sig),
+  }
+  let procs: SandboxProcesses
+  let programRan = () => false
+  if (plan.tier === 'namespace') {
+    const ns = namespaceProcesses(leader, plan.lease)
+    programRan = watchStatus(status, (init) => ns.setInit(init)).programRan
+    procs = ns
+  } else {
+    procs = processTierProcesses(leader, plan.lease)
+  }
+  if (cgroup) procs = cgroupProcesses(cgroup, procs, plan.tier === 'namespace', leader)
+  return { procs, programRan }
+}
+
+/**
+ * Read the output pipes in turns: after each read a pipe waits for the next turn of the event loop. libuv
+ * reads one ready pipe up to 32 times (64 KiB each) before it looks at the next, so two streams flooding at
+ * once would otherwise reach the output budget in reads of one of them only; in turns, each ready pipe gets
+ * one read a turn. (Paused, a socket may read once more into its buffer; that read waits for the turn too.)
+ */
+function takeTurns(pipes: readonly Readable[]): void {
+  for (const pipe of pipes) {
+    const resume = () => pipe.resume()
+    pipe.on('data', () => {
+      pipe.pause()
+      setImmediate(resume)
+    })
+  }
+}
