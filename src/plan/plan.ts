@@ -10,7 +10,7 @@ import { releaseScratch } from '../host/scratch.js'
 import { claimUid, type UidLease } from '../host/uid-pool.js'
 import { checkCommand, resolveRules } from '../policy/command.js'
 import { buildEnv } from '../policy/env.js'
-import type { Isolation, Violation } from '../policy/result.js'
+import type { Isolation, PerProcessLimit, Violation } from '../policy/result.js'
 import type { Policy } from '../policy/schema.js'
 import { resolveRootfs } from '../rootfs/rootfs.js'
 import { BRIDGE_PROCESSES } from './bridge.js'
@@ -55,8 +55,6 @@ export interface LaunchPlan {
   mergeOutput: boolean
 }
 
-/** `tmpfsBytes`: the process tier's TMPDIR is a host directory (not as root): only each file is bounded. */
-export type PerProcessLimit = 'cpuTimeMs' | 'memoryBytes' | 'maxProcesses' | 'tmpfsBytes'
 
 export type Prepared =
   | { kind: 'launch'; plan: LaunchPlan }

@@ -7,6 +7,8 @@ export type LimitKind = 'timeout' | 'cpu-time' | 'memory' | 'output-limit' | 'pr
 export type ViolationKind = LimitKind | 'denied' | 'not-found' | 'canceled' | 'error'
 export type Status = 'ok' | 'nonzero-exit' | 'signaled' | ViolationKind
 export type Isolation = 'namespace' | 'process'
+/** A limit held only per process (an rlimit, or a size per file) because no cgroup or tmpfs held the whole. */
+export type PerProcessLimit = 'cpuTimeMs' | 'memoryBytes' | 'maxProcesses' | 'tmpfsBytes'
 
 export interface Violation {
   kind: ViolationKind
@@ -37,7 +39,7 @@ export interface RunResult<D extends OutputData = string> {
    * cgroup enforced memory, processes and CPU time on the whole tree. `tmpfsBytes`: the process tier's
    * TMPDIR is a host directory (not as root), where only each file is bounded (maxFileSizeBytes).
    */
-  perProcessLimits: ('cpuTimeMs' | 'memoryBytes' | 'maxProcesses' | 'tmpfsBytes')[]
+  perProcessLimits: PerProcessLimit[]
   /** Lines from the log channel (CORDON_LOG_FD), in order, redacted, within limits.maxLogBytes. */
   logs: LogEntry[]
   /** The log channel went past limits.maxLogBytes; later lines were dropped. */
