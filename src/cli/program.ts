@@ -1,7 +1,7 @@
 // The CLI's commands: flags from the policy schema, one exit code per outcome (see EXIT_CODES).
 import { readFileSync } from 'node:fs'
 import { Command, CommanderError, Option } from 'commander'
-import { PolicyError } from '../errors.js'
+import { CordonError, PolicyError } from '../errors.js'
 import { callCommand } from './call.js'
 import { doctorCommand } from './doctor.js'
 import { commanderOptions, flagFor } from './flags.js'
@@ -176,6 +176,11 @@ export async function main(argv: string[]): Promise<number> {
       limit = flagFor(error.field) ?? cliOnly ?? root
       message = error.reason
       print(process.stderr, `cordon: ${limit}: ${message}\n`)
+    } else if (error instanceof CordonError) {
+      // The machine's answer to a management call (a root filesystem's build): said, not a stack trace.
+      limit = 'cordon'
+      message = error.message
+      print(process.stderr, `cordon: ${message}\n`)
     } else {
       limit = 'cordon'
       message = error instanceof Error ? error.message : String(error)

@@ -9,8 +9,8 @@ import { PolicyError } from '../errors.js'
 import type { RunResult } from '../policy/result.js'
 import { type AnyRunOptions, type OutputData, parsePolicy, type RunOptions } from '../policy/schema.js'
 import { launch } from '../run/launch.js'
-import { redactionFor } from '../run/redact.js'
-import { withError } from '../run/result.js'
+import { redactionFor, redactionForInput, redactThrown } from '../run/redact.js'
+import { errorResult, withError } from '../run/result.js'
 import { type ErrorInfo, findReplies, GUARD_FROM_RUNNER } from './protocol.js'
 import { redactErrorInfo, redactValue } from './redact-value.js'
 
@@ -25,12 +25,12 @@ export interface FunctionResult<T = unknown, D extends OutputData = string> exte
 const MAX_REPLY_BYTES = 64 * 1024 * 1024
 
 /** The compiled runner: beside this file in dist/, or in dist/ when running from src/ (tests, tsx). */
-function runnerPath(): string {
+function runnerPath(): string | null {
   const here = path.dirname(fileURLToPath(import.meta.url))
   for (const candidate of [path.join(here, 'child.js'), path.join(here, '../../dist/functions/child.js')]) {
     if (existsSync(candidate)) return candidate
   }
-  throw new Error('cordon is not built: dist/functions/child.js is missing (npm run build)')
+  return null
 }
 
 function modulePath(module: string | URL): string {
@@ -72,6 +72,18 @@ export async function callFunction<T = unknown>(
     throw new PolicyError('args', `cannot be cloned: ${(error as Error).message}`)
   }
   const runner = runnerPath()
+  if (runner === null) {
+    // The machine's state, not the caller's input: a result like a missing launcher's. The options are
+    // still checked first (as launch() does, an error quoting a secret redacted), so invalid input throws.
+    let policy: ReturnType<typeof parsePolicy>
+    try {
+      policy = parsePolicy(options)
+    } catch (error) {
+      throw redactThrown(error, redactionForInput(options))
+    }
+    const message = 'cordon is not built: dist/functions/child.js is missing (npm run build)'
+    return errorResult('runner', message, policy)
+  }
   // The runner's guard, shown alone (not native/ whole). When it is missing the runner says so and
   // refuses to call the function: the call ends in an error naming it.
   const guard = path.resolve(path.dirname(runner), GUARD_FROM_RUNNER)

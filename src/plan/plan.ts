@@ -55,7 +55,6 @@ export interface LaunchPlan {
   mergeOutput: boolean
 }
 
-
 export type Prepared =
   | { kind: 'launch'; plan: LaunchPlan }
   | { kind: 'refused'; tier: Isolation; violation: Violation }

@@ -14,9 +14,24 @@ import {
 } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
-import { PolicyError } from '../errors.js'
+import { CordonError, PolicyError } from '../errors.js'
 
 const NAME_RE = /^[A-Za-z0-9][A-Za-z0-9._-]*$/
+
+/**
+ * A root filesystem could not be built, by the machine's doing: debootstrap is not installed, or it failed
+ * (no network, a package that does not exist). Thrown, not returned: a management call has no result to
+ * say it in, unlike a run. What the caller got wrong (a bad name, an existing tree) is a PolicyError.
+ */
+export class RootfsError extends CordonError {
+  override readonly name = 'RootfsError'
+  constructor(
+    message: string,
+    readonly code: 'debootstrap-missing' | 'debootstrap-failed',
+  ) {
+    super(message)
+  }
+}
 
 /** Where named root filesystems are kept: $CORDON_ROOTFS_CACHE, else a system or per-user cache. */
 export function rootfsCacheDir(env: NodeJS.ProcessEnv = process.env): string {
@@ -119,7 +134,7 @@ function hostDebian(): { suite: string; mirror: string } {
   return { suite, mirror }
 }
 
-export interface CreateOptions {
+export interface CreateRootfsOptions {
   packages?: readonly string[]
   cacheDir?: string
   suite?: string
@@ -129,7 +144,7 @@ export interface CreateOptions {
 }
 
 /** Build NAME with debootstrap (minbase plus `packages`) into the cache; atomic: a failed build leaves nothing. */
-export async function createRootfs(name: string, options: CreateOptions = {}): Promise<RootfsInfo> {
+export async function createRootfs(name: string, options: CreateRootfsOptions = {}): Promise<RootfsInfo> {
   if (!NAME_RE.test(name)) throw new PolicyError('name', `"${name}" must be letters, digits, . _ -`)
   for (const [i, pkg] of (options.packages ?? []).entries()) {
     if (!/^[a-z0-9][a-z0-9+.-]+$/.test(pkg))
@@ -154,13 +169,18 @@ export async function createRootfs(name: string, options: CreateOptions = {}): P
       })
     }
     child.on('error', (error) =>
-      reject(new Error(`could not run debootstrap (apt-get install -y debootstrap): ${error.message}`)),
+      reject(
+        new RootfsError(
+          `could not run debootstrap (apt-get install -y debootstrap): ${error.message}`,
+          'debootstrap-missing',
+        ),
+      ),
     )
     child.on('close', (c) => resolve(c ?? 1))
   })
   if (code !== 0) {
     rmSync(partial, { recursive: true, force: true })
-    throw new Error(`debootstrap failed with exit code ${code}`)
+    throw new RootfsError(`debootstrap failed with exit code ${code}`, 'debootstrap-failed')
   }
   renameSync(partial, dir)
   return listRootfs(cacheDir).find((r) => r.name === name)!

@@ -2,8 +2,10 @@
 // one whose cgroup could not be made, and a call whose reply made it an error. Each comes out redacted,
 // so nothing reaches the caller with a secret in it. (The result's types are policy/result.ts.)
 
+import { recentCapabilities } from '../host/capabilities.js'
 import type { CgroupUsage } from '../host/cgroup-files.js'
 import type { NetworkEvent } from '../net/gate.js'
+import { tierFor } from '../plan/plan.js'
 import type { Isolation, RunResult, Violation } from '../policy/result.js'
 import type { Encoding, LogEntry, OutputData } from '../policy/schema.js'
 import type { Ending } from './outcome.js'
@@ -108,4 +110,35 @@ export function withError<T extends RunResult<OutputData>>(
 ): T {
   const failed: T = { ...result, status: 'error', violation: { kind: 'error', limit, message } }
   return redaction ? redactResult(failed, redaction) : failed
+}
+
+/**
+ * The one result of a run cordon could not make at all (status `error`): what a face answers with when it
+ * promises a result whatever happens (`cordon run --json` on a bad flag; an HTTP API on a bad request).
+ * `limit` names what is at fault (a field, a flag, `runner`); `isolation` is the request's own, anything
+ * but a tier's name counting as `auto`, and the result says the tier that would have run.
+ */
+export function errorResult(
+  limit: string,
+  message: string,
+  options?: { isolation?: unknown; encoding?: 'utf8' },
+): RunResult
+export function errorResult(
+  limit: string,
+  message: string,
+  options: { isolation?: unknown; encoding: 'buffer' },
+): RunResult<Buffer>
+export function errorResult(
+  limit: string,
+  message: string,
+  options: { isolation?: unknown; encoding?: Encoding },
+): RunResult<OutputData>
+export function errorResult(
+  limit: string,
+  message: string,
+  options: { isolation?: unknown; encoding?: Encoding } = {},
+): RunResult<OutputData> {
+  const { isolation, encoding = 'utf8' } = options
+  const asked = isolation === 'namespace' || isolation === 'process' ? isolation : 'auto'
+  return emptyResult(tierFor(asked, recentCapabilities()), { kind: 'error', limit, message }, encoding)
 }

@@ -49,7 +49,7 @@ export class Sandbox<D extends OutputData = string> {
   constructor(options?: SandboxOptions<D>) {
     const { maxRuns, ...policy } = (options ?? {}) as { maxRuns?: number } & AnyRunOptions
     if (maxRuns !== undefined && !(Number.isInteger(maxRuns) && maxRuns >= 0)) {
-      throw new CordonError(`maxRuns: must be a whole number >= 0, got ${maxRuns}`)
+      throw new PolicyError('maxRuns', `must be a whole number >= 0, got ${maxRuns}`)
     }
     this.base = policy
     this.maxRuns = maxRuns

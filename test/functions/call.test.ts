@@ -8,6 +8,7 @@ import {
   mkdirSync,
   mkdtempSync,
   realpathSync,
+  renameSync,
   rmSync,
   writeFileSync,
 } from 'node:fs'
@@ -206,6 +207,25 @@ describe('callFunction input errors', () => {
       )
     } finally {
       rmSync(secret, { recursive: true, force: true })
+    }
+  })
+
+  it('cordon not built (no runner) is a result of the call, status error, not an exception', async () => {
+    // Under tsx the runner is dist/functions/child.js: moved away for this test, then put back.
+    const runner = fileURLToPath(new URL('../../dist/functions/child.js', import.meta.url))
+    const aside = `${runner}.aside`
+    renameSync(runner, aside)
+    try {
+      const r = await callFunction(mod, 'add', [1, 2])
+      assert.equal(r.status, 'error')
+      assert.equal(r.violation?.kind, 'error')
+      assert.equal(r.violation?.limit, 'runner')
+      assert.match(r.violation?.message ?? '', /npm run build/)
+      assert.equal(r.value, undefined)
+      // Invalid input still throws first: the rule is by what is wrong, not by what is missing.
+      await assert.rejects(callFunction(mod, 'add', [], { limits: { memoryBytes: 'lots' } }), PolicyError)
+    } finally {
+      renameSync(aside, runner)
     }
   })
 

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import { writeFileSync } from 'node:fs'
 import path from 'node:path'
 import { describe, it } from 'node:test'
-import { capabilities, createSandbox, QuotaError } from '../../src/index.js'
+import { capabilities, createSandbox, PolicyError, QuotaError } from '../../src/index.js'
 import { tempDir } from '../helpers.js'
 
 describe('createSandbox', () => {
@@ -32,6 +32,17 @@ describe('createSandbox', () => {
     assert.match(refused.reason.message, /maxRuns/)
     await assert.rejects(box.run(['true']), QuotaError)
     assert.equal(box.stats().runs, 2)
+  })
+
+  it('an invalid maxRuns is invalid input: a PolicyError naming the field', () => {
+    for (const maxRuns of [-1, 1.5, Number.NaN]) {
+      assert.throws(
+        () => createSandbox({ maxRuns }),
+        (error) =>
+          error instanceof PolicyError && error.field === 'maxRuns' && /whole number/.test(error.reason),
+        String(maxRuns),
+      )
+    }
   })
 
   it('sandboxes coexist without shared state; callFunction counts too', async () => {
