@@ -204,9 +204,8 @@ export function renderOptions({ policySchema, cli }) {
 export const OPTIONS_MD = fileURLToPath(new URL('../docs/options.md', import.meta.url))
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  const { policySchema } = await import('../dist/index.js')
-  // The CLI registry is not public API; it lives beside the schema.
-  const { cli } = await import('../dist/policy/schema.js')
+  // From the public API, as any face gets them: the schema and its CLI registry.
+  const { policySchema, cliRegistry: cli } = await import('../dist/index.js')
   writeFileSync(OPTIONS_MD, renderOptions({ policySchema, cli }))
   console.log(`wrote ${OPTIONS_MD}`)
 }

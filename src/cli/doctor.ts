@@ -1,4 +1,4 @@
-import { type Diagnosis, diagnose } from '../doctor/doctor.js'
+import { type Diagnosis, doctor } from '../doctor/doctor.js'
 
 /** What `cordon doctor` prints and its exit code: 1 when no tier can run a sandbox here at all. */
 export function doctorReport(report: Diagnosis, json: boolean): { text: string; code: number } {
@@ -16,7 +16,7 @@ export function doctorReport(report: Diagnosis, json: boolean): { text: string; 
 }
 
 export function doctorCommand(values: Record<string, unknown>): number {
-  const { text, code } = doctorReport(diagnose(), values.json === true)
+  const { text, code } = doctorReport(doctor(), values.json === true)
   process.stdout.write(text)
   return code
 }

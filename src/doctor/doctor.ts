@@ -283,7 +283,7 @@ function sandboxProbe(pool: { first: number }): PathProbe {
   }
 }
 
-export function diagnose(): Diagnosis {
+export function doctor(): Diagnosis {
   const caps = probeCapabilities()
   const bwrap = bwrapProbe(caps)
   const cg = detectCgroups()

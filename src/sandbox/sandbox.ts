@@ -1,7 +1,7 @@
 // A reusable sandbox: one policy for many runs, with running totals and an optional quota. Each object
 // keeps its own state, so any number coexist in one process.
 import { CordonError, PolicyError } from '../errors.js'
-import { callFunction, type FunctionResult } from '../functions/call.js'
+import { callFunction, type FunctionResult } from '../functions/lazy-call.js'
 import type { RunResult, ViolationKind } from '../policy/result.js'
 import type { AnyRunOptions, OutputData, RunOptions } from '../policy/schema.js'
 import { type RunHandle, run, start } from '../run/launch.js'

@@ -131,6 +131,11 @@ export class SpawnerError extends CordonError {
   }
 }
 
+/**
+ * An open spawner: pass it as `spawner` in run options; `close()` it (or `await using`) when done. What it
+ * starts for cordon's runs (`spawn`) is internal: the public type (dist/*.d.ts, built with stripInternal)
+ * has no way to start an unsandboxed process.
+ */
 export class Spawner {
   private readonly running = new Map<string, SpawnedProcess>()
   private nextId = 1
@@ -154,7 +159,7 @@ export class Spawner {
     this.unref()
   }
 
-  /** Start a spawner for this process. */
+  /** Start a spawner for this process. @internal openSpawner() is the public way. */
   static async open(path = SPAWNER_PATH): Promise<Spawner> {
     if (!existsSync(path)) {
       throw new SpawnerError(
@@ -211,6 +216,7 @@ export class Spawner {
   /**
    * Start a process (synchronously, like child_process.spawn: the host waits for the spawner's fork, not
    * its own). Throws when the spawner is closed or gone.
+   * @internal The run path's primitive: it sandboxes nothing, so it is not in the public type.
    */
   spawn(request: SpawnRequest): SpawnedProcess {
     this.assertOpen()
@@ -290,7 +296,7 @@ export class Spawner {
     return child
   }
 
-  /** Throws unless new processes can be started. */
+  /** Throws unless new processes can be started. @internal */
   assertOpen(): void {
     if (this.closing) throw new SpawnerError('the spawner is closed')
     if (this.gone) throw new SpawnerError('the spawner has exited')

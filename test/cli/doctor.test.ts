@@ -2,10 +2,10 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import { doctorReport } from '../../src/cli/doctor.js'
-import { capabilities } from '../../src/index.js'
+import { doctor } from '../../src/index.js'
 
 describe('cordon doctor verdict', () => {
-  const real = capabilities()
+  const real = doctor()
 
   it('exits 1 and says so when no tier can run, instead of naming a tier', () => {
     const { text, code } = doctorReport({ ...real, autoTier: null }, false)

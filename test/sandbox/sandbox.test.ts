@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import { writeFileSync } from 'node:fs'
 import path from 'node:path'
 import { describe, it } from 'node:test'
-import { capabilities, createSandbox, PolicyError, QuotaError } from '../../src/index.js'
+import { createSandbox, doctor, PolicyError, QuotaError } from '../../src/index.js'
 import { tempDir } from '../helpers.js'
 
 describe('createSandbox', () => {
@@ -79,8 +79,8 @@ describe('createSandbox', () => {
     assert.equal(text.stdout, 'hi')
   })
 
-  it('capabilities() returns what cordon doctor prints', () => {
-    const caps = capabilities()
+  it('doctor() returns what cordon doctor prints', () => {
+    const caps = doctor()
     assert.ok(caps.autoTier === 'namespace' || caps.autoTier === 'process', String(caps.autoTier))
     assert.ok(
       caps.checks.some((c) => c.name === 'cgroups'),

@@ -18,9 +18,10 @@ import { after, before, describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { listProcesses } from '../../src/host/procs.js'
 import { uidPoolSchema } from '../../src/host/uid-pool.js'
-import { openSpawner, run, Spawner, SpawnerError, start } from '../../src/index.js'
+import { openSpawner, run, SpawnerError, start } from '../../src/index.js'
 import { O_PATH } from '../../src/plan/paths.js'
-import type { SpawnedProcess, SpawnRequest } from '../../src/spawner/spawner.js'
+// The run path's own primitive (spawn, open), which the public Spawner type does not show.
+import { type SpawnedProcess, Spawner, type SpawnRequest } from '../../src/spawner/spawner.js'
 import {
   asUnprivileged,
   marker,
