@@ -1,5 +1,6 @@
 // `cordon call FILE#export --args '[1, 2]' [run flags]`: print the function's value, or the whole result.
 import { PolicyError } from '../errors.js'
+import { callFunction } from '../index.js'
 import { policyInput } from './flags.js'
 import { EXIT_BROKEN_PIPE, pipeBroken, print, whileCancelable } from './pipes.js'
 import { exitCodeFor } from './run.js'
@@ -44,8 +45,6 @@ export function printedValue(value: unknown): string | null {
 export async function callCommand(target: string, values: Record<string, unknown>): Promise<number> {
   const { file, exportName } = parseTarget(target)
   const json = values.json === true
-  // Loaded here, not at start: the function runner (and node:v8 with it) is ~4 ms every other command skips.
-  const { callFunction } = await import('../functions/call.js')
   // Without --json, stdout carries only the value: what the function prints goes to stderr, live.
   const result = await whileCancelable((signal) =>
     callFunction(file, exportName, parseArgs(values.args), {

@@ -1,4 +1,4 @@
-import { type Diagnosis, doctor } from '../doctor/doctor.js'
+import { type Diagnosis, doctor } from '../index.js'
 
 /** What `cordon doctor` prints and its exit code: 1 when no tier can run a sandbox here at all. */
 export function doctorReport(report: Diagnosis, json: boolean): { text: string; code: number } {

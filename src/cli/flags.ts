@@ -2,8 +2,7 @@
 import { Option } from 'commander'
 import type * as z from 'zod'
 import { PolicyError } from '../errors.js'
-import { type CliMeta, cli, policySchema } from '../policy/schema.js'
-import { formatBytes, formatDuration } from '../policy/units.js'
+import { type CliMeta, cliRegistry, formatBytes, formatDuration, policySchema } from '../index.js'
 import { readEnvFiles } from './env-from.js'
 
 export interface FlagSpec extends CliMeta {
@@ -39,7 +38,7 @@ function defaultText(schema: z.ZodType, arg: string | undefined): string | null 
 function collect(shape: Record<string, z.ZodType>, prefix: string): FlagSpec[] {
   const out: FlagSpec[] = []
   for (const [key, schema] of Object.entries(shape)) {
-    const meta = cli.get(schema)
+    const meta = cliRegistry.get(schema)
     const inner = innerType(schema)
     const type = inner.def.type
     if (!meta) {

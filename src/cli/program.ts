@@ -2,12 +2,13 @@
 import { readFileSync } from 'node:fs'
 import { Command, CommanderError, Option } from 'commander'
 import { CordonError, PolicyError } from '../errors.js'
+import { errorResult } from '../index.js'
 import { callCommand } from './call.js'
 import { doctorCommand } from './doctor.js'
 import { commanderOptions, flagFor } from './flags.js'
 import { EXIT_BROKEN_PIPE, pipeBroken, print, watchOwnPipes } from './pipes.js'
 import { rootfsCreateCommand, rootfsDeleteCommand, rootfsListCommand } from './rootfs.js'
-import { EXIT, runCommand, usageErrorResult } from './run.js'
+import { EXIT, runCommand } from './run.js'
 
 /** package.json is two levels up from both src/cli/program.ts and dist/cli/program.js. */
 function packageVersion(): string {
@@ -189,7 +190,10 @@ export async function main(argv: string[]): Promise<number> {
     // `run --json` and `call --json` promise exactly one result object on stdout, a usage error included.
     const flags = commandFlags(argv, argv[0] === 'call' ? callCmd.options : runCmd.options)
     if (flags.get('--json') === true)
-      print(process.stdout, `${JSON.stringify(usageErrorResult(flags.get('--isolation'), limit, message))}\n`)
+      print(
+        process.stdout,
+        `${JSON.stringify(errorResult(limit, message, { isolation: flags.get('--isolation') }))}\n`,
+      )
     return EXIT.cordon
   }
 }

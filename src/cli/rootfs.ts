@@ -1,5 +1,5 @@
 // `cordon rootfs create NAME --packages python3,...`, `cordon rootfs list` and `cordon rootfs delete NAME`.
-import { createRootfs, deleteRootfs, listRootfs, rootfsCacheDir } from '../rootfs/rootfs.js'
+import { createRootfs, deleteRootfs, listRootfs, rootfsCacheDir } from '../index.js'
 
 export async function rootfsCreateCommand(name: string, values: Record<string, unknown>): Promise<number> {
   const packages = String(values.packages ?? '')

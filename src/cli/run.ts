@@ -2,13 +2,7 @@
 import { accessSync, createReadStream, constants as fsConstants, fstatSync, statSync } from 'node:fs'
 import type { Readable } from 'node:stream'
 import { PolicyError } from '../errors.js'
-import { probeCapabilities } from '../host/capabilities.js'
-import { signalNumber } from '../host/signals.js'
-import { tierFor } from '../plan/plan.js'
-import type { RunResult } from '../policy/result.js'
-import type { OutputData } from '../policy/schema.js'
-import { emptyResult } from '../run/handle.js'
-import { run } from '../run/launch.js'
+import { type OutputData, type RunResult, run, signalNumber } from '../index.js'
 import { policyInput } from './flags.js'
 import { EXIT_BROKEN_PIPE, pipeBroken, print, whileCancelable } from './pipes.js'
 
@@ -68,12 +62,6 @@ function openStdin(value: unknown): Readable | undefined {
   }
   if (isDirectory) throw new PolicyError('stdin', `${file} is a directory`)
   return createReadStream(file)
-}
-
-/** The one JSON result of `run --json` when cordon itself cannot run: `limit` is the flag at fault. */
-export function usageErrorResult(isolation: unknown, limit: string, message: string): RunResult {
-  const tier = isolation === 'namespace' || isolation === 'process' ? isolation : 'auto'
-  return emptyResult(tierFor(tier, probeCapabilities()), { kind: 'error', limit, message })
 }
 
 export async function runCommand(command: string[], values: Record<string, unknown>): Promise<number> {

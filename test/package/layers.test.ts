@@ -72,6 +72,17 @@ describe('layers', () => {
     assert.deepEqual(wrong, [])
   })
 
+  it('the CLI is a face: it imports the engine only through index.ts (and errors.ts), as a service would', () => {
+    const wrong: string[] = []
+    for (const [from, targets] of graph) {
+      if (unit(from) !== 'cli') continue
+      for (const to of targets) {
+        if (unit(to) !== 'cli' && to !== 'index.ts' && to !== 'errors.ts') wrong.push(`${from} -> ${to}`)
+      }
+    }
+    assert.deepEqual(wrong, [])
+  })
+
   it('no file imports itself round a loop (type imports count)', () => {
     const state = new Map<string, 'open' | 'done'>()
     const loops: string[] = []
