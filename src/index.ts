@@ -35,7 +35,7 @@ export type { CliMeta } from './policy/schema.js'
 export { cli as cliRegistry, policySchema } from './policy/schema.js'
 export { formatBytes, formatDuration } from './policy/units.js'
 export { signalNumber } from './host/signals.js'
-export { errorResult } from './run/handle.js'
+export { errorResult } from './run/result.js'
 
 // Errors. Invalid input throws PolicyError, naming the field; what the machine does to a run is its
 // result. Besides: a sandbox past its quota, a closed or dead spawner, a root filesystem that could not

@@ -3,9 +3,6 @@
 import type { RunResult } from '../policy/result.js'
 import type { OutputChunk, OutputData } from '../policy/schema.js'
 
-// Its old home, still imported from here by the CLI.
-export { emptyResult } from './result.js'
-
 export interface RunHandle<D extends OutputData = string> {
   /** Host pid of the launched process: bwrap's monitor, or the process tier's own (the program's parent); undefined if none ran. */
   readonly pid: number | undefined
