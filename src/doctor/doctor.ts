@@ -10,7 +10,9 @@ import { uidPoolSchema } from '../host/uid-pool.js'
 import { clockEnv } from '../plan/clock.js'
 import { LANDLOCK_SCOPES } from '../plan/launcher.js'
 import { blockedDirs, canSearch, rootOnlyAbove } from '../plan/paths.js'
+import { tierFor } from '../plan/plan.js'
 import { DEFAULT_DENIED, seccompSupported } from '../plan/seccomp.js'
+import type { Isolation } from '../policy/result.js'
 import { listRootfs, rootfsCacheDir } from '../rootfs/rootfs.js'
 
 export interface Check {
@@ -23,9 +25,29 @@ export interface Check {
 
 export interface Diagnosis {
   capabilities: Capabilities
-  /** The tier `isolation: 'auto'` picks on this machine; null when no tier can run here at all. */
-  autoTier: 'namespace' | 'process' | null
+  /**
+   * The tier `isolation: 'auto'` runs on this machine, as run() chooses it; null when that tier cannot run
+   * here (it is never swapped for the other: see `usable`).
+   */
+  autoTier: Isolation | null
+  /** The tiers that run here when asked for by name. */
+  usable: Isolation[]
   checks: Check[]
+}
+
+/**
+ * What `isolation: 'auto'` runs here: the tier run() picks (plan's tierFor: the namespace tier whenever
+ * bubblewrap is installed and user namespaces are allowed), if it works. A bubblewrap that is there but
+ * fails is no fallback to the process tier, in run() or here.
+ */
+export function autoChoice(
+  caps: Capabilities,
+  namespaceWorks: boolean,
+): { autoTier: Isolation | null; picks: Isolation; usable: Isolation[] } {
+  const picks = tierFor('auto', caps)
+  // Both tiers start through the launcher: without it nothing runs.
+  const usable: Isolation[] = caps.launcher ? (namespaceWorks ? ['namespace', 'process'] : ['process']) : []
+  return { autoTier: usable.includes(picks) ? picks : null, picks, usable }
 }
 
 function bwrapProbe(caps: Capabilities): { ok: boolean; detail: string } {
@@ -289,6 +311,7 @@ export function doctor(): Diagnosis {
   const cg = detectCgroups()
   const v1 = Object.keys(cg.v1)
   const namespaceOk = bwrap.ok && caps.userns && caps.launcher !== null
+  const choice = autoChoice(caps, namespaceOk)
   const pool = uidPoolSchema.parse({})
   const debootstrap = resolveProgram('debootstrap', `${SAFE_PATH}:${process.env.PATH ?? ''}`, '/')
   const rootfsList = listRootfs()
@@ -312,9 +335,11 @@ export function doctor(): Diagnosis {
       ok: namespaceOk,
       detail: namespaceOk
         ? "read-only root, private /tmp, private /run (host daemon sockets) unless network is host, own PID and network namespaces, cordon's /etc/passwd and /etc/group (user sandbox), dies with parent"
-        : caps.launcher
-          ? 'unavailable: isolation "auto" falls back to the process tier (below)'
-          : "unavailable: cordon's launcher is not built (see process tier), so neither tier runs",
+        : !caps.launcher
+          ? "unavailable: cordon's launcher is not built (see process tier), so neither tier runs"
+          : choice.picks === 'namespace'
+            ? 'bubblewrap is installed and user namespaces are allowed, so isolation "auto" picks this tier, but it fails (see bubblewrap above): auto runs end `error` until it is fixed'
+            : 'unavailable: isolation "auto" falls back to the process tier (below)',
       fix: namespaceOk
         ? null
         : caps.launcher
@@ -431,10 +456,9 @@ export function doctor(): Diagnosis {
     },
     clockCheck(caps),
   ]
-  // Both tiers start through the launcher: without it nothing runs.
-  const autoTier = namespaceOk ? 'namespace' : caps.launcher ? 'process' : null
+  const { autoTier, usable } = choice
   checks.push(
     pathsCheck(caps.isRoot, autoTier, realpathSync(process.cwd()), cordonPaths(), sandboxProbe(pool)),
   )
-  return { capabilities: caps, autoTier, checks }
+  return { capabilities: caps, autoTier, usable, checks }
 }

@@ -8,11 +8,17 @@ describe('cordon doctor verdict', () => {
   const real = doctor()
 
   it('exits 1 and says so when no tier can run, instead of naming a tier', () => {
-    const { text, code } = doctorReport({ ...real, autoTier: null }, false)
+    const { text, code } = doctorReport({ ...real, autoTier: null, usable: [] }, false)
     assert.equal(code, 1)
     assert.match(text, /no isolation tier can run here/)
     assert.doesNotMatch(text, /runs the .* tier/)
-    assert.equal(doctorReport({ ...real, autoTier: null }, true).code, 1)
+    assert.equal(doctorReport({ ...real, autoTier: null, usable: [] }, true).code, 1)
+  })
+
+  it('exits 1 when the tier auto picks fails, and names the tier that runs when asked for', () => {
+    const { text, code } = doctorReport({ ...real, autoTier: null, usable: ['process'] }, false)
+    assert.equal(code, 1)
+    assert.match(text, /auto runs end `error` until it is fixed; --isolation process runs/)
   })
 
   it('exits 0 and names the tier auto runs when one can', () => {

@@ -1,7 +1,13 @@
 // The doctor's checks that are pure functions of what the machine reports.
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
-import { openFilesCheck, pathsCheck, processTierCheck, socketMemoryCheck } from '../../src/doctor/doctor.js'
+import {
+  autoChoice,
+  openFilesCheck,
+  pathsCheck,
+  processTierCheck,
+  socketMemoryCheck,
+} from '../../src/doctor/doctor.js'
 import { probeCapabilities } from '../../src/host/capabilities.js'
 
 describe('socket memory check', () => {
@@ -93,5 +99,48 @@ describe('paths check', () => {
     assert.equal(refused.ok, false)
     assert.match(refused.detail, /process tier refuses/)
     assert.match(refused.fix ?? '', /chmod o\+x \/var\/tmp\/x.*namespace tier/)
+  })
+})
+
+describe('what isolation auto runs, as run() decides it', () => {
+  const caps = probeCapabilities()
+  const installed = { ...caps, bwrap: '/usr/bin/bwrap', userns: true, launcher: '/x/cordon-launch' }
+
+  it('the namespace tier when it is there and works', () => {
+    assert.deepEqual(autoChoice(installed, true), {
+      autoTier: 'namespace',
+      picks: 'namespace',
+      usable: ['namespace', 'process'],
+    })
+  })
+
+  it('the process tier when bubblewrap or user namespaces are missing', () => {
+    assert.deepEqual(autoChoice({ ...installed, bwrap: null }, false), {
+      autoTier: 'process',
+      picks: 'process',
+      usable: ['process'],
+    })
+    assert.deepEqual(
+      autoChoice({ ...installed, userns: false, usernsReason: 'x' }, false).autoTier,
+      'process',
+    )
+  })
+
+  // run() picks the namespace tier whenever bubblewrap is installed and user namespaces are allowed: a
+  // bubblewrap that fails its probe is no fallback to the process tier, and the doctor must not say it is.
+  it('none, when the tier auto picks is there but fails; the process tier still runs when asked for', () => {
+    assert.deepEqual(autoChoice(installed, false), {
+      autoTier: null,
+      picks: 'namespace',
+      usable: ['process'],
+    })
+  })
+
+  it('none at all without the launcher', () => {
+    assert.deepEqual(autoChoice({ ...installed, launcher: null }, false), {
+      autoTier: null,
+      picks: 'namespace',
+      usable: [],
+    })
   })
 })
