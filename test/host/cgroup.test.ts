@@ -153,7 +153,7 @@ for (const tier of TIERS) {
     })
 
     it('TCP buffers: thousands of connections over 8 processes', {
-      todo: 'past the cap the kernel still forces about one segment on each connection (~80 KiB on loopback) into a counter that no OOM kill enforces (v1); each connection costs 7-14 KiB of the memory limit, so a sandbox holds up to ~11x memoryBytes; see README',
+      todo: 'past the cap the kernel still forces about one segment on each connection (~80 KiB on loopback) into a counter that no OOM kill enforces (v1); each connection costs 7-14 KiB of the memory limit, so a sandbox holds up to ~11x memoryBytes; see docs/accounting.md',
     }, async () => {
       heldTo(3, await fillSockets('tcp', 8, 8 * 64 * MiB))
     })
@@ -167,7 +167,7 @@ for (const tier of TIERS) {
     })
 
     it('TCP connections never accepted, their clients closed: no fd holds them', {
-      todo: 'the kernel charges a connection to a cgroup only once it is accepted (v1 and v2): bounded only by the host-wide tcp_mem; see README',
+      todo: 'the kernel charges a connection to a cgroup only once it is accepted (v1 and v2): bounded only by the host-wide tcp_mem; see docs/accounting.md',
     }, async () => {
       heldTo(3, await fillSockets('backlog', 1, 4 * 64 * MiB))
     })

@@ -2,7 +2,7 @@
 // type imports included, and no two files import each other round a loop. Lower layers never know the
 // upper ones, so each can be read, tested and replaced on its own.
 import assert from 'node:assert/strict'
-import { readdirSync, readFileSync } from 'node:fs'
+import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import path from 'node:path'
 import { describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
@@ -95,5 +95,29 @@ describe('layers', () => {
     }
     for (const f of files) visit(f, [])
     assert.deepEqual(loops, [])
+  })
+})
+
+describe('tests mirror src/', () => {
+  const TESTS = fileURLToPath(new URL('../', import.meta.url))
+  /** Folders of test/ that are not a folder of src/: whole runs, the package, its documents. */
+  const APART = new Set(['e2e', 'package', 'docs'])
+
+  it('test/<folder>/<module>[-<aspect>].test.ts tests src/<folder>/<module>.ts; whole runs live in test/e2e/', () => {
+    const stray: string[] = []
+    for (const folder of readdirSync(TESTS, { withFileTypes: true })) {
+      if (!folder.isDirectory() || APART.has(folder.name)) continue
+      for (const file of readdirSync(path.join(TESTS, folder.name))) {
+        const m = /^([a-z0-9-]+)\.test\.ts$/.exec(file)
+        if (!m) continue
+        // The longest module name the file's name starts with: `proxy-leftovers` tests proxy.ts.
+        const parts = (m[1] as string).split('-')
+        const found = parts.some((_, i) =>
+          existsSync(path.join(SRC, folder.name, `${parts.slice(0, parts.length - i).join('-')}.ts`)),
+        )
+        if (!found) stray.push(`test/${folder.name}/${file}`)
+      }
+    }
+    assert.deepEqual(stray, [], 'name the module a test is of, or move a whole-run test to test/e2e/')
   })
 })

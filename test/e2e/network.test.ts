@@ -21,13 +21,13 @@ import {
   waitFor,
 } from '../helpers.js'
 
-/** The tree test/run/rootfs.test.ts builds (with busybox); an allowlist on it is tested here when it exists. */
+/** The tree test/e2e/rootfs.test.ts builds (with busybox); an allowlist on it is tested here when it exists. */
 const ROOTFS = 'cordon-test-minbase'
 const noRootfs = () =>
   noNamespace ||
   (listRootfs().some((r) => r.name === ROOTFS)
     ? false
-    : `the root filesystem ${ROOTFS} is not built (test/run/rootfs.test.ts builds it with debootstrap)`)
+    : `the root filesystem ${ROOTFS} is not built (test/e2e/rootfs.test.ts builds it with debootstrap)`)
 
 describe('network allowlist (namespace tier)', { skip: noNamespace }, () => {
   let server: http.Server
