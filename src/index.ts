@@ -32,7 +32,7 @@ export { createRootfs, deleteRootfs, listRootfs, rootfsCacheDir } from './rootfs
 // Schema and shared spellings, for faces (CLI, HTTP, MCP): the options' schema and its CLI names, sizes
 // and durations as cordon writes them, a signal's number, and the one result of a run never made.
 export type { CliMeta } from './policy/schema.js'
-export { cli as cliRegistry, policySchema } from './policy/schema.js'
+export { cli as cliRegistry, durationSchema, policySchema } from './policy/schema.js'
 export { formatBytes, formatDuration } from './policy/units.js'
 export { signalNumber } from './host/signals.js'
 export { errorResult } from './run/result.js'

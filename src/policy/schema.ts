@@ -50,6 +50,8 @@ function withUnits(parse: (text: string) => number, what: string, max: number) {
 /** setTimeout's limit (about 24.8 days); longer ones fire at once. */
 const MAX_DURATION_MS = 2 ** 31 - 1
 const duration = () => withUnits(parseDuration, 'number of milliseconds', MAX_DURATION_MS)
+/** A duration as the options take one (ms, or a string with its unit: `500ms`, `20s`), for the faces' own fields. */
+export const durationSchema = duration()
 const size = () => withUnits(parseSize, 'number of bytes', Number.MAX_SAFE_INTEGER)
 const envName = z
   .string()

@@ -21,6 +21,7 @@ const VALUES = [
   'createSandbox',
   'deleteRootfs',
   'doctor',
+  'durationSchema',
   'errorResult',
   'formatBytes',
   'formatDuration',

@@ -1,0 +1,106 @@
+// What `POST /v1/runs` takes. Its `options` are the library's own schema (policySchema), narrowed to what a
+// client may ask for: fields that name host paths or host state are the server's alone (403
+// `forbidden-option`, naming the field), and the rest is validated by the very schema run() uses. The
+// OpenAPI document is generated from these schemas.
+import * as z from 'zod'
+import { durationSchema, policySchema } from '../index.js'
+
+/** Options only the server sets (host paths, host state, engine objects): a request naming one is refused. */
+export const SERVER_ONLY_OPTIONS = [
+  'cwd',
+  'writable',
+  'readable',
+  'hide',
+  'passEnv',
+  'uidPool',
+  'cgroup',
+  'spawner',
+  'signal',
+  'stdin',
+  'onLog',
+  'onOutput',
+  'encoding',
+] as const
+
+/** The options a request may carry: the library's fields, as the library validates them. */
+export const apiOptionsSchema = policySchema
+  .pick({
+    limits: true,
+    env: true,
+    network: true,
+    allow: true,
+    deny: true,
+    isolation: true,
+    redact: true,
+    clock: true,
+    mergeOutput: true,
+    denySyscalls: true,
+    rootfs: true,
+  })
+  .partial()
+  .superRefine((options, ctx) => {
+    // A root filesystem by name only: a path is host state.
+    if (typeof options.rootfs === 'string' && options.rootfs.includes('/')) {
+      ctx.addIssue({ code: 'custom', path: ['rootfs'], message: 'must name a root filesystem, not a path' })
+    }
+  })
+
+/** A path inside the run's workspace: relative, no `..`, no NUL; symlinks are judged when it is written. */
+const workspacePath = z
+  .string()
+  .min(1, 'must not be empty')
+  .max(4096, 'must be at most 4096 characters')
+  .refine((p) => !p.includes('\0'), 'must not contain NUL')
+  .refine((p) => !p.startsWith('/'), 'must be relative to the workspace')
+  .refine((p) => !p.split('/').includes('..'), 'must not contain ..')
+
+/** Bounds on what one request may make the server hold (the body itself is capped by the HTTP layer). */
+export const REQUEST_BOUNDS = { args: 10_000, argBytes: 1024 * 1024, files: 1000, collect: 100, metadata: 32 }
+
+export const runRequestSchema = z.strictObject({
+  cmd: z
+    .array(z.string().refine((a) => !a.includes('\0'), 'must not contain NUL'))
+    .min(1, 'must name a program')
+    .max(REQUEST_BOUNDS.args, `must have at most ${REQUEST_BOUNDS.args} arguments`)
+    .refine(
+      (args) => args.reduce((n, a) => n + Buffer.byteLength(a) + 1, 0) <= REQUEST_BOUNDS.argBytes,
+      `must be at most ${REQUEST_BOUNDS.argBytes} bytes in all`,
+    )
+    .describe('the program and its arguments (an argv array, never a shell string)'),
+  stdin: z
+    .union([z.string(), z.strictObject({ base64: z.base64() }), z.literal('open')])
+    .optional()
+    .describe('what the program reads: text, bytes as base64, or "open" to write it later (POST …/stdin)'),
+  files: z
+    .array(
+      z.strictObject({
+        path: workspacePath,
+        content: z.string(),
+        encoding: z.enum(['utf8', 'base64']).default('utf8'),
+        mode: z.number().int().min(0).max(0o777).optional(),
+      }),
+    )
+    .max(REQUEST_BOUNDS.files)
+    .default([])
+    .describe('files written into the run’s fresh workspace (its cwd, and its one writable path) first'),
+  collect: z
+    .array(workspacePath)
+    .max(REQUEST_BOUNDS.collect)
+    .default([])
+    .describe('workspace paths (globs) kept after the run, readable at /v1/runs/{id}/files/{path}'),
+  options: apiOptionsSchema.default({}).describe('the library’s run options a client may set'),
+  metadata: z
+    .record(z.string().max(64), z.string().max(1024))
+    .refine((m) => Object.keys(m).length <= REQUEST_BOUNDS.metadata, 'must have at most 32 entries')
+    .default({})
+    .describe('labels kept with the run, to filter lists by'),
+  webhook: z
+    .strictObject({ url: z.url({ protocol: /^https?$/ }) })
+    .optional()
+    .describe('POSTed the finished run, signed with the key’s webhookSecret'),
+  wait: durationSchema
+    .optional()
+    .describe('answer once the run finished, or after this long (capped by the server)'),
+})
+
+export type RunRequest = z.output<typeof runRequestSchema>

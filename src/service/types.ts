@@ -1,0 +1,103 @@
+// The service's contract between its parts: the HTTP API (http/), the queue and its workers (queue.ts,
+// worker.ts) and the store (store.ts; SQLite in sqlite.ts). The store and the queue sit behind these small
+// interfaces so that a PostgreSQL store or a Redis queue is a new implementation, not a rewrite.
+// The service is a face: it uses the engine only through the public API (../index.ts).
+import type { RunResult } from '../index.js'
+
+/** A run's lifecycle, never mixed with its verdict (`result.status`). */
+export type RunState = 'queued' | 'running' | 'finished'
+
+/** A run as stored and as `GET /v1/runs/{id}` shows it (`request` is kept server-side only). */
+export interface RunRecord {
+  id: string
+  /** The key that created it: only that key (or an admin) may read, cancel or list it. */
+  keyId: string
+  state: RunState
+  /** ISO 8601, UTC. */
+  createdAt: string
+  startedAt: string | null
+  finishedAt: string | null
+  metadata: Record<string, string>
+  /** The validated request (its options, files, stdin…): what the worker runs. Never holds key secrets. */
+  request: unknown
+  /** Exactly the library's RunResult, once finished. */
+  result: RunResult | null
+}
+
+export type RunEventType = 'queued' | 'started' | 'output' | 'log' | 'network' | 'end' | 'interrupted'
+
+/** One event of a run, numbered per run from 1 with no gap: SSE resumes after any of them. */
+export interface RunEvent {
+  runId: string
+  seq: number
+  type: RunEventType
+  /** ISO 8601, UTC. */
+  at: string
+  /** Redacted before it is stored: `output` `{ stream, offset, bytes, data }` (data base64), `end` `{ result }`… */
+  data: Record<string, unknown>
+}
+
+export interface RunFilter {
+  /** Only this key's runs; undefined: every key's (admin). */
+  keyId?: string
+  state?: RunState
+  status?: string
+  metadata?: Record<string, string>
+  createdAfter?: string
+  limit: number
+  /** Opaque, from a previous page's `nextCursor`. */
+  cursor?: string
+}
+
+export type Scope = 'runs:write' | 'runs:read' | 'admin'
+
+/** An API key as stored: its secret only as a hash. */
+export interface KeyRecord {
+  id: string
+  name: string
+  /** sha256 of the key, hex; the key itself is shown once, at creation. */
+  hash: string
+  scopes: Scope[]
+  /** The most a request may ask, in the options' own shape (validated by the service's key schema). */
+  ceilings: Record<string, unknown>
+  quota: { concurrentRuns: number | null; runsPerMinute: number | null }
+  /** Injected as env into this key's runs and always redacted. Stored as given (the data dir is 0700). */
+  secrets: Record<string, string>
+  /** How long this key's finished runs are kept, in ms; null: forever. */
+  retentionMs: number | null
+  /** Signs this key's webhooks (HMAC-SHA256). */
+  webhookSecret: string
+  createdAt: string
+  revokedAt: string | null
+}
+
+/** Durable runs, their events and the keys. Every method is synchronous (SQLite) or a promise (others). */
+export interface Store {
+  createRun(run: Omit<RunRecord, 'state' | 'startedAt' | 'finishedAt' | 'result'>): RunRecord
+  getRun(id: string): RunRecord | null
+  listRuns(filter: RunFilter): { runs: RunRecord[]; nextCursor: string | null }
+  /** queued → running; false when it was not queued (canceled or deleted meanwhile). */
+  startRun(id: string, at: string): boolean
+  /** → finished with its result, and its `end` event, in one transaction. */
+  finishRun(id: string, result: RunResult, at: string): void
+  /** Only a finished run; false when it is not (409). */
+  deleteRun(id: string): boolean
+  /** Appends the next event of the run and returns it (with its seq). */
+  appendEvent(runId: string, type: RunEventType, data: Record<string, unknown>): RunEvent
+  /** Events after `afterSeq`, in order, at most `limit`. */
+  events(runId: string, afterSeq: number, limit: number): RunEvent[]
+  /** At start-up: runs left `running` by a dead server end `error`/`interrupted`; returns their ids. */
+  interruptRunning(at: string): string[]
+  /** Runs still queued, oldest first (re-queued at start-up). */
+  queuedRuns(): RunRecord[]
+  /** Finished runs past their key's retention, removed with their events; returns how many. */
+  sweep(now: string): number
+
+  createKey(key: KeyRecord): void
+  keyByHash(hash: string): KeyRecord | null
+  getKey(id: string): KeyRecord | null
+  listKeys(): KeyRecord[]
+  revokeKey(id: string, at: string): boolean
+
+  close(): void
+}
