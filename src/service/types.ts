@@ -101,3 +101,73 @@ export interface Store {
 
   close(): void
 }
+
+/** Why the service refused a request: the HTTP layer maps `code` to its status (and `retryAfterS`). */
+export type ServiceErrorCode =
+  | 'invalid' // 400, naming `field`
+  | 'unauthorized' // 401
+  | 'forbidden' // 403: a scope, another key's run
+  | 'forbidden-option' // 403: a server-only option, naming `field`
+  | 'over-ceiling' // 403: more than the key's ceiling, naming `field` and the ceiling
+  | 'not-found' // 404
+  | 'conflict' // 409: deleting a running run, stdin of a run without it…
+  | 'quota' // 429, with retryAfterS
+  | 'queue-full' // 503, with retryAfterS
+  | 'draining' // 503, with retryAfterS
+
+export class ServiceError extends Error {
+  constructor(
+    readonly code: ServiceErrorCode,
+    message: string,
+    readonly field?: string,
+    readonly retryAfterS?: number,
+  ) {
+    super(message)
+    this.name = 'ServiceError'
+  }
+}
+
+/**
+ * The service as its faces (HTTP, later MCP) use it: every method checks that `key` may do it (its scopes,
+ * its own runs unless admin) and throws ServiceError otherwise.
+ */
+export interface Service {
+  /** The key a bearer token stands for; null when none does (or it was revoked). */
+  authenticate(token: string): KeyRecord | null
+  /** Validates (request schema, server-only options, ceilings), stores it `queued`, enqueues it. */
+  submit(key: KeyRecord, body: unknown): RunRecord
+  get(key: KeyRecord, id: string): RunRecord
+  list(key: KeyRecord, filter: Omit<RunFilter, 'keyId'>): { runs: RunRecord[]; nextCursor: string | null }
+  /** Resolves once the run is finished, or after `ms` with it as it is then. */
+  wait(key: KeyRecord, id: string, ms: number): Promise<RunRecord>
+  cancel(key: KeyRecord, id: string): RunRecord
+  remove(key: KeyRecord, id: string): void
+  /** Stored events after `afterSeq`; `follow` is called with each later one until the returned stop(). */
+  events(
+    key: KeyRecord,
+    id: string,
+    afterSeq: number,
+    follow: (event: RunEvent) => void,
+  ): { past: RunEvent[]; stop(): void }
+  /** The kept, redacted output as bytes: stdout, stderr or both interleaved (`output`). */
+  output(
+    key: KeyRecord,
+    id: string,
+    stream: 'stdout' | 'stderr' | 'output',
+    offset: number,
+    limit: number,
+  ): Buffer
+  writeStdin(key: KeyRecord, id: string, data: Buffer): void
+  closeStdin(key: KeyRecord, id: string): void
+
+  /** Admin: a new key; `key` and `webhookSecret` are returned this once. */
+  createKey(admin: KeyRecord, body: unknown): { record: KeyRecord; key: string }
+  listKeys(admin: KeyRecord): KeyRecord[]
+  revokeKey(admin: KeyRecord, id: string): void
+
+  /** False once draining began: /readyz answers 503. */
+  ready(): boolean
+  /** Stops taking runs (503 with Retry-After), lets running ones finish, then resolves. */
+  drain(): Promise<void>
+  close(): Promise<void>
+}
