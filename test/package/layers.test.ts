@@ -105,18 +105,24 @@ describe('tests mirror src/', () => {
   /** Folders of test/ that are not a folder of src/: whole runs, the package, its documents. */
   const APART = new Set(['e2e', 'package', 'docs'])
 
-  it('test/<folder>/<module>[-<aspect>].test.ts tests src/<folder>/<module>.ts; whole runs live in test/e2e/', () => {
+  it('test/<folder>/[<sub>-]<module>[-<aspect>].test.ts tests src/<folder>/[<sub>/]<module>.ts; whole runs live in test/e2e/', () => {
     const stray: string[] = []
     for (const folder of readdirSync(TESTS, { withFileTypes: true })) {
       if (!folder.isDirectory() || APART.has(folder.name)) continue
       for (const file of readdirSync(path.join(TESTS, folder.name))) {
         const m = /^([a-z0-9-]+)\.test\.ts$/.exec(file)
         if (!m) continue
-        // The longest module name the file's name starts with: `proxy-leftovers` tests proxy.ts.
+        // A module name the file's name starts with: `proxy-leftovers` tests proxy.ts; a module in a
+        // subfolder is named with a dash, `http-app` for http/app.ts (npm test runs test/*/*.test.ts).
         const parts = (m[1] as string).split('-')
-        const found = parts.some((_, i) =>
-          existsSync(path.join(SRC, folder.name, `${parts.slice(0, parts.length - i).join('-')}.ts`)),
-        )
+        const found = parts.some((_, i) => {
+          const name = parts.slice(0, parts.length - i)
+          return (
+            existsSync(path.join(SRC, folder.name, `${name.join('-')}.ts`)) ||
+            (name.length > 1 &&
+              existsSync(path.join(SRC, folder.name, name[0] as string, `${name.slice(1).join('-')}.ts`)))
+          )
+        })
         if (!found) stray.push(`test/${folder.name}/${file}`)
       }
     }
