@@ -7,6 +7,7 @@ import path from 'node:path'
 import { probeCapabilities } from '../src/host/capabilities.js'
 import { SPAWNER_PATH } from '../src/host/native.js'
 import { isExecutableFile } from '../src/host/programs.js'
+import type { Limits } from '../src/policy/schema.js'
 
 const caps = probeCapabilities()
 
@@ -154,4 +155,21 @@ export function asUnprivileged<T>(body: string, timeoutMs = 30_000): Promise<T> 
         )
     })
   })
+}
+
+/** Small limits for unit tests of what reads them (classify, outcome, the stopper): `over` changes some. */
+export function testLimits(over: Partial<Limits> = {}): Limits {
+  return {
+    wallTimeMs: 2000,
+    cpuTimeMs: 1500,
+    memoryBytes: 256 * 1024 * 1024,
+    maxProcesses: 16,
+    maxOpenFiles: 1024,
+    maxFileSizeBytes: 64 * 1024,
+    maxOutputBytes: 1000,
+    tmpfsBytes: 64 * 1024 * 1024,
+    maxLogBytes: 1024,
+    killGraceMs: 100,
+    ...over,
+  }
 }

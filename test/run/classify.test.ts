@@ -1,21 +1,10 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import { signalNumber } from '../../src/host/signals.js'
-import type { Limits } from '../../src/policy/schema.js'
 import { classify, effectiveSignal, launcherRefusal, type Outcome } from '../../src/run/classify.js'
+import { testLimits } from '../helpers.js'
 
-const limits: Limits = {
-  wallTimeMs: 2000,
-  cpuTimeMs: 1500,
-  memoryBytes: 256 * 1024 * 1024,
-  maxProcesses: 16,
-  maxOpenFiles: 1024,
-  maxFileSizeBytes: 64 * 1024,
-  maxOutputBytes: 1000,
-  tmpfsBytes: 64 * 1024 * 1024,
-  maxLogBytes: 1024,
-  killGraceMs: 100,
-}
+const limits = testLimits()
 
 const kernel = (oomKills: number, pidsMaxHits: number) => ({ oomKills, pidsMaxHits })
 const outcome = (over: Partial<Outcome> = {}): Outcome => ({

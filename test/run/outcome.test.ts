@@ -1,21 +1,10 @@
 // outcome(): what the supervisor saw of a run's end, turned into the result's status. Pure: no processes.
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
-import type { Limits } from '../../src/policy/schema.js'
 import { type Happened, outcome } from '../../src/run/outcome.js'
+import { testLimits } from '../helpers.js'
 
-const limits: Limits = {
-  wallTimeMs: 2000,
-  cpuTimeMs: 1500,
-  memoryBytes: 256 * 1024 * 1024,
-  maxProcesses: 16,
-  maxOpenFiles: 1024,
-  maxFileSizeBytes: 64 * 1024,
-  maxOutputBytes: 1000,
-  tmpfsBytes: 64 * 1024 * 1024,
-  maxLogBytes: 1024,
-  killGraceMs: 100,
-}
+const limits = testLimits()
 
 const happened = (over: Partial<Happened> = {}): Happened => ({
   tier: 'namespace',

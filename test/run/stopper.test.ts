@@ -4,20 +4,10 @@ import { describe, it } from 'node:test'
 import type { Limits } from '../../src/policy/schema.js'
 import type { SandboxProcesses } from '../../src/run/kill.js'
 import { Stopper } from '../../src/run/stopper.js'
+import { testLimits } from '../helpers.js'
 
-const limits = (over: Partial<Limits> = {}): Limits => ({
-  wallTimeMs: 60_000,
-  cpuTimeMs: 60_000,
-  memoryBytes: 256 * 1024 * 1024,
-  maxProcesses: 16,
-  maxOpenFiles: 1024,
-  maxFileSizeBytes: 64 * 1024,
-  maxOutputBytes: 1000,
-  tmpfsBytes: 64 * 1024 * 1024,
-  maxLogBytes: 1024,
-  killGraceMs: 30,
-  ...over,
-})
+const limits = (over: Partial<Limits> = {}): Limits =>
+  testLimits({ wallTimeMs: 60_000, cpuTimeMs: 60_000, killGraceMs: 30, ...over })
 
 /** Processes that record what was done to them; `running` says whether a program is there for SIGTERM. */
 function fakeProcs(running = true) {
