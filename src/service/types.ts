@@ -78,8 +78,11 @@ export interface Store {
   listRuns(filter: RunFilter): { runs: RunRecord[]; nextCursor: string | null }
   /** queued → running; false when it was not queued (canceled or deleted meanwhile). */
   startRun(id: string, at: string): boolean
-  /** → finished with its result, and its `end` event, in one transaction. */
-  finishRun(id: string, result: RunResult, at: string): void
+  /**
+   * queued or running → finished with its result, and its `end` event, in one transaction; returns that
+   * event, or null when the run was already finished or is gone (a run ends once).
+   */
+  finishRun(id: string, result: RunResult, at: string): RunEvent | null
   /** Only a finished run; false when it is not (409). */
   deleteRun(id: string): boolean
   /** Appends the next event of the run and returns it (with its seq). */

@@ -1,0 +1,413 @@
+// The store on one SQLite file (<dataDir>/cordon.db): runs, their events and the keys. WAL mode lets
+// readers go on while a worker writes; every method is synchronous, so one call is one transaction and the
+// service's single thread never sees a half-done one. The schema grows by appending to MIGRATIONS.
+import { randomBytes } from 'node:crypto'
+import { chmodSync, closeSync, mkdirSync, openSync } from 'node:fs'
+import path from 'node:path'
+import Database from 'better-sqlite3'
+import { errorResult, type RunResult } from '../index.js'
+import type {
+  KeyRecord,
+  RunEvent,
+  RunEventType,
+  RunFilter,
+  RunRecord,
+  RunState,
+  Scope,
+  Store,
+} from './types.js'
+
+/** Each entry takes the schema from version i to i+1; never edit one that shipped, append. */
+const MIGRATIONS: readonly string[] = [
+  `CREATE TABLE runs (
+     id TEXT PRIMARY KEY,
+     key_id TEXT NOT NULL,
+     state TEXT NOT NULL,
+     status TEXT,
+     created_at TEXT NOT NULL,
+     started_at TEXT,
+     finished_at TEXT,
+     metadata TEXT NOT NULL,
+     request TEXT NOT NULL,
+     result TEXT
+   );
+   CREATE INDEX runs_by_created ON runs (created_at, id);
+   CREATE INDEX runs_by_key ON runs (key_id, created_at, id);
+   CREATE INDEX runs_by_state ON runs (state, created_at);
+   CREATE TABLE events (
+     run_id TEXT NOT NULL,
+     seq INTEGER NOT NULL,
+     type TEXT NOT NULL,
+     at TEXT NOT NULL,
+     data TEXT NOT NULL,
+     PRIMARY KEY (run_id, seq)
+   ) WITHOUT ROWID;
+   CREATE TABLE keys (
+     id TEXT PRIMARY KEY,
+     name TEXT NOT NULL,
+     hash TEXT NOT NULL UNIQUE,
+     scopes TEXT NOT NULL,
+     ceilings TEXT NOT NULL,
+     quota TEXT NOT NULL,
+     secrets TEXT NOT NULL,
+     retention_ms INTEGER,
+     webhook_secret TEXT NOT NULL,
+     created_at TEXT NOT NULL,
+     revoked_at TEXT
+   );`,
+]
+
+/** A run id: random and URL-safe (128 bits: unguessable, so a leaked list cannot be walked). */
+export function newRunId(): string {
+  return `run_${randomBytes(16).toString('base64url')}`
+}
+
+interface RunRow {
+  id: string
+  key_id: string
+  state: RunState
+  created_at: string
+  started_at: string | null
+  finished_at: string | null
+  metadata: string
+  request: string
+  result: string | null
+}
+
+interface EventRow {
+  run_id: string
+  seq: number
+  type: RunEventType
+  at: string
+  data: string
+}
+
+interface KeyRow {
+  id: string
+  name: string
+  hash: string
+  scopes: string
+  ceilings: string
+  quota: string
+  secrets: string
+  retention_ms: number | null
+  webhook_secret: string
+  created_at: string
+  revoked_at: string | null
+}
+
+const toRun = (r: RunRow): RunRecord => ({
+  id: r.id,
+  keyId: r.key_id,
+  state: r.state,
+  createdAt: r.created_at,
+  startedAt: r.started_at,
+  finishedAt: r.finished_at,
+  metadata: JSON.parse(r.metadata) as Record<string, string>,
+  request: JSON.parse(r.request) as unknown,
+  result: r.result === null ? null : (JSON.parse(r.result) as RunResult),
+})
+
+const toEvent = (r: EventRow): RunEvent => ({
+  runId: r.run_id,
+  seq: r.seq,
+  type: r.type,
+  at: r.at,
+  data: JSON.parse(r.data) as Record<string, unknown>,
+})
+
+const toKey = (r: KeyRow): KeyRecord => ({
+  id: r.id,
+  name: r.name,
+  hash: r.hash,
+  scopes: JSON.parse(r.scopes) as Scope[],
+  ceilings: JSON.parse(r.ceilings) as Record<string, unknown>,
+  quota: JSON.parse(r.quota) as KeyRecord['quota'],
+  secrets: JSON.parse(r.secrets) as Record<string, string>,
+  retentionMs: r.retention_ms,
+  webhookSecret: r.webhook_secret,
+  createdAt: r.created_at,
+  revokedAt: r.revoked_at,
+})
+
+/** The opaque cursor of a page: where the last run of the previous page sorted. */
+export function encodeCursor(createdAt: string, id: string): string {
+  return Buffer.from(JSON.stringify([createdAt, id])).toString('base64url')
+}
+
+function decodeCursor(cursor: string): [string, string] | null {
+  try {
+    const v = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')) as unknown
+    if (Array.isArray(v) && v.length === 2 && typeof v[0] === 'string' && typeof v[1] === 'string') {
+      return [v[0], v[1]]
+    }
+  } catch {
+    // not one of ours
+  }
+  return null
+}
+
+export class SqliteStore implements Store {
+  readonly db: Database.Database
+
+  /** Opens (creating, 0700/0600) `<dataDir>/cordon.db` and brings its schema up to date. */
+  constructor(dataDir: string) {
+    mkdirSync(dataDir, { recursive: true, mode: 0o700 })
+    chmodSync(dataDir, 0o700)
+    const file = path.join(dataDir, 'cordon.db')
+    // Create it 0600 before SQLite does (SQLite would honour the umask).
+    closeSync(openSync(file, 'a', 0o600))
+    chmodSync(file, 0o600)
+    this.db = new Database(file)
+    this.db.pragma('journal_mode = WAL')
+    this.db.pragma('busy_timeout = 5000')
+    this.db.pragma('synchronous = NORMAL')
+    this.db.pragma('foreign_keys = ON')
+    this.migrate()
+  }
+
+  /** The schema's version: how many MIGRATIONS have run. */
+  version(): number {
+    const row = this.db.prepare('SELECT version FROM schema_version').get() as { version: number } | undefined
+    return row?.version ?? 0
+  }
+
+  private migrate(): void {
+    this.db.exec('CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)')
+    this.db
+      .transaction(() => {
+        const { n } = this.db.prepare('SELECT COUNT(*) AS n FROM schema_version').get() as { n: number }
+        if (n === 0) this.db.prepare('INSERT INTO schema_version (version) VALUES (0)').run()
+        const from = this.version()
+        if (from > MIGRATIONS.length) {
+          throw new Error(
+            `cordon.db has schema version ${from}, newer than this cordon (${MIGRATIONS.length})`,
+          )
+        }
+        for (let v = from; v < MIGRATIONS.length; v++) this.db.exec(MIGRATIONS[v] as string)
+        this.db.prepare('UPDATE schema_version SET version = ?').run(MIGRATIONS.length)
+      })
+      .immediate()
+  }
+
+  createRun(run: Omit<RunRecord, 'state' | 'startedAt' | 'finishedAt' | 'result'>): RunRecord {
+    this.db
+      .prepare(
+        `INSERT INTO runs (id, key_id, state, created_at, metadata, request)
+         VALUES (?, ?, 'queued', ?, ?, ?)`,
+      )
+      .run(run.id, run.keyId, run.createdAt, JSON.stringify(run.metadata), JSON.stringify(run.request))
+    return { ...run, state: 'queued', startedAt: null, finishedAt: null, result: null }
+  }
+
+  getRun(id: string): RunRecord | null {
+    const row = this.db.prepare('SELECT * FROM runs WHERE id = ?').get(id) as RunRow | undefined
+    return row ? toRun(row) : null
+  }
+
+  /** Newest first; the cursor is the last run's (createdAt, id), so pages neither skip nor repeat. */
+  listRuns(filter: RunFilter): { runs: RunRecord[]; nextCursor: string | null } {
+    const where: string[] = []
+    const args: unknown[] = []
+    if (filter.keyId !== undefined) {
+      where.push('key_id = ?')
+      args.push(filter.keyId)
+    }
+    if (filter.state !== undefined) {
+      where.push('state = ?')
+      args.push(filter.state)
+    }
+    if (filter.status !== undefined) {
+      where.push('status = ?')
+      args.push(filter.status)
+    }
+    if (filter.createdAfter !== undefined) {
+      where.push('created_at > ?')
+      args.push(filter.createdAfter)
+    }
+    for (const [k, v] of Object.entries(filter.metadata ?? {})) {
+      where.push('EXISTS (SELECT 1 FROM json_each(runs.metadata) AS m WHERE m.key = ? AND m.value = ?)')
+      args.push(k, v)
+    }
+    if (filter.cursor !== undefined) {
+      const c = decodeCursor(filter.cursor)
+      if (c === null) return { runs: [], nextCursor: null }
+      where.push('(created_at < ? OR (created_at = ? AND id < ?))')
+      args.push(c[0], c[0], c[1])
+    }
+    const limit = Math.max(1, Math.floor(filter.limit))
+    const sql = `SELECT * FROM runs ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
+                 ORDER BY created_at DESC, id DESC LIMIT ?`
+    const rows = this.db.prepare(sql).all(...args, limit + 1) as RunRow[]
+    const more = rows.length > limit
+    const page = rows.slice(0, limit).map(toRun)
+    const last = page.at(-1)
+    return { runs: page, nextCursor: more && last ? encodeCursor(last.createdAt, last.id) : null }
+  }
+
+  startRun(id: string, at: string): boolean {
+    return (
+      this.db
+        .prepare(`UPDATE runs SET state = 'running', started_at = ? WHERE id = ? AND state = 'queued'`)
+        .run(at, id).changes === 1
+    )
+  }
+
+  /**
+   * queued or running → finished, with its `end` event, in one transaction; returns that event (null when
+   * the run was already finished or is gone, so that a run ends once).
+   */
+  finishRun(id: string, result: RunResult, at: string): RunEvent | null {
+    return this.db
+      .transaction((): RunEvent | null => {
+        const changed = this.db
+          .prepare(
+            `UPDATE runs SET state = 'finished', finished_at = ?, status = ?, result = ?
+             WHERE id = ? AND state != 'finished'`,
+          )
+          .run(at, result.status, JSON.stringify(result), id).changes
+        if (changed !== 1) return null
+        return this.insertEvent(id, 'end', { result }, at)
+      })
+      .immediate()
+  }
+
+  deleteRun(id: string): boolean {
+    return this.db
+      .transaction((): boolean => {
+        const gone = this.db.prepare(`DELETE FROM runs WHERE id = ? AND state = 'finished'`).run(id).changes
+        if (gone !== 1) return false
+        this.db.prepare('DELETE FROM events WHERE run_id = ?').run(id)
+        return true
+      })
+      .immediate()
+  }
+
+  appendEvent(runId: string, type: RunEventType, data: Record<string, unknown>): RunEvent {
+    const at = new Date().toISOString()
+    return this.db.transaction(() => this.insertEvent(runId, type, data, at)).immediate()
+  }
+
+  /** Inside a transaction: the run's next seq is its last + 1 (1 for the first). */
+  private insertEvent(
+    runId: string,
+    type: RunEventType,
+    data: Record<string, unknown>,
+    at: string,
+  ): RunEvent {
+    const { last } = this.db
+      .prepare('SELECT COALESCE(MAX(seq), 0) AS last FROM events WHERE run_id = ?')
+      .get(runId) as { last: number }
+    const seq = last + 1
+    this.db
+      .prepare('INSERT INTO events (run_id, seq, type, at, data) VALUES (?, ?, ?, ?, ?)')
+      .run(runId, seq, type, at, JSON.stringify(data))
+    return { runId, seq, type, at, data }
+  }
+
+  events(runId: string, afterSeq: number, limit: number): RunEvent[] {
+    const rows = this.db
+      .prepare('SELECT * FROM events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?')
+      .all(runId, afterSeq, Math.max(0, Math.floor(limit))) as EventRow[]
+    return rows.map(toEvent)
+  }
+
+  interruptRunning(at: string): string[] {
+    return this.db
+      .transaction((): string[] => {
+        const ids = (
+          this.db.prepare(`SELECT id FROM runs WHERE state = 'running'`).all() as { id: string }[]
+        ).map((r) => r.id)
+        const reason = 'the server stopped while the run was running'
+        for (const id of ids) {
+          const result = errorResult('interrupted', reason)
+          this.insertEvent(id, 'interrupted', { reason }, at)
+          this.db
+            .prepare(
+              `UPDATE runs SET state = 'finished', finished_at = ?, status = ?, result = ? WHERE id = ?`,
+            )
+            .run(at, result.status, JSON.stringify(result), id)
+          this.insertEvent(id, 'end', { result }, at)
+        }
+        return ids
+      })
+      .immediate()
+  }
+
+  queuedRuns(): RunRecord[] {
+    const rows = this.db
+      .prepare(`SELECT * FROM runs WHERE state = 'queued' ORDER BY created_at, id`)
+      .all() as RunRow[]
+    return rows.map(toRun)
+  }
+
+  sweep(now: string): number {
+    return this.db
+      .transaction((): number => {
+        const ids = (
+          this.db
+            .prepare(
+              `SELECT r.id FROM runs r JOIN keys k ON k.id = r.key_id
+               WHERE r.state = 'finished' AND k.retention_ms IS NOT NULL
+                 AND (julianday(?) - julianday(r.finished_at)) * 86400000.0 > k.retention_ms`,
+            )
+            .all(now) as { id: string }[]
+        ).map((r) => r.id)
+        const delEvents = this.db.prepare('DELETE FROM events WHERE run_id = ?')
+        const delRun = this.db.prepare('DELETE FROM runs WHERE id = ?')
+        for (const id of ids) {
+          delEvents.run(id)
+          delRun.run(id)
+        }
+        return ids.length
+      })
+      .immediate()
+  }
+
+  createKey(key: KeyRecord): void {
+    this.db
+      .prepare(
+        `INSERT INTO keys (id, name, hash, scopes, ceilings, quota, secrets, retention_ms, webhook_secret,
+                           created_at, revoked_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      )
+      .run(
+        key.id,
+        key.name,
+        key.hash,
+        JSON.stringify(key.scopes),
+        JSON.stringify(key.ceilings),
+        JSON.stringify(key.quota),
+        JSON.stringify(key.secrets),
+        key.retentionMs,
+        key.webhookSecret,
+        key.createdAt,
+        key.revokedAt,
+      )
+  }
+
+  keyByHash(hash: string): KeyRecord | null {
+    const row = this.db.prepare('SELECT * FROM keys WHERE hash = ?').get(hash) as KeyRow | undefined
+    return row ? toKey(row) : null
+  }
+
+  getKey(id: string): KeyRecord | null {
+    const row = this.db.prepare('SELECT * FROM keys WHERE id = ?').get(id) as KeyRow | undefined
+    return row ? toKey(row) : null
+  }
+
+  listKeys(): KeyRecord[] {
+    return (this.db.prepare('SELECT * FROM keys ORDER BY created_at, id').all() as KeyRow[]).map(toKey)
+  }
+
+  revokeKey(id: string, at: string): boolean {
+    return (
+      this.db.prepare('UPDATE keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL').run(at, id)
+        .changes === 1
+    )
+  }
+
+  close(): void {
+    if (this.db.open) this.db.close()
+  }
+}

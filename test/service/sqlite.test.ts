@@ -1,0 +1,219 @@
+import assert from 'node:assert/strict'
+import { statSync } from 'node:fs'
+import path from 'node:path'
+import { describe, it } from 'node:test'
+import { errorResult } from '../../src/index.js'
+import { newRunId, SqliteStore } from '../../src/service/sqlite.js'
+import type { KeyRecord } from '../../src/service/types.js'
+import { tempDir } from '../helpers.js'
+
+function key(id: string, retentionMs: number | null = null): KeyRecord {
+  return {
+    id,
+    name: id,
+    hash: `hash-${id}`,
+    scopes: ['runs:write', 'runs:read'],
+    ceilings: { limits: { wallTimeMs: 1000 } },
+    quota: { concurrentRuns: 2, runsPerMinute: null },
+    secrets: { TOKEN: 's3cret' },
+    retentionMs,
+    webhookSecret: 'whs',
+    createdAt: '2026-01-01T00:00:00.000Z',
+    revokedAt: null,
+  }
+}
+
+function open(): { store: SqliteStore; dir: string } {
+  const dir = path.join(tempDir('cordon-store-'), 'data')
+  return { store: new SqliteStore(dir), dir }
+}
+
+const okResult = () => ({ ...errorResult('x', 'y'), status: 'ok' as const, violation: null, stdout: 'hi\n' })
+
+describe('SqliteStore', () => {
+  it('makes its dir 0700 and its file 0600, in WAL mode, at the latest schema version', () => {
+    const { store, dir } = open()
+    assert.equal(statSync(dir).mode & 0o777, 0o700)
+    assert.equal(statSync(path.join(dir, 'cordon.db')).mode & 0o777, 0o600)
+    assert.equal(store.db.pragma('journal_mode', { simple: true }), 'wal')
+    assert.equal(store.version(), 1)
+    store.close()
+    // Opening again runs no migration twice.
+    const again = new SqliteStore(dir)
+    assert.equal(again.version(), 1)
+    again.close()
+  })
+
+  it('run ids are random and URL-safe', () => {
+    const ids = new Set(Array.from({ length: 100 }, newRunId))
+    assert.equal(ids.size, 100)
+    for (const id of ids) assert.match(id, /^run_[A-Za-z0-9_-]{22}$/)
+  })
+
+  it('round-trips keys, runs and their lifecycle', () => {
+    const { store } = open()
+    store.createKey(key('k1'))
+    assert.deepEqual(store.getKey('k1'), key('k1'))
+    assert.deepEqual(store.keyByHash('hash-k1'), key('k1'))
+    assert.equal(store.keyByHash('nope'), null)
+    assert.equal(store.revokeKey('k1', '2026-01-02T00:00:00.000Z'), true)
+    assert.equal(store.revokeKey('k1', '2026-01-03T00:00:00.000Z'), false)
+    assert.equal(store.getKey('k1')?.revokedAt, '2026-01-02T00:00:00.000Z')
+    assert.equal(store.listKeys().length, 1)
+
+    const run = store.createRun({
+      id: 'run_a',
+      keyId: 'k1',
+      createdAt: '2026-01-01T00:00:00.000Z',
+      metadata: { team: 'x' },
+      request: { cmd: ['true'] },
+    })
+    assert.equal(run.state, 'queued')
+    assert.deepEqual(store.getRun('run_a'), run)
+    assert.equal(store.deleteRun('run_a'), false, 'only a finished run is deleted')
+    assert.equal(store.startRun('run_a', '2026-01-01T00:00:01.000Z'), true)
+    assert.equal(store.startRun('run_a', '2026-01-01T00:00:02.000Z'), false, 'started once')
+    const end = store.finishRun('run_a', okResult(), '2026-01-01T00:00:03.000Z')
+    assert.equal(end?.type, 'end')
+    assert.equal(end?.seq, 1)
+    assert.equal(store.finishRun('run_a', okResult(), '2026-01-01T00:00:04.000Z'), null, 'finished once')
+    const got = store.getRun('run_a')
+    assert.equal(got?.state, 'finished')
+    assert.equal(got?.startedAt, '2026-01-01T00:00:01.000Z')
+    assert.deepEqual(got?.result, okResult())
+    assert.deepEqual(store.events('run_a', 0, 10)[0]?.data, { result: okResult() })
+    assert.equal(store.deleteRun('run_a'), true)
+    assert.equal(store.getRun('run_a'), null)
+    assert.deepEqual(store.events('run_a', 0, 10), [])
+    store.close()
+  })
+
+  it('numbers events per run from 1 with no gap, and pages them', () => {
+    const { store } = open()
+    for (const id of ['r1', 'r2']) {
+      store.createRun({ id, keyId: 'k', createdAt: '2026-01-01T00:00:00.000Z', metadata: {}, request: {} })
+    }
+    for (let i = 0; i < 5; i++) {
+      store.appendEvent('r1', 'log', { i })
+      store.appendEvent('r2', 'log', { i })
+    }
+    assert.deepEqual(
+      store.events('r1', 0, 100).map((e) => e.seq),
+      [1, 2, 3, 4, 5],
+    )
+    assert.deepEqual(
+      store.events('r2', 2, 2).map((e) => [e.seq, e.data.i]),
+      [
+        [3, 2],
+        [4, 3],
+      ],
+    )
+  })
+
+  it('a failed transaction leaves nothing half-done', () => {
+    const { store } = open()
+    store.createRun({ id: 'r', keyId: 'k', createdAt: '2026-01-01T00:00:00.000Z', metadata: {}, request: {} })
+    // A result that cannot be serialised fails after the UPDATE: the run stays queued, with no end event.
+    const bad = okResult() as unknown as Record<string, unknown>
+    bad.cyclic = bad
+    assert.throws(() =>
+      store.finishRun('r', bad as unknown as ReturnType<typeof okResult>, '2026-01-01T00:00:01.000Z'),
+    )
+    assert.equal(store.getRun('r')?.state, 'queued')
+    assert.deepEqual(store.events('r', 0, 10), [])
+  })
+
+  it('interruptRunning ends running runs error/interrupted with an interrupted event, and leaves others', () => {
+    const { store } = open()
+    for (const id of ['q', 'r', 'f']) {
+      store.createRun({
+        id,
+        keyId: 'k',
+        createdAt: `2026-01-01T00:00:0${id === 'q' ? 1 : 0}.000Z`,
+        metadata: {},
+        request: {},
+      })
+    }
+    store.startRun('r', '2026-01-01T00:00:01.000Z')
+    store.appendEvent('r', 'started', {})
+    store.startRun('f', '2026-01-01T00:00:01.000Z')
+    store.finishRun('f', okResult(), '2026-01-01T00:00:02.000Z')
+    assert.deepEqual(store.interruptRunning('2026-01-01T00:01:00.000Z'), ['r'])
+    const r = store.getRun('r')
+    assert.equal(r?.state, 'finished')
+    assert.equal(r?.result?.status, 'error')
+    assert.equal(r?.result?.violation?.kind, 'error')
+    assert.equal(r?.result?.violation?.limit, 'interrupted')
+    assert.deepEqual(
+      store.events('r', 0, 10).map((e) => [e.seq, e.type]),
+      [
+        [1, 'started'],
+        [2, 'interrupted'],
+        [3, 'end'],
+      ],
+    )
+    assert.equal(store.getRun('f')?.result?.status, 'ok')
+    assert.deepEqual(
+      store.queuedRuns().map((x) => x.id),
+      ['q'],
+    )
+  })
+
+  it('lists with filters and keyset pagination: every run once, newest first', () => {
+    const { store } = open()
+    const ids: string[] = []
+    for (let i = 0; i < 25; i++) {
+      // Pairs share a timestamp: the id breaks the tie.
+      const createdAt = new Date(Date.UTC(2026, 0, 1, 0, 0, Math.floor(i / 2))).toISOString()
+      const id = `run_${String(i).padStart(2, '0')}`
+      ids.push(id)
+      store.createRun({
+        id,
+        keyId: i % 2 ? 'odd' : 'even',
+        createdAt,
+        metadata: { n: String(i % 3) },
+        request: {},
+      })
+      if (i % 5 === 0) {
+        store.startRun(id, createdAt)
+        store.finishRun(id, okResult(), createdAt)
+      }
+    }
+    const seen: string[] = []
+    let cursor: string | undefined
+    let pages = 0
+    do {
+      const page = store.listRuns({ limit: 4, ...(cursor ? { cursor } : {}) })
+      seen.push(...page.runs.map((r) => r.id))
+      cursor = page.nextCursor ?? undefined
+      pages++
+    } while (cursor)
+    assert.equal(pages, 7)
+    assert.deepEqual(seen, [...ids].reverse())
+    assert.equal(store.listRuns({ limit: 100, keyId: 'odd' }).runs.length, 12)
+    assert.equal(store.listRuns({ limit: 100, state: 'finished' }).runs.length, 5)
+    assert.equal(store.listRuns({ limit: 100, status: 'ok' }).runs.length, 5)
+    assert.equal(store.listRuns({ limit: 100, metadata: { n: '0' } }).runs.length, 9)
+    assert.equal(store.listRuns({ limit: 100, metadata: { n: '0' }, keyId: 'even' }).runs.length, 5)
+    assert.equal(store.listRuns({ limit: 100, createdAfter: '2026-01-01T00:00:10.000Z' }).runs.length, 3)
+    assert.deepEqual(store.listRuns({ limit: 10, cursor: 'garbage' }), { runs: [], nextCursor: null })
+  })
+
+  it('sweep removes finished runs past their key retention, with their events', () => {
+    const { store } = open()
+    store.createKey(key('short', 60_000))
+    store.createKey({ ...key('forever'), hash: 'h2' })
+    const mk = (id: string, keyId: string, finishedAt: string | null) => {
+      store.createRun({ id, keyId, createdAt: '2026-01-01T00:00:00.000Z', metadata: {}, request: {} })
+      if (finishedAt) store.finishRun(id, okResult(), finishedAt)
+    }
+    mk('old', 'short', '2026-01-01T00:00:00.000Z')
+    mk('new', 'short', '2026-01-01T00:00:30.000Z')
+    mk('queued', 'short', null)
+    mk('kept', 'forever', '2026-01-01T00:00:00.000Z')
+    assert.equal(store.sweep('2026-01-01T00:01:10.000Z'), 1)
+    assert.equal(store.getRun('old'), null)
+    assert.deepEqual(store.events('old', 0, 10), [])
+    for (const id of ['new', 'queued', 'kept']) assert.ok(store.getRun(id), id)
+  })
+})
