@@ -1,0 +1,238 @@
+// One run, from queued-and-started to its stored result: a fresh workspace with the request's files, the
+// library's start() with the key's secrets injected and redacted, each output chunk and log line an event,
+// the collected files kept, the workspace removed. Whatever goes wrong ends as the run's result (status
+// `error`), never as an exception: a face promises a result.
+import {
+  chmodSync,
+  closeSync,
+  constants,
+  fstatSync,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readSync,
+  rmSync,
+  writeSync,
+} from 'node:fs'
+
+import path from 'node:path'
+import type { PassThrough } from 'node:stream'
+import { errorResult, PolicyError, type RunOptions, type RunResult, type Spawner, start } from '../index.js'
+import type { RunRequest } from './request.js'
+import type { KeyRecord, RunEvent, RunEventType } from './types.js'
+
+export interface WorkerContext {
+  dataDir: string
+  runId: string
+  request: RunRequest
+  key: KeyRecord
+  spawner: Spawner | undefined
+  signal: AbortSignal
+  /** The run's stdin when the request said `'open'`: the service writes and ends it. */
+  stdin: PassThrough | undefined
+  /** Stores the run's next event and tells its followers. */
+  emit: (type: RunEventType, data: Record<string, unknown>) => RunEvent
+  /** Bytes of collected files kept per run at most. */
+  maxCollectBytes: number
+}
+
+/** Where a run's workspace and its collected files live. */
+export const workspaceDir = (dataDir: string, runId: string) => path.join(dataDir, 'work', runId)
+export const filesDir = (dataDir: string, runId: string) => path.join(dataDir, 'files', runId)
+
+/** Runs one run to its result (which the caller stores with finishRun). Never throws. */
+export async function executeRun(ctx: WorkerContext): Promise<RunResult> {
+  const workspace = workspaceDir(ctx.dataDir, ctx.runId)
+  try {
+    try {
+      makeWorkspace(ctx.dataDir, workspace)
+      writeFiles(workspace, ctx.request.files)
+    } catch (error) {
+      return errorResult('files', `could not prepare the workspace: ${(error as Error).message}`)
+    }
+    const result = await runIn(ctx, workspace)
+    for (const event of result.network) ctx.emit('network', { ...event })
+    try {
+      collect(workspace, filesDir(ctx.dataDir, ctx.runId), ctx.request.collect, ctx.maxCollectBytes)
+    } catch {
+      // A file that could not be kept is not the run's failure: it is simply not there to read.
+    }
+    return result
+  } finally {
+    rmSync(workspace, { recursive: true, force: true })
+  }
+}
+
+async function runIn(ctx: WorkerContext, workspace: string): Promise<RunResult> {
+  const { request, key } = ctx
+  const secretValues = Object.values(key.secrets).filter((v) => v.length > 0)
+  const options: RunOptions = {
+    ...request.options,
+    env: { ...(request.options.env ?? {}), ...key.secrets },
+    redact: [...(request.options.redact ?? []), ...secretValues],
+    cwd: workspace,
+    writable: [workspace],
+    signal: ctx.signal,
+    stdin: stdinOf(request, ctx.stdin),
+    onLog: (entry) => {
+      ctx.emit('log', { ...entry })
+    },
+  }
+  if (ctx.spawner) options.spawner = ctx.spawner
+  let handle: ReturnType<typeof start>
+  try {
+    handle = start(request.cmd, options)
+  } catch (error) {
+    if (error instanceof PolicyError) return errorResult(`options.${error.field}`, error.message)
+    return errorResult('start', (error as Error).message)
+  }
+  ctx.emit('started', { pid: handle.pid ?? null })
+  // Output events carry the library's (decoded, redacted) text as its UTF-8 bytes, base64; `offset` counts
+  // those bytes per stream, so the events put together are exactly the result's stdout and stderr.
+  const offsets = { stdout: 0, stderr: 0 }
+  try {
+    for await (const chunk of handle.output) {
+      const bytes = Buffer.from(chunk.data, 'utf8')
+      ctx.emit('output', {
+        stream: chunk.stream,
+        offset: offsets[chunk.stream],
+        bytes: bytes.length,
+        data: bytes.toString('base64'),
+      })
+      offsets[chunk.stream] += bytes.length
+    }
+    return await handle.result
+  } catch (error) {
+    handle.kill()
+    await handle.result.catch(() => undefined)
+    return errorResult('worker', (error as Error).message)
+  }
+}
+
+function stdinOf(request: RunRequest, open: PassThrough | undefined): RunOptions['stdin'] {
+  if (request.stdin === 'open') return open
+  if (request.stdin === undefined) return '' // start() would otherwise keep it open
+  if (typeof request.stdin === 'string') return request.stdin
+  return Buffer.from(request.stdin.base64, 'base64')
+}
+
+/**
+ * A fresh, empty workspace every sandbox uid may write (as root, runs get a uid from the pool, unknown
+ * until launch, so the directory is 0777 rather than chown'd; it lives in the 0700 data dir, which the
+ * namespace tier binds past, and is removed after the run).
+ */
+function makeWorkspace(dataDir: string, workspace: string): void {
+  const parent = path.join(dataDir, 'work')
+  mkdirSync(parent, { recursive: true, mode: 0o700 })
+  rmSync(workspace, { recursive: true, force: true }) // a leftover of a crash
+  mkdirSync(workspace, { mode: 0o777 })
+  chmodSync(workspace, 0o777)
+}
+
+/** Writes the request's files, never through a symlink, never outside the workspace. */
+export function writeFiles(workspace: string, files: RunRequest['files']): void {
+  for (const file of files) {
+    const parts = file.path.split('/').filter((p) => p !== '' && p !== '.')
+    if (parts.length === 0 || parts.includes('..'))
+      throw new Error(`${file.path}: not a path in the workspace`)
+    let dir = workspace
+    for (const part of parts.slice(0, -1)) {
+      dir = path.join(dir, part)
+      try {
+        mkdirSync(dir, { mode: 0o777 })
+        chmodSync(dir, 0o777)
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error
+      }
+      if (!lstatSync(dir).isDirectory()) throw new Error(`${file.path}: ${part} is not a directory`)
+    }
+    const target = path.join(dir, parts.at(-1) as string)
+    const fd = openSync(
+      target,
+      constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW,
+      file.mode ?? 0o666,
+    )
+    try {
+      if (!fstatSync(fd).isFile()) throw new Error(`${file.path}: not a regular file`)
+      writeSync(fd, Buffer.from(file.content, file.encoding))
+    } finally {
+      closeSync(fd)
+    }
+    // The umask would take the sandbox's write bit away: a run's files are its own.
+    chmodSync(target, file.mode ?? 0o666)
+  }
+}
+
+/** A simple glob (`*`, `?` within a name, `**` across directories) as a regular expression. */
+export function globRegExp(glob: string): RegExp {
+  let re = ''
+  for (let i = 0; i < glob.length; i++) {
+    const c = glob[i] as string
+    if (c === '*' && glob[i + 1] === '*') {
+      i++
+      if (glob[i + 1] === '/') {
+        i++
+        re += '(?:.*/)?'
+      } else re += '.*'
+    } else if (c === '*') re += '[^/]*'
+    else if (c === '?') re += '[^/]'
+    else re += c.replace(/[.+^${}()|[\]\\]/g, '\\$&')
+  }
+  return new RegExp(`^${re}$`)
+}
+
+/**
+ * Copies the workspace's regular files matching `globs` into `into`, at most `maxBytes` in all. The
+ * sandbox is gone by now, but what it left is untrusted: symlinks are never followed (lstat on the walk,
+ * O_NOFOLLOW on open), so nothing outside the workspace is read.
+ */
+export function collect(workspace: string, into: string, globs: string[], maxBytes: number): string[] {
+  if (globs.length === 0) return []
+  const patterns = globs.map(globRegExp)
+  const kept: string[] = []
+  let budget = maxBytes
+  const walk = (rel: string, depth: number) => {
+    if (depth > 32) return
+    for (const name of readdirSync(path.join(workspace, rel))) {
+      const relPath = rel ? `${rel}/${name}` : name
+      const st = lstatSync(path.join(workspace, relPath))
+      if (st.isDirectory()) walk(relPath, depth + 1)
+      else if (st.isFile() && patterns.some((p) => p.test(relPath))) {
+        if (st.size > budget) continue
+        const data = readNoFollow(path.join(workspace, relPath), budget)
+        if (data === null) continue
+        budget -= data.length
+        const dest = path.join(into, relPath)
+        mkdirSync(path.dirname(dest), { recursive: true, mode: 0o700 })
+        const fd = openSync(dest, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o600)
+        try {
+          writeSync(fd, data)
+        } finally {
+          closeSync(fd)
+        }
+        kept.push(relPath)
+      }
+    }
+  }
+  walk('', 0)
+  return kept
+}
+
+function readNoFollow(file: string, max: number): Buffer | null {
+  const fd = openSync(file, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK)
+  try {
+    const st = fstatSync(fd)
+    if (!st.isFile() || st.size > max) return null
+    const buf = Buffer.alloc(st.size)
+    let n = 0
+    while (n < buf.length) {
+      const r = readSync(fd, buf, n, buf.length - n, n)
+      if (r === 0) break
+      n += r
+    }
+    return buf.subarray(0, n)
+  } finally {
+    closeSync(fd)
+  }
+}

@@ -1,0 +1,155 @@
+import assert from 'node:assert/strict'
+import { existsSync, mkdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
+import path from 'node:path'
+import { describe, it } from 'node:test'
+import type { RunRequest } from '../../src/service/request.js'
+import { runRequestSchema } from '../../src/service/request.js'
+import type { KeyRecord, RunEvent, RunEventType } from '../../src/service/types.js'
+import { collect, executeRun, globRegExp, workspaceDir, writeFiles } from '../../src/service/worker.js'
+import { noNamespace, tempDir } from '../helpers.js'
+
+const files = (list: unknown[]) => runRequestSchema.parse({ cmd: ['true'], files: list }).files
+
+const key: KeyRecord = {
+  id: 'k',
+  name: 'k',
+  hash: 'h',
+  scopes: ['runs:write', 'runs:read'],
+  ceilings: {},
+  quota: { concurrentRuns: null, runsPerMinute: null },
+  secrets: { API_TOKEN: 'tok-123456' },
+  retentionMs: null,
+  webhookSecret: '',
+  createdAt: '2026-01-01T00:00:00.000Z',
+  revokedAt: null,
+}
+
+describe('worker', () => {
+  it('writes files (text, base64, modes, subdirectories) writable by the sandbox', () => {
+    const ws = tempDir('cordon-ws-', { mode: 0o777 })
+    writeFiles(
+      ws,
+      files([
+        { path: 'a.txt', content: 'hello' },
+        { path: 'sub/dir/b.bin', content: Buffer.from([0, 255, 1]).toString('base64'), encoding: 'base64' },
+        { path: 'run.sh', content: '#!/bin/sh\necho hi\n', mode: 0o755 },
+      ]),
+    )
+    assert.equal(readFileSync(path.join(ws, 'a.txt'), 'utf8'), 'hello')
+    assert.deepEqual([...readFileSync(path.join(ws, 'sub/dir/b.bin'))], [0, 255, 1])
+    assert.equal(statSync(path.join(ws, 'run.sh')).mode & 0o777, 0o755)
+    assert.equal(statSync(path.join(ws, 'a.txt')).mode & 0o777, 0o666)
+    assert.equal(statSync(path.join(ws, 'sub')).mode & 0o777, 0o777)
+  })
+
+  it('refuses to write through a symlink, file or directory', () => {
+    const ws = tempDir('cordon-ws-')
+    const outside = tempDir('cordon-outside-')
+    symlinkSync(path.join(outside, 'x'), path.join(ws, 'link'))
+    symlinkSync(outside, path.join(ws, 'dirlink'))
+    assert.throws(() => writeFiles(ws, files([{ path: 'link', content: 'x' }])), /ELOOP/)
+    assert.throws(() => writeFiles(ws, files([{ path: 'dirlink/y', content: 'x' }])), /not a directory/)
+    assert.equal(existsSync(path.join(outside, 'x')), false)
+    assert.equal(existsSync(path.join(outside, 'y')), false)
+  })
+
+  it('globs: * and ? within a name, ** across directories', () => {
+    assert.ok(globRegExp('*.txt').test('a.txt'))
+    assert.ok(!globRegExp('*.txt').test('d/a.txt'))
+    assert.ok(globRegExp('**/*.txt').test('a.txt'))
+    assert.ok(globRegExp('**/*.txt').test('d/e/a.txt'))
+    assert.ok(globRegExp('out/?.json').test('out/1.json'))
+    assert.ok(!globRegExp('out/?.json').test('out/12.json'))
+    assert.ok(globRegExp('a+b(1).txt').test('a+b(1).txt'))
+  })
+
+  it('collects matching regular files within the cap, never following a symlink', () => {
+    const ws = tempDir('cordon-ws-')
+    const into = path.join(tempDir('cordon-files-'), 'run')
+    const outside = tempDir('cordon-outside-')
+    writeFileSync(path.join(outside, 'secret.txt'), 'host secret')
+    mkdirSync(path.join(ws, 'out'))
+    writeFileSync(path.join(ws, 'out/a.txt'), 'a')
+    writeFileSync(path.join(ws, 'out/big.txt'), 'x'.repeat(100))
+    writeFileSync(path.join(ws, 'b.log'), 'b')
+    symlinkSync(path.join(outside, 'secret.txt'), path.join(ws, 'out/leak.txt'))
+    symlinkSync(outside, path.join(ws, 'out/dir'))
+    const kept = collect(ws, into, ['out/**', '*.log'], 50)
+    assert.deepEqual(kept.sort(), ['b.log', 'out/a.txt'])
+    assert.equal(readFileSync(path.join(into, 'out/a.txt'), 'utf8'), 'a')
+    assert.equal(existsSync(path.join(into, 'out/leak.txt')), false)
+    assert.equal(existsSync(path.join(into, 'out/big.txt')), false, 'past the cap')
+  })
+
+  it('runs a request in a fresh workspace with secrets injected and redacted, then removes it', {
+    skip: noNamespace,
+  }, async () => {
+    const dataDir = tempDir('cordon-data-')
+    const request: RunRequest = runRequestSchema.parse({
+      cmd: ['sh', '-c', 'cat in.txt; echo "token=$API_TOKEN"; pwd; echo made > out.txt; cat'],
+      files: [{ path: 'in.txt', content: 'input\n' }],
+      collect: ['out.txt'],
+      stdin: { base64: Buffer.from('from stdin\n').toString('base64') },
+    })
+    const events: RunEvent[] = []
+    let seq = 0
+    const result = await executeRun({
+      dataDir,
+      runId: 'run_w',
+      request,
+      key,
+      spawner: undefined,
+      signal: new AbortController().signal,
+      stdin: undefined,
+      emit: (type: RunEventType, data) => {
+        const e = { runId: 'run_w', seq: ++seq, type, at: '', data }
+        events.push(e)
+        return e
+      },
+      maxCollectBytes: 1024,
+    })
+    const ws = workspaceDir(dataDir, 'run_w')
+    assert.equal(result.status, 'ok', result.violation?.message)
+    assert.equal(result.stdout, `input\ntoken=[REDACTED]\n${ws}\nfrom stdin\n`)
+    assert.equal(existsSync(ws), false, 'the workspace is removed')
+    assert.equal(readFileSync(path.join(dataDir, 'files/run_w/out.txt'), 'utf8'), 'made\n')
+    assert.equal(events[0]?.type, 'started')
+    const out = Buffer.concat(
+      events.filter((e) => e.type === 'output').map((e) => Buffer.from(String(e.data.data), 'base64')),
+    )
+    assert.equal(out.toString(), result.stdout)
+    assert.ok(!JSON.stringify(events).includes('tok-123456'))
+  })
+
+  it('an invalid option or a bad file is the run’s error result, not an exception', async () => {
+    const dataDir = tempDir('cordon-data-')
+    const base = {
+      dataDir,
+      runId: 'run_x',
+      key,
+      spawner: undefined,
+      signal: new AbortController().signal,
+      stdin: undefined,
+      emit: (type: RunEventType, data: Record<string, unknown>) => ({
+        runId: 'x',
+        seq: 1,
+        type,
+        at: '',
+        data,
+      }),
+      maxCollectBytes: 0,
+    }
+    const bad = await executeRun({
+      ...base,
+      request: runRequestSchema.parse({
+        cmd: ['true'],
+        files: [
+          { path: 'a', content: '' },
+          { path: 'a/b', content: '' },
+        ],
+      }),
+    })
+    assert.equal(bad.status, 'error')
+    assert.equal(bad.violation?.limit, 'files')
+  })
+})
