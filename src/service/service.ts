@@ -1,0 +1,472 @@
+// createService(): the Service its faces (HTTP, later MCP) use, on the SQLite store, the in-process queue
+// and its workers. Every method checks the key first: its scopes, and its own runs unless it is an admin
+// (another key's run is `not-found`, so that ids do not leak). At start-up the runs a dead server left
+// running end `error`/`interrupted`, and those still queued are queued again.
+import { randomBytes } from 'node:crypto'
+import { existsSync, readdirSync, readFileSync, realpathSync, rmSync } from 'node:fs'
+import path from 'node:path'
+import { PassThrough } from 'node:stream'
+import * as z from 'zod'
+import { errorResult, openSpawner, type RunResult, type Spawner } from '../index.js'
+import { applyCeilings } from './ceilings.js'
+import { hashKey, newKey } from './keys.js'
+import { RunQueue } from './queue.js'
+import { type RunRequest, runRequestSchema, SERVER_ONLY_OPTIONS } from './request.js'
+import { newRunId, SqliteStore } from './sqlite.js'
+import type { KeyRecord, RunEvent, RunEventType, RunRecord, Scope, Service, Store } from './types.js'
+import { ServiceError } from './types.js'
+import { executeRun, filesDir } from './worker.js'
+
+export interface ServiceOptions {
+  /** Holds cordon.db, the runs' workspaces (work/) and their collected files (files/). Made 0700. */
+  dataDir: string
+  /** Runs at once (default 2). */
+  concurrency?: number
+  /** Runs waiting at most (default 100). */
+  maxQueued?: number
+  /** Bytes of collected files kept per run (default 64 MiB). */
+  maxCollectBytes?: number
+  /** How often finished runs past their key's retention are removed (default 1 min). */
+  sweepIntervalMs?: number
+  /** Start runs through one spawner (default true; none when it cannot be opened). */
+  useSpawner?: boolean
+  /** Called with each run once it is finished (webhooks hang here). Errors are ignored. */
+  onFinished?: (run: RunRecord, key: KeyRecord | null) => void
+}
+
+export interface CreatedService {
+  service: Service & ServiceExtras
+  /** On the first start (no keys yet): the admin key, to show once. */
+  adminKey?: string
+}
+
+/** What the service offers beyond the Service contract. */
+export interface ServiceExtras {
+  /** The paths of a run's collected files. */
+  files(key: KeyRecord, id: string): string[]
+  /** One collected file's bytes. */
+  file(key: KeyRecord, id: string, filePath: string): Buffer
+  readonly store: Store
+}
+
+/** The body of `POST /v1/keys` (the keys helper may replace it with the shared key schema). */
+const keyBodySchema = z.strictObject({
+  name: z.string().min(1).max(200),
+  scopes: z
+    .array(z.enum(['runs:write', 'runs:read', 'admin']))
+    .min(1)
+    .default(['runs:write', 'runs:read']),
+  ceilings: z.record(z.string(), z.unknown()).default({}),
+  quota: z
+    .strictObject({
+      concurrentRuns: z.number().int().positive().nullable().default(null),
+      runsPerMinute: z.number().int().positive().nullable().default(null),
+    })
+    .default({ concurrentRuns: null, runsPerMinute: null }),
+  secrets: z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/), z.string()).default({}),
+  retentionMs: z.number().int().positive().nullable().default(null),
+})
+
+/** A zod error as ServiceError('invalid'), naming the first issue's dotted path. */
+function invalid(error: z.ZodError, prefix = ''): ServiceError {
+  const issue = error.issues[0]
+  const field = [prefix, ...(issue?.path ?? []).map(String)].filter(Boolean).join('.')
+  return new ServiceError('invalid', `${field || 'body'}: ${issue?.message ?? 'invalid'}`, field || undefined)
+}
+
+const nowIso = () => new Date().toISOString()
+
+function newKeyRecord(fields: z.output<typeof keyBodySchema>): { record: KeyRecord; key: string } {
+  const key = newKey()
+  const record: KeyRecord = {
+    id: `key_${randomBytes(9).toString('base64url')}`,
+    name: fields.name,
+    hash: hashKey(key),
+    scopes: fields.scopes as Scope[],
+    ceilings: fields.ceilings,
+    quota: fields.quota,
+    secrets: fields.secrets,
+    retentionMs: fields.retentionMs,
+    webhookSecret: randomBytes(32).toString('base64url'),
+    createdAt: nowIso(),
+    revokedAt: null,
+  }
+  return { record, key }
+}
+
+/** The result of a run canceled before it started: as the library words one. */
+function canceledResult(): RunResult {
+  const message = 'canceled before start'
+  return {
+    ...errorResult('signal', message),
+    status: 'canceled',
+    violation: { kind: 'canceled', limit: 'signal', message },
+  }
+}
+
+export async function createService(options: ServiceOptions): Promise<CreatedService> {
+  const dataDir = path.resolve(options.dataDir)
+  const store = new SqliteStore(dataDir)
+  const concurrency = options.concurrency ?? 2
+  let spawner: Spawner | undefined
+  if (options.useSpawner !== false) {
+    try {
+      spawner = await openSpawner()
+    } catch {
+      spawner = undefined // runs fork the host instead
+    }
+  }
+
+  const followers = new Map<string, Set<(e: RunEvent) => void>>()
+  const waiters = new Map<string, Set<() => void>>()
+  const controllers = new Map<string, AbortController>()
+  const stdins = new Map<string, PassThrough>()
+  let draining = false
+  let closed = false
+
+  const publish = (event: RunEvent) => {
+    for (const f of followers.get(event.runId) ?? []) {
+      try {
+        f(event)
+      } catch {
+        // a follower's failure is its own
+      }
+    }
+  }
+  const emit = (runId: string, type: RunEventType, data: Record<string, unknown>): RunEvent => {
+    const event = store.appendEvent(runId, type, data)
+    publish(event)
+    return event
+  }
+  const finished = (runId: string, result: RunResult) => {
+    const end = store.finishRun(runId, result, nowIso())
+    controllers.delete(runId)
+    const stdin = stdins.get(runId)
+    stdins.delete(runId)
+    stdin?.destroy()
+    if (end) publish(end)
+    for (const w of waiters.get(runId) ?? []) w()
+    waiters.delete(runId)
+    if (end && options.onFinished) {
+      const run = store.getRun(runId)
+      try {
+        if (run) options.onFinished(run, store.getKey(run.keyId))
+      } catch {
+        // a hook's failure is not the run's
+      }
+    }
+  }
+
+  const execute = async (runId: string): Promise<void> => {
+    const run = store.getRun(runId)
+    if (!run) return
+    const key = store.getKey(run.keyId)
+    let result: RunResult
+    if (!key || key.revokedAt !== null) {
+      result = errorResult('key', 'the key that submitted this run was revoked')
+    } else {
+      const controller = controllers.get(runId) ?? new AbortController()
+      controllers.set(runId, controller)
+      result = await executeRun({
+        dataDir,
+        runId,
+        request: run.request as RunRequest,
+        key,
+        spawner,
+        signal: controller.signal,
+        stdin: stdins.get(runId),
+        emit: (type, data) => emit(runId, type, data),
+        maxCollectBytes: options.maxCollectBytes ?? 64 * 1024 * 1024,
+      })
+    }
+    finished(runId, result)
+  }
+
+  const queue = new RunQueue({ store, concurrency, maxQueued: options.maxQueued ?? 100, execute })
+
+  // Start-up: what a dead server left running is over (its workspaces with it); what it left queued runs now.
+  store.interruptRunning(nowIso())
+  rmSync(path.join(dataDir, 'work'), { recursive: true, force: true })
+  for (const run of store.queuedRuns()) {
+    if ((run.request as RunRequest).stdin === 'open') stdins.set(run.id, new PassThrough())
+    queue.push(run.id, run.keyId)
+  }
+
+  let adminKey: string | undefined
+  if (store.listKeys().length === 0) {
+    const made = newKeyRecord({
+      name: 'admin',
+      scopes: ['admin', 'runs:write', 'runs:read'],
+      ceilings: {},
+      quota: { concurrentRuns: null, runsPerMinute: null },
+      secrets: {},
+      retentionMs: null,
+    })
+    store.createKey(made.record)
+    adminKey = made.key
+  }
+
+  const sweepNow = () => {
+    store.sweep(nowIso())
+    // Collected files of runs no longer stored (swept or deleted while we were down).
+    const dir = path.join(dataDir, 'files')
+    if (!existsSync(dir)) return
+    for (const id of readdirSync(dir)) {
+      if (!store.getRun(id)) rmSync(path.join(dir, id), { recursive: true, force: true })
+    }
+  }
+  sweepNow()
+  const sweeper = setInterval(() => {
+    try {
+      sweepNow()
+    } catch {
+      // next time
+    }
+  }, options.sweepIntervalMs ?? 60_000)
+  sweeper.unref()
+
+  const need = (key: KeyRecord, scope: Scope) => {
+    if (key.revokedAt !== null) throw new ServiceError('unauthorized', 'this key was revoked')
+    if (!key.scopes.includes(scope) && !key.scopes.includes('admin')) {
+      throw new ServiceError('forbidden', `this key lacks the ${scope} scope`)
+    }
+  }
+  const own = (key: KeyRecord, id: string, scope: Scope): RunRecord => {
+    need(key, scope)
+    const run = store.getRun(id)
+    if (!run || (run.keyId !== key.id && !key.scopes.includes('admin'))) {
+      throw new ServiceError('not-found', `no run ${id}`)
+    }
+    return run
+  }
+
+  const service: Service & ServiceExtras = {
+    store,
+
+    authenticate(token) {
+      const key = store.keyByHash(hashKey(token))
+      return key && key.revokedAt === null ? key : null
+    },
+
+    submit(key, body) {
+      need(key, 'runs:write')
+      if (closed || draining) throw new ServiceError('draining', 'the server is shutting down', undefined, 5)
+      // Server-only options are refused by name before the schema, which would only call them unknown.
+      const rawOptions = (body as { options?: unknown } | null)?.options
+      if (rawOptions && typeof rawOptions === 'object') {
+        for (const field of SERVER_ONLY_OPTIONS) {
+          if (Object.hasOwn(rawOptions, field)) {
+            throw new ServiceError(
+              'forbidden-option',
+              `options.${field} is set by the server only`,
+              `options.${field}`,
+            )
+          }
+        }
+      }
+      const parsed = runRequestSchema.safeParse(body)
+      if (!parsed.success) throw invalid(parsed.error)
+      const request = applyCeilings(key, body, parsed.data)
+      queue.admit(key)
+      const run = store.createRun({
+        id: newRunId(),
+        keyId: key.id,
+        createdAt: nowIso(),
+        metadata: request.metadata,
+        request,
+      })
+      if (request.stdin === 'open') stdins.set(run.id, new PassThrough())
+      emit(run.id, 'queued', {})
+      queue.submit(key, run.id)
+      return store.getRun(run.id) ?? run
+    },
+
+    get(key, id) {
+      return own(key, id, 'runs:read')
+    },
+
+    list(key, filter) {
+      need(key, 'runs:read')
+      const all = key.scopes.includes('admin')
+      return store.listRuns(all ? filter : { ...filter, keyId: key.id })
+    },
+
+    wait(key, id, ms) {
+      const run = own(key, id, 'runs:read')
+      if (run.state === 'finished' || ms <= 0) return Promise.resolve(run)
+      return new Promise((resolve) => {
+        const done = () => {
+          clearTimeout(timer)
+          waiters.get(id)?.delete(done)
+          resolve(store.getRun(id) ?? run)
+        }
+        const timer = setTimeout(done, ms)
+        let set = waiters.get(id)
+        if (!set) {
+          set = new Set()
+          waiters.set(id, set)
+        }
+        set.add(done)
+      })
+    },
+
+    cancel(key, id) {
+      const run = own(key, id, 'runs:write')
+      if (run.state === 'queued' && queue.remove(id)) {
+        finished(id, canceledResult())
+      } else if (run.state === 'running') {
+        controllers.get(id)?.abort()
+      }
+      return store.getRun(id) ?? run
+    },
+
+    remove(key, id) {
+      const run = own(key, id, 'runs:write')
+      if (run.state !== 'finished' || !store.deleteRun(id)) {
+        throw new ServiceError('conflict', `run ${id} is ${run.state}: cancel it first`)
+      }
+      rmSync(filesDir(dataDir, id), { recursive: true, force: true })
+    },
+
+    events(key, id, afterSeq, follow) {
+      own(key, id, 'runs:read')
+      // Subscribe first, then read what is stored: an event appended in between is both buffered and
+      // read, and the seq decides which copy is delivered.
+      let last = afterSeq
+      let stopped = false
+      let buffered: RunEvent[] | null = []
+      const deliver = (e: RunEvent) => {
+        if (stopped || e.seq <= last) return
+        last = e.seq
+        follow(e)
+      }
+      const listener = (e: RunEvent) => (buffered ? buffered.push(e) : deliver(e))
+      let set = followers.get(id)
+      if (!set) {
+        set = new Set()
+        followers.set(id, set)
+      }
+      set.add(listener)
+      const past: RunEvent[] = []
+      for (;;) {
+        const page = store.events(id, past.at(-1)?.seq ?? afterSeq, 1000)
+        past.push(...page)
+        if (page.length < 1000) break
+      }
+      last = past.at(-1)?.seq ?? afterSeq
+      // Live events go out only after the caller has `past` in hand, in order.
+      queueMicrotask(() => {
+        const early = buffered ?? []
+        buffered = null
+        for (const e of early) deliver(e)
+      })
+      return {
+        past,
+        stop() {
+          stopped = true
+          const s = followers.get(id)
+          s?.delete(listener)
+          if (s?.size === 0) followers.delete(id)
+        },
+      }
+    },
+
+    output(key, id, stream, offset, limit) {
+      const run = own(key, id, 'runs:read')
+      let all: Buffer
+      if (run.result) all = Buffer.from(run.result[stream], 'utf8')
+      else {
+        const parts: Buffer[] = []
+        for (const e of store.events(id, 0, Number.MAX_SAFE_INTEGER)) {
+          if (e.type !== 'output') continue
+          if (stream !== 'output' && e.data.stream !== stream) continue
+          parts.push(Buffer.from(String(e.data.data), 'base64'))
+        }
+        all = Buffer.concat(parts)
+      }
+      return all.subarray(Math.max(0, offset), Math.max(0, offset) + Math.max(0, limit))
+    },
+
+    writeStdin(key, id, data) {
+      own(key, id, 'runs:write')
+      const stdin = stdins.get(id)
+      if (!stdin || stdin.writableEnded) throw new ServiceError('conflict', `run ${id} has no open stdin`)
+      stdin.write(data)
+    },
+
+    closeStdin(key, id) {
+      own(key, id, 'runs:write')
+      const stdin = stdins.get(id)
+      if (!stdin || stdin.writableEnded) throw new ServiceError('conflict', `run ${id} has no open stdin`)
+      stdin.end()
+    },
+
+    files(key, id) {
+      own(key, id, 'runs:read')
+      const root = filesDir(dataDir, id)
+      if (!existsSync(root)) return []
+      return readdirSync(root, { recursive: true, withFileTypes: true })
+        .filter((d) => d.isFile())
+        .map((d) => path.relative(root, path.join(d.parentPath, d.name)))
+        .sort()
+    },
+
+    file(key, id, filePath) {
+      own(key, id, 'runs:read')
+      const root = filesDir(dataDir, id)
+      const target = path.resolve(root, filePath)
+      try {
+        // Only what collect() wrote: regular files, inside the run's own directory.
+        if (!realpathSync(target).startsWith(`${realpathSync(root)}/`)) throw new Error('outside')
+        return readFileSync(target)
+      } catch {
+        throw new ServiceError('not-found', `no collected file ${filePath}`)
+      }
+    },
+
+    createKey(admin, body) {
+      need(admin, 'admin')
+      const parsed = keyBodySchema.safeParse(body)
+      if (!parsed.success) throw invalid(parsed.error)
+      const made = newKeyRecord(parsed.data)
+      store.createKey(made.record)
+      return made
+    },
+
+    listKeys(admin) {
+      need(admin, 'admin')
+      return store.listKeys()
+    },
+
+    revokeKey(admin, id) {
+      need(admin, 'admin')
+      if (!store.revokeKey(id, nowIso())) throw new ServiceError('not-found', `no active key ${id}`)
+    },
+
+    ready() {
+      return !draining && !closed
+    },
+
+    async drain() {
+      draining = true
+      queue.pause()
+      await queue.idle()
+    },
+
+    async close() {
+      if (closed) return
+      draining = true
+      closed = true
+      queue.pause()
+      clearInterval(sweeper)
+      for (const c of controllers.values()) c.abort()
+      await queue.idle()
+      for (const set of waiters.values()) for (const w of set) w()
+      waiters.clear()
+      followers.clear()
+      if (spawner) await spawner.close().catch(() => undefined)
+      store.close()
+    },
+  }
+  return { service, ...(adminKey ? { adminKey } : {}) }
+}

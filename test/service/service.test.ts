@@ -1,0 +1,330 @@
+import assert from 'node:assert/strict'
+import { spawn } from 'node:child_process'
+import { existsSync } from 'node:fs'
+import path from 'node:path'
+import { after, describe, it } from 'node:test'
+import { fileURLToPath } from 'node:url'
+import { createService } from '../../src/service/service.js'
+import { type KeyRecord, type RunEvent, ServiceError } from '../../src/service/types.js'
+import { noNamespace, tempDir } from '../helpers.js'
+
+const skip = noNamespace
+
+async function setup(options: { concurrency?: number; maxQueued?: number } = {}) {
+  const dataDir = path.join(tempDir('cordon-svc-'), 'data')
+  const made = await createService({ dataDir, concurrency: options.concurrency ?? 2, ...options })
+  const { service } = made
+  const admin = service.authenticate(made.adminKey as string) as KeyRecord
+  const user = (body: Record<string, unknown> = {}) => {
+    const { key } = service.createKey(admin, { name: 'user', ...body })
+    return { token: key, key: service.authenticate(key) as KeyRecord }
+  }
+  return { dataDir, service, admin, user, adminKey: made.adminKey as string }
+}
+
+const rejects = (fn: () => unknown, code: string, field?: string) => {
+  assert.throws(fn, (error: unknown) => {
+    assert.ok(error instanceof ServiceError, String(error))
+    assert.equal(error.code, code, error.message)
+    if (field !== undefined) assert.equal(error.field, field)
+    return true
+  })
+}
+
+/** Events of a run until its `end`, via follow (past first). */
+function allEvents(service: Awaited<ReturnType<typeof setup>>['service'], key: KeyRecord, id: string) {
+  return new Promise<RunEvent[]>((resolve) => {
+    const got: RunEvent[] = []
+    const take = (e: RunEvent) => {
+      got.push(e)
+      if (e.type === 'end') {
+        sub.stop()
+        resolve(got)
+      }
+    }
+    const sub = service.events(key, id, 0, take)
+    for (const e of sub.past) take(e)
+  })
+}
+
+const closers: (() => Promise<void>)[] = []
+after(async () => {
+  for (const c of closers) await c()
+})
+
+describe('createService', { skip }, () => {
+  it('makes an admin key on the first start only', async () => {
+    const { dataDir, service, admin, adminKey } = await setup()
+    assert.match(adminKey, /^cordon_/)
+    assert.ok(admin.scopes.includes('admin'))
+    await service.close()
+    const again = await createService({ dataDir })
+    assert.equal(again.adminKey, undefined)
+    assert.equal(again.service.authenticate(adminKey)?.id, admin.id)
+    assert.equal(again.service.authenticate('cordon_nope'), null)
+    await again.service.close()
+  })
+
+  it('runs a request end to end: result, events in order with no gap, output events as bytes', async () => {
+    const { service, user } = await setup()
+    closers.push(() => service.close())
+    const { key } = user()
+    const run = service.submit(key, { cmd: ['sh', '-c', 'echo hi; echo err >&2'], metadata: { job: '1' } })
+    assert.match(run.id, /^run_/)
+    assert.ok(['queued', 'running'].includes(run.state), 'as it is now: a free slot starts it at once')
+    const events = await allEvents(service, key, run.id)
+    const done = await service.wait(key, run.id, 10_000)
+    assert.equal(done.state, 'finished')
+    assert.equal(done.result?.status, 'ok', done.result?.violation?.message)
+    assert.equal(done.result?.stdout, 'hi\n')
+    assert.equal(done.result?.stderr, 'err\n')
+    assert.deepEqual(done.metadata, { job: '1' })
+    assert.deepEqual(
+      events.map((e) => e.seq),
+      events.map((_, i) => i + 1),
+    )
+    assert.equal(events[0]?.type, 'queued')
+    assert.equal(events[1]?.type, 'started')
+    assert.equal(events.at(-1)?.type, 'end')
+    assert.deepEqual(events.at(-1)?.data, { result: done.result })
+    const out = events.filter((e) => e.type === 'output')
+    const stream = (s: string) =>
+      Buffer.concat(
+        out.filter((e) => e.data.stream === s).map((e) => Buffer.from(String(e.data.data), 'base64')),
+      )
+    assert.equal(stream('stdout').toString(), 'hi\n')
+    assert.equal(stream('stderr').toString(), 'err\n')
+    for (const e of out) assert.equal(e.data.bytes, Buffer.from(String(e.data.data), 'base64').length)
+    assert.equal(service.output(key, run.id, 'stdout', 0, 100).toString(), 'hi\n')
+    assert.equal(service.output(key, run.id, 'stderr', 1, 2).toString(), 'rr')
+    assert.deepEqual(
+      service.events(key, run.id, events.length - 1, () => {}).past.map((e) => e.type),
+      ['end'],
+    )
+  })
+
+  it("injects a key's secrets and redacts them from the result and events", async () => {
+    const { service, user } = await setup()
+    closers.push(() => service.close())
+    const { key } = user({ secrets: { API_TOKEN: 'tok-5ecret-value' } })
+    const run = service.submit(key, { cmd: ['sh', '-c', 'echo "t=$API_TOKEN"; echo "$API_TOKEN" >&2'] })
+    const done = await service.wait(key, run.id, 10_000)
+    assert.equal(done.result?.stdout, 't=[REDACTED]\n')
+    const events = service.events(key, run.id, 0, () => {})
+    const all = JSON.stringify({ done, events: events.past })
+    events.stop()
+    assert.ok(!all.includes('tok-5ecret-value'))
+    const decoded = events.past
+      .filter((e) => e.type === 'output')
+      .map((e) => Buffer.from(String(e.data.data), 'base64').toString())
+      .join('')
+    assert.ok(!decoded.includes('tok-5ecret-value') && decoded.includes('[REDACTED]'))
+    assert.ok(!JSON.stringify(done.request).includes('tok-5ecret'), 'the stored request holds no secret')
+  })
+
+  it('a key sees only its own runs; scopes are checked; admins see all', async () => {
+    const { service, user, admin } = await setup()
+    closers.push(() => service.close())
+    const a = user().key
+    const bUser = user()
+    const b = bUser.key
+    const reader = user({ scopes: ['runs:read'] }).key
+    const run = service.submit(a, { cmd: ['true'] })
+    await service.wait(a, run.id, 10_000)
+    rejects(() => service.get(b, run.id), 'not-found')
+    rejects(() => service.cancel(b, run.id), 'not-found')
+    rejects(() => service.remove(b, run.id), 'not-found')
+    rejects(() => service.events(b, run.id, 0, () => {}), 'not-found')
+    assert.deepEqual(service.list(b, { limit: 10 }).runs, [])
+    assert.deepEqual(
+      service.list(a, { limit: 10 }).runs.map((r) => r.id),
+      [run.id],
+    )
+    assert.equal(service.get(admin, run.id).id, run.id)
+    assert.equal(service.list(admin, { limit: 10 }).runs.length, 1)
+    rejects(() => service.submit(reader, { cmd: ['true'] }), 'forbidden')
+    rejects(() => service.createKey(a, { name: 'x' }), 'forbidden')
+    rejects(() => service.listKeys(a), 'forbidden')
+    service.revokeKey(admin, b.id)
+    assert.equal(service.authenticate(bUser.token), null)
+    service.remove(a, run.id)
+    rejects(() => service.get(a, run.id), 'not-found')
+  })
+
+  it('refuses server-only options and invalid fields, naming them', async () => {
+    const { service, user } = await setup()
+    closers.push(() => service.close())
+    const { key } = user()
+    rejects(
+      () => service.submit(key, { cmd: ['true'], options: { cwd: '/' } }),
+      'forbidden-option',
+      'options.cwd',
+    )
+    rejects(
+      () => service.submit(key, { cmd: ['true'], options: { writable: ['/'] } }),
+      'forbidden-option',
+      'options.writable',
+    )
+    rejects(() => service.submit(key, { cmd: [] }), 'invalid', 'cmd')
+    rejects(
+      () => service.submit(key, { cmd: ['true'], options: { limits: { memoryBytes: 'lots' } } }),
+      'invalid',
+      'options.limits.memoryBytes',
+    )
+    rejects(
+      () => service.submit(key, { cmd: ['true'], files: [{ path: '../x', content: '' }] }),
+      'invalid',
+      'files.0.path',
+    )
+    rejects(() => service.submit(key, null), 'invalid')
+    assert.deepEqual(service.list(key, { limit: 10 }).runs, [], 'nothing stored')
+  })
+
+  it('cancels a running run (canceled) and a queued one (never started)', async () => {
+    const { service, user } = await setup({ concurrency: 1 })
+    closers.push(() => service.close())
+    const { key } = user()
+    const long = service.submit(key, { cmd: ['sh', '-c', 'echo up; sleep 30'] })
+    const queued = service.submit(key, { cmd: ['sh', '-c', 'echo never'] })
+    await new Promise<void>((resolve) => {
+      const sub = service.events(key, long.id, 0, (e) => {
+        if (e.type === 'output') {
+          sub.stop()
+          resolve()
+        }
+      })
+    })
+    assert.equal(service.cancel(key, queued.id).state, 'finished')
+    const q = service.get(key, queued.id)
+    assert.equal(q.result?.status, 'canceled')
+    assert.equal(q.startedAt, null)
+    service.cancel(key, long.id)
+    const done = await service.wait(key, long.id, 10_000)
+    assert.equal(done.result?.status, 'canceled')
+    assert.equal(done.result?.stdout, 'up\n')
+    rejects(() => service.writeStdin(key, long.id, Buffer.from('x')), 'conflict')
+  })
+
+  it('an open stdin takes writes and its end; files are written and collected', async () => {
+    const { service, user } = await setup()
+    closers.push(() => service.close())
+    const { key } = user()
+    const run = service.submit(key, {
+      cmd: ['sh', '-c', 'cat > got.txt; cat in.txt got.txt'],
+      stdin: 'open',
+      files: [{ path: 'in.txt', content: 'file\n' }],
+      collect: ['*.txt'],
+    })
+    service.writeStdin(key, run.id, Buffer.from('one\n'))
+    service.writeStdin(key, run.id, Buffer.from('two\n'))
+    service.closeStdin(key, run.id)
+    const done = await service.wait(key, run.id, 10_000)
+    assert.equal(done.result?.stdout, 'file\none\ntwo\n')
+    assert.deepEqual(service.files(key, run.id), ['got.txt', 'in.txt'])
+    assert.equal(service.file(key, run.id, 'got.txt').toString(), 'one\ntwo\n')
+    rejects(() => service.file(key, run.id, '../../cordon.db'), 'not-found')
+  })
+
+  it('wait returns the run as it is after its timeout', async () => {
+    const { service, user } = await setup()
+    closers.push(() => service.close())
+    const { key } = user()
+    const run = service.submit(key, { cmd: ['sleep', '5'] })
+    const early = await service.wait(key, run.id, 200)
+    assert.notEqual(early.state, 'finished')
+    service.cancel(key, run.id)
+    assert.equal((await service.wait(key, run.id, 10_000)).result?.status, 'canceled')
+  })
+
+  it('applies queue-full and quota to submits', async () => {
+    const { service, user } = await setup({ concurrency: 1, maxQueued: 1 })
+    closers.push(() => service.close())
+    const limited = user({ quota: { concurrentRuns: 1 } }).key
+    const other = user().key
+    const first = service.submit(limited, { cmd: ['sleep', '5'] })
+    rejects(() => service.submit(limited, { cmd: ['true'] }), 'quota')
+    const second = service.submit(other, { cmd: ['true'] })
+    rejects(() => service.submit(other, { cmd: ['true'] }), 'queue-full')
+    service.cancel(limited, first.id)
+    assert.equal((await service.wait(other, second.id, 10_000)).result?.status, 'ok')
+  })
+
+  it('drain: not ready, refuses submits, lets running runs finish', async () => {
+    const { service, user } = await setup()
+    closers.push(() => service.close())
+    const { key } = user()
+    const run = service.submit(key, { cmd: ['sh', '-c', 'sleep 0.3; echo finished'] })
+    assert.equal(service.ready(), true)
+    const drained = service.drain()
+    assert.equal(service.ready(), false)
+    assert.throws(
+      () => service.submit(key, { cmd: ['true'] }),
+      (e: unknown) => e instanceof ServiceError && e.code === 'draining' && e.retryAfterS !== undefined,
+    )
+    await drained
+    const done = service.get(key, run.id)
+    assert.equal(done.result?.stdout, 'finished\n')
+  })
+
+  it("sweeps finished runs past their key's retention, with their collected files", async () => {
+    const dataDir = path.join(tempDir('cordon-svc-'), 'data')
+    const made = await createService({ dataDir, sweepIntervalMs: 50 })
+    const { service } = made
+    closers.push(() => service.close())
+    const admin = service.authenticate(made.adminKey as string) as KeyRecord
+    const key = service.authenticate(
+      service.createKey(admin, { name: 'brief', retentionMs: 100 }).key,
+    ) as KeyRecord
+    const run = service.submit(key, { cmd: ['sh', '-c', 'echo x > kept.txt'], collect: ['kept.txt'] })
+    await service.wait(key, run.id, 10_000)
+    assert.deepEqual(service.files(key, run.id), ['kept.txt'])
+    const filesDir = path.join(dataDir, 'files', run.id)
+    assert.ok(existsSync(filesDir))
+    await new Promise((r) => setTimeout(r, 400))
+    rejects(() => service.get(key, run.id), 'not-found')
+    assert.equal(existsSync(filesDir), false)
+  })
+
+  it('after a crash: a running run ends interrupted, a queued one runs, finished ones are intact', async () => {
+    const { dataDir, service, user } = await setup()
+    const { token, key } = user()
+    await service.close()
+    const child = spawn(
+      process.execPath,
+      ['--import', 'tsx', fileURLToPath(new URL('./service-child.ts', import.meta.url)), dataDir, token],
+      { stdio: ['ignore', 'pipe', 'inherit'] },
+    )
+    const ids = await new Promise<{ done: string; long: string; queued: string }>((resolve, reject) => {
+      let buf = ''
+      child.stdout.on('data', (d: Buffer) => {
+        buf += d
+        if (buf.includes('\n')) resolve(JSON.parse(buf))
+      })
+      child.once('exit', (code) => reject(new Error(`child exited ${code}`)))
+    })
+    child.kill('SIGKILL')
+    await new Promise((r) => child.once('exit', r))
+
+    const again = await createService({ dataDir, concurrency: 1 })
+    closers.push(() => again.service.close())
+    const svc = again.service
+    const long = svc.get(key, ids.long)
+    assert.equal(long.state, 'finished')
+    assert.equal(long.result?.status, 'error')
+    assert.equal(long.result?.violation?.limit, 'interrupted')
+    const longEvents = svc.events(key, ids.long, 0, () => {}).past
+    assert.deepEqual(
+      longEvents.map((e) => e.seq),
+      longEvents.map((_, i) => i + 1),
+    )
+    assert.deepEqual(
+      longEvents.slice(-2).map((e) => e.type),
+      ['interrupted', 'end'],
+    )
+    const queued = await svc.wait(key, ids.queued, 10_000)
+    assert.equal(queued.result?.status, 'ok')
+    assert.equal(queued.result?.stdout, 'later\n')
+    const done = svc.get(key, ids.done)
+    assert.equal(done.result?.stdout, 'done\n')
+  })
+})
