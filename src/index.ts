@@ -30,11 +30,14 @@ export type { CreateRootfsOptions, RootfsInfo } from './rootfs/rootfs.js'
 export { createRootfs, deleteRootfs, listRootfs, rootfsCacheDir } from './rootfs/rootfs.js'
 
 // Schema and shared spellings, for faces (CLI, HTTP, MCP): the options' schema and its CLI names, sizes
-// and durations as cordon writes them, a signal's number, and the one result of a run never made.
+// and durations as cordon writes them, a signal's number, what an IP address reaches, and the one result
+// of a run never made.
 export type { CliMeta } from './policy/schema.js'
 export { cli as cliRegistry, durationSchema, policySchema } from './policy/schema.js'
 export { formatBytes, formatDuration } from './policy/units.js'
 export { signalNumber } from './host/signals.js'
+export type { AddressKind } from './net/host.js'
+export { classifyAddress } from './net/host.js'
 export { errorResult } from './run/result.js'
 
 // Errors. Invalid input throws PolicyError, naming the field; what the machine does to a run is its

@@ -253,3 +253,13 @@ export function embeddedIPv4(bytes: Uint8Array): string[] {
   if (is(SIX_TO_FOUR)) return [at(2)]
   return []
 }
+
+/**
+ * What an IP literal reaches: canonical IPv4 or any IPv6 spelling (bracketed or not; a v4-mapped one as its
+ * IPv4 address); null for anything else, a name included. For a face that must keep its own outgoing
+ * connections (a service's webhooks) off loopback and private ranges, judged as the proxies judge them.
+ */
+export function classifyAddress(text: string): AddressKind | null {
+  const host = parseUriHost(text)
+  return host && host.kind !== 'name' ? addressKind(host.bytes) : null
+}

@@ -16,6 +16,7 @@ const VALUES = [
   'RootfsError',
   'SpawnerError',
   'callFunction',
+  'classifyAddress',
   'cliRegistry',
   'createRootfs',
   'createSandbox',
@@ -36,6 +37,7 @@ const VALUES = [
 ]
 
 const TYPES = [
+  'AddressKind',
   'Capabilities',
   'Check',
   'CliMeta',
