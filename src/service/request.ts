@@ -88,7 +88,7 @@ export const runRequestSchema = z.strictObject({
     .max(REQUEST_BOUNDS.collect)
     .default([])
     .describe('workspace paths (globs) kept after the run, readable at /v1/runs/{id}/files/{path}'),
-  options: apiOptionsSchema.default({}).describe('the library’s run options a client may set'),
+  options: apiOptionsSchema.prefault({}).describe('the library’s run options a client may set'),
   metadata: z
     .record(z.string().max(64), z.string().max(1024))
     .refine((m) => Object.keys(m).length <= REQUEST_BOUNDS.metadata, 'must have at most 32 entries')
