@@ -1,14 +1,158 @@
 // A key's ceilings: the most a request made with it may ask. A request over one is refused (403
 // `over-ceiling`, naming the field and the ceiling); what a request leaves unset gets the lesser of the
-// default and the ceiling.
+// default and the ceiling. A key without a ceiling for a field leaves that field to the request. What a
+// request can only narrow (allow, deny, denySyscalls, redact) needs no ceiling.
+import { formatBytes, formatDuration, policySchema } from '../index.js'
+import { type Ceilings, keyCeilings, LIMIT_NAMES } from './key-schema.js'
 import type { RunRequest } from './request.js'
-import type { KeyRecord } from './types.js'
+import { type KeyRecord, ServiceError } from './types.js'
+
+type Options = RunRequest['options']
+type Network = NonNullable<Options['network']>
+type Allowlist = Exclude<Network, string>
+
+const over = (field: string, asked: string, ceiling: string) =>
+  new ServiceError('over-ceiling', `${field}: ${asked} is over this key's ceiling of ${ceiling}`, field)
+
+/** A limit's value as the options write it: `10s`, `256M`, or a count. */
+function shownLimit(name: string, value: number): string {
+  if (name.endsWith('Ms')) return formatDuration(value)
+  if (name.endsWith('Bytes')) return formatBytes(value)
+  return String(value)
+}
+
+const isObject = (v: unknown): v is Record<string, unknown> =>
+  typeof v === 'object' && v !== null && !Array.isArray(v)
+
+/** Whether the body as sent set `options.<path>` itself (rather than a default filling it in). */
+function asked(raw: unknown, ...path: string[]): boolean {
+  let at: unknown = isObject(raw) ? raw.options : undefined
+  for (const key of path) {
+    if (!isObject(at) || !Object.hasOwn(at, key)) return false
+    at = at[key]
+  }
+  return at !== undefined
+}
 
 /**
  * `request` (parsed, defaults applied) within `key`'s ceilings; `raw` is the body as sent, to tell what
- * the client asked from what a default filled in. Throws ServiceError('over-ceiling') naming the field.
+ * the client asked from what a default filled in. Throws ServiceError('over-ceiling') naming the field,
+ * or ('forbidden-option') for an `env` entry that would override one of the key's secrets.
  */
-export function applyCeilings(_key: KeyRecord, _raw: unknown, request: RunRequest): RunRequest {
-  // The first version enforces none: the keys helper fills this in.
-  return request
+export function applyCeilings(key: KeyRecord, raw: unknown, request: RunRequest): RunRequest {
+  const ceilings = keyCeilings(key)
+  const options: Options = { ...request.options }
+  checkSecrets(key, options)
+  options.limits = limitsWithin(ceilings, raw, options.limits)
+  options.network = networkWithin(ceilings.network, options.network ?? 'none')
+  if (ceilings.isolation) {
+    // A pinned tier: `auto` (asked or the default) runs it; another tier is refused.
+    if (
+      options.isolation !== undefined &&
+      options.isolation !== 'auto' &&
+      options.isolation !== ceilings.isolation
+    )
+      throw over('options.isolation', `"${options.isolation}"`, `"${ceilings.isolation}" (pinned)`)
+    options.isolation = ceilings.isolation
+  }
+  if (ceilings.rootfs && options.rootfs !== undefined && !ceilings.rootfs.includes(options.rootfs)) {
+    const names = ceilings.rootfs.map((n) => `"${n}"`).join(', ') || 'none'
+    throw over('options.rootfs', `"${options.rootfs}"`, names)
+  }
+  return { ...request, options }
+}
+
+/** The key's secrets are set by the server in every run: a request cannot replace or unset one. */
+function checkSecrets(key: KeyRecord, options: Options): void {
+  for (const name of Object.keys(options.env ?? {})) {
+    if (Object.hasOwn(key.secrets, name))
+      throw new ServiceError(
+        'forbidden-option',
+        `options.env.${name}: is one of this key's secrets, set by the server`,
+        `options.env.${name}`,
+      )
+  }
+}
+
+/** The library's default limits: what a request that sets none runs with. */
+const DEFAULT_LIMITS = policySchema.shape.limits.parse({})
+
+function limitsWithin(ceilings: Ceilings, raw: unknown, limits: Options['limits']): Options['limits'] {
+  if (!ceilings.limits) return limits
+  const out = { ...(limits ?? DEFAULT_LIMITS) }
+  for (const name of LIMIT_NAMES) {
+    const ceiling = ceilings.limits[name]
+    if (ceiling === undefined) continue
+    if (out[name] <= ceiling) continue
+    if (asked(raw, 'limits', name))
+      throw over(`options.limits.${name}`, shownLimit(name, out[name]), shownLimit(name, ceiling))
+    out[name] = ceiling
+  }
+  return out
+}
+
+const MODE = (network: Network) => (typeof network === 'string' ? network : 'allow')
+
+function networkWithin(ceiling: Ceilings['network'], network: Network): Network {
+  if (ceiling === undefined || ceiling === 'host') return network
+  const mode = MODE(network)
+  if (mode === 'none') return network
+  const field = 'options.network'
+  if (Array.isArray(ceiling)) {
+    if (!ceiling.includes(mode)) throw over(field, `"${mode}"`, `${ceiling.map((m) => `"${m}"`).join(', ')}`)
+    if (mode === 'host') return network
+    // The list form allows public hosts only: loopback and private ranges are the server's own network.
+    return withinReach(network as Allowlist, { allowLoopback: false, allowPrivate: false }, field)
+  }
+  if (ceiling === 'none') throw over(field, `"${mode}"`, '"none"')
+  // An allowlist ceiling: the request's allowlist within it, and its deny rules added.
+  if (mode === 'host') throw over(field, '"host"', 'an allowlist')
+  const list = withinReach(network as Allowlist, ceiling, field)
+  list.allow.forEach((entry, i) => {
+    if (!ceiling.allow.some((bound) => entryWithin(entry, bound)))
+      throw over(
+        `${field}.allow.${i}`,
+        `"${entry}"`,
+        `allow [${ceiling.allow.map((e) => `"${e}"`).join(', ')}]`,
+      )
+  })
+  return { ...list, deny: [...new Set([...list.deny, ...ceiling.deny])] }
+}
+
+function withinReach(
+  list: Allowlist,
+  bound: Pick<Allowlist, 'allowLoopback' | 'allowPrivate'>,
+  field: string,
+): Allowlist {
+  for (const flag of ['allowLoopback', 'allowPrivate'] as const) {
+    if (list[flag] && !bound[flag]) throw over(`${field}.${flag}`, 'true', 'false')
+  }
+  return { ...list }
+}
+
+/** `host`, `host:port`, `[v6]:port`, `*.x.com` as host (lower case, no trailing dot) and port (or null). */
+function splitEntry(entry: string): { host: string; port: string | null } {
+  const text = entry.trim().toLowerCase()
+  const m = /^(\[[^\]]*\]|[^:]+)(?::(\d+))?$/.exec(text)
+  const host = (m?.[1] ?? text).replace(/\.$/, '')
+  return { host, port: m?.[2] ?? null }
+}
+
+/**
+ * Whether every connection `entry` allows is one `bound` allows: the same host (a `*.d` bound: any name
+ * under d, or `*.e` with e under or equal to d), and the bound's port if it names one. Spellings are
+ * compared as written (lower case): an IPv6 literal spelt two ways is refused, never let through.
+ */
+export function entryWithin(entry: string, bound: string): boolean {
+  const e = splitEntry(entry)
+  const b = splitEntry(bound)
+  if (b.port !== null && e.port !== b.port) return false
+  if (b.host.startsWith('*.')) {
+    const domain = b.host.slice(2)
+    const name = e.host.startsWith('*.') ? e.host.slice(2) : e.host
+    return e.host.startsWith('*.')
+      ? name === domain || name.endsWith(`.${domain}`)
+      : name.endsWith(`.${domain}`)
+  }
+  return e.host === b.host
 }
