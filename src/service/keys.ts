@@ -1,5 +1,5 @@
-// API keys: random, shown once, stored only as their sha256. (The key schema, scopes and ceilings: see
-// ceilings.ts.)
+// API keys: random, shown once, stored only as their sha256. (What POST /v1/keys takes: key-schema.ts;
+// what ceilings mean: ceilings.ts.)
 import { createHash, randomBytes } from 'node:crypto'
 
 /** A new key: a recognisable prefix (secret scanners find leaked ones) and 256 random bits. */
