@@ -1,20 +1,17 @@
-// createService(): the Service its faces (HTTP, later MCP) use, on the SQLite store, the in-process queue
-// and its workers. Every method checks the key first: its scopes, and its own runs unless it is an admin
-// (another key's run is `not-found`, so that ids do not leak). At start-up the runs a dead server left
-// running end `error`/`interrupted`, and those still queued are queued again.
-import { randomBytes } from 'node:crypto'
 import { existsSync, readdirSync, readFileSync, realpathSync, rmSync } from 'node:fs'
 import path from 'node:path'
 import { PassThrough } from 'node:stream'
 import * as z from 'zod'
 import { errorResult, openSpawner, type RunResult, type Spawner } from '../index.js'
 import { applyCeilings } from './ceilings.js'
-import { hashKey, newKey } from './keys.js'
+import { newKeyRecord } from './key-schema.js'
+import { hashKey } from './keys.js'
 import { RunQueue } from './queue.js'
 import { type RunRequest, runRequestSchema, SERVER_ONLY_OPTIONS } from './request.js'
 import { newRunId, SqliteStore } from './sqlite.js'
 import type { KeyRecord, RunEvent, RunEventType, RunRecord, Scope, Service, Store } from './types.js'
 import { ServiceError } from './types.js'
+import { checkWebhookUrl } from './webhook.js'
 import { executeRun, filesDir } from './worker.js'
 
 export interface ServiceOptions {
@@ -32,6 +29,8 @@ export interface ServiceOptions {
   useSpawner?: boolean
   /** Called with each run once it is finished (webhooks hang here). Errors are ignored. */
   onFinished?: (run: RunRecord, key: KeyRecord | null) => void
+  /** Webhooks may target private and loopback addresses (`--allow-private-webhooks`); default false. */
+  allowPrivateWebhooks?: boolean
 }
 
 export interface CreatedService {
@@ -49,24 +48,6 @@ export interface ServiceExtras {
   readonly store: Store
 }
 
-/** The body of `POST /v1/keys` (the keys helper may replace it with the shared key schema). */
-const keyBodySchema = z.strictObject({
-  name: z.string().min(1).max(200),
-  scopes: z
-    .array(z.enum(['runs:write', 'runs:read', 'admin']))
-    .min(1)
-    .default(['runs:write', 'runs:read']),
-  ceilings: z.record(z.string(), z.unknown()).default({}),
-  quota: z
-    .strictObject({
-      concurrentRuns: z.number().int().positive().nullable().default(null),
-      runsPerMinute: z.number().int().positive().nullable().default(null),
-    })
-    .default({ concurrentRuns: null, runsPerMinute: null }),
-  secrets: z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/), z.string()).default({}),
-  retentionMs: z.number().int().positive().nullable().default(null),
-})
-
 /** A zod error as ServiceError('invalid'), naming the first issue's dotted path. */
 function invalid(error: z.ZodError, prefix = ''): ServiceError {
   const issue = error.issues[0]
@@ -75,24 +56,6 @@ function invalid(error: z.ZodError, prefix = ''): ServiceError {
 }
 
 const nowIso = () => new Date().toISOString()
-
-function newKeyRecord(fields: z.output<typeof keyBodySchema>): { record: KeyRecord; key: string } {
-  const key = newKey()
-  const record: KeyRecord = {
-    id: `key_${randomBytes(9).toString('base64url')}`,
-    name: fields.name,
-    hash: hashKey(key),
-    scopes: fields.scopes as Scope[],
-    ceilings: fields.ceilings,
-    quota: fields.quota,
-    secrets: fields.secrets,
-    retentionMs: fields.retentionMs,
-    webhookSecret: randomBytes(32).toString('base64url'),
-    createdAt: nowIso(),
-    revokedAt: null,
-  }
-  return { record, key }
-}
 
 /** The result of a run canceled before it started: as the library words one. */
 function canceledResult(): RunResult {
@@ -194,14 +157,7 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
 
   let adminKey: string | undefined
   if (store.listKeys().length === 0) {
-    const made = newKeyRecord({
-      name: 'admin',
-      scopes: ['admin', 'runs:write', 'runs:read'],
-      ceilings: {},
-      quota: { concurrentRuns: null, runsPerMinute: null },
-      secrets: {},
-      retentionMs: null,
-    })
+    const made = newKeyRecord({ name: 'admin', scopes: ['admin', 'runs:write', 'runs:read'], ceilings: {} })
     store.createKey(made.record)
     adminKey = made.key
   }
@@ -267,6 +223,9 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
       const parsed = runRequestSchema.safeParse(body)
       if (!parsed.success) throw invalid(parsed.error)
       const request = applyCeilings(key, body, parsed.data)
+      // A webhook to a private or loopback address is refused now (400 naming webhook.url), not at delivery.
+      if (request.webhook)
+        checkWebhookUrl(request.webhook.url, { allowPrivate: options.allowPrivateWebhooks ?? false })
       queue.admit(key)
       const run = store.createRun({
         id: newRunId(),
@@ -426,9 +385,13 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
 
     createKey(admin, body) {
       need(admin, 'admin')
-      const parsed = keyBodySchema.safeParse(body)
-      if (!parsed.success) throw invalid(parsed.error)
-      const made = newKeyRecord(parsed.data)
+      let made: ReturnType<typeof newKeyRecord>
+      try {
+        made = newKeyRecord(body)
+      } catch (error) {
+        if (error instanceof z.ZodError) throw invalid(error)
+        throw error
+      }
       store.createKey(made.record)
       return made
     },

@@ -16,7 +16,12 @@ async function setup(options: { concurrency?: number; maxQueued?: number } = {})
   const { service } = made
   const admin = service.authenticate(made.adminKey as string) as KeyRecord
   const user = (body: Record<string, unknown> = {}) => {
-    const { key } = service.createKey(admin, { name: 'user', ...body })
+    const { key } = service.createKey(admin, {
+      name: 'user',
+      scopes: ['runs:write', 'runs:read'],
+      ceilings: {},
+      ...body,
+    })
     return { token: key, key: service.authenticate(key) as KeyRecord }
   }
   return { dataDir, service, admin, user, adminKey: made.adminKey as string }
@@ -177,6 +182,14 @@ describe('createService', { skip }, () => {
       'files.0.path',
     )
     rejects(() => service.submit(key, null), 'invalid')
+    // A webhook to the host itself or a private range is refused when the run is submitted.
+    for (const url of [
+      'http://127.0.0.1:7070/hook',
+      'http://0x7f000001/',
+      'http://169.254.169.254/',
+      'http://localhost/',
+    ])
+      rejects(() => service.submit(key, { cmd: ['true'], webhook: { url } }), 'invalid', 'webhook.url')
     assert.deepEqual(service.list(key, { limit: 10 }).runs, [], 'nothing stored')
   })
 
@@ -273,7 +286,12 @@ describe('createService', { skip }, () => {
     closers.push(() => service.close())
     const admin = service.authenticate(made.adminKey as string) as KeyRecord
     const key = service.authenticate(
-      service.createKey(admin, { name: 'brief', retentionMs: 100 }).key,
+      service.createKey(admin, {
+        name: 'brief',
+        scopes: ['runs:write', 'runs:read'],
+        ceilings: {},
+        retention: 100,
+      }).key,
     ) as KeyRecord
     const run = service.submit(key, { cmd: ['sh', '-c', 'echo x > kept.txt'], collect: ['kept.txt'] })
     await service.wait(key, run.id, 10_000)
