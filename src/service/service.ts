@@ -10,8 +10,8 @@ import { RunQueue } from './queue.js'
 import { type RunRequest, runRequestSchema, SERVER_ONLY_OPTIONS } from './request.js'
 import { newRunId, SqliteStore } from './sqlite.js'
 import type { KeyRecord, RunEvent, RunEventType, RunRecord, Scope, Service, Store } from './types.js'
-import { ServiceError } from './types.js'
-import { checkWebhookUrl } from './webhook.js'
+import { runView, ServiceError } from './types.js'
+import { checkWebhookUrl, deliverWebhook } from './webhook.js'
 import { executeRun, filesDir } from './worker.js'
 
 export interface ServiceOptions {
@@ -31,6 +31,8 @@ export interface ServiceOptions {
   onFinished?: (run: RunRecord, key: KeyRecord | null) => void
   /** Webhooks may target private and loopback addresses (`--allow-private-webhooks`); default false. */
   allowPrivateWebhooks?: boolean
+  /** The wait before webhook attempt n+1, in ms (default: 1 s doubling, at most 1 min). */
+  webhookBackoff?: (attempt: number) => number
 }
 
 export interface CreatedService {
@@ -101,6 +103,27 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
     publish(event)
     return event
   }
+  // Webhooks go out in the background, each attempt recorded as it ends; close() stops the retries.
+  const deliveries = new AbortController()
+  let storeClosed = false
+  const delivering = new Set<Promise<unknown>>()
+  const deliver = (runId: string) => {
+    const run = store.getRun(runId)
+    const url = (run?.request as RunRequest | undefined)?.webhook?.url
+    const key = run && store.getKey(run.keyId)
+    if (!run || !url || !key) return
+    const sent = deliverWebhook(url, JSON.stringify(runView(run)), key.webhookSecret, {
+      allowPrivate: options.allowPrivateWebhooks ?? false,
+      signal: deliveries.signal,
+      ...(options.webhookBackoff ? { backoff: options.webhookBackoff } : {}),
+      onAttempt: (attempt) => {
+        if (!storeClosed) store.recordWebhookAttempt(runId, attempt)
+      },
+    })
+    delivering.add(sent)
+    void sent.finally(() => delivering.delete(sent))
+  }
+
   const finished = (runId: string, result: RunResult) => {
     const end = store.finishRun(runId, result, nowIso())
     controllers.delete(runId)
@@ -110,6 +133,7 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
     if (end) publish(end)
     for (const w of waiters.get(runId) ?? []) w()
     waiters.delete(runId)
+    if (end) deliver(runId)
     if (end && options.onFinished) {
       const run = store.getRun(runId)
       try {
@@ -428,6 +452,10 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
       waiters.clear()
       followers.clear()
       if (spawner) await spawner.close().catch(() => undefined)
+      // Retries stop; an attempt in flight ends (its own timeout bounds it) and is recorded.
+      deliveries.abort()
+      await Promise.allSettled([...delivering])
+      storeClosed = true
       store.close()
     },
   }

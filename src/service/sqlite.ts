@@ -15,6 +15,7 @@ import type {
   RunState,
   Scope,
   Store,
+  WebhookAttempt,
 } from './types.js'
 
 /** Each entry takes the schema from version i to i+1; never edit one that shipped, append. */
@@ -55,6 +56,15 @@ const MIGRATIONS: readonly string[] = [
      created_at TEXT NOT NULL,
      revoked_at TEXT
    );`,
+  `CREATE TABLE webhook_attempts (
+     run_id TEXT NOT NULL,
+     attempt INTEGER NOT NULL,
+     at TEXT NOT NULL,
+     status INTEGER,
+     error TEXT,
+     duration_ms INTEGER NOT NULL,
+     PRIMARY KEY (run_id, attempt)
+   ) WITHOUT ROWID;`,
 ]
 
 /** A run id: random and URL-safe (128 bits: unguessable, so a leaked list cannot be walked). */
@@ -278,9 +288,39 @@ export class SqliteStore implements Store {
         const gone = this.db.prepare(`DELETE FROM runs WHERE id = ? AND state = 'finished'`).run(id).changes
         if (gone !== 1) return false
         this.db.prepare('DELETE FROM events WHERE run_id = ?').run(id)
+        this.db.prepare('DELETE FROM webhook_attempts WHERE run_id = ?').run(id)
         return true
       })
       .immediate()
+  }
+
+  recordWebhookAttempt(runId: string, attempt: WebhookAttempt): void {
+    this.db
+      .prepare(
+        'INSERT OR REPLACE INTO webhook_attempts (run_id, attempt, at, status, error, duration_ms) VALUES (?, ?, ?, ?, ?, ?)',
+      )
+      .run(runId, attempt.attempt, attempt.at, attempt.status, attempt.error, attempt.durationMs)
+  }
+
+  webhookAttempts(runId: string): WebhookAttempt[] {
+    const rows = this.db
+      .prepare(
+        'SELECT attempt, at, status, error, duration_ms FROM webhook_attempts WHERE run_id = ? ORDER BY attempt',
+      )
+      .all(runId) as {
+      attempt: number
+      at: string
+      status: number | null
+      error: string | null
+      duration_ms: number
+    }[]
+    return rows.map((r) => ({
+      attempt: r.attempt,
+      at: r.at,
+      status: r.status,
+      error: r.error,
+      durationMs: r.duration_ms,
+    }))
   }
 
   appendEvent(runId: string, type: RunEventType, data: Record<string, unknown>): RunEvent {
@@ -355,8 +395,10 @@ export class SqliteStore implements Store {
         ).map((r) => r.id)
         const delEvents = this.db.prepare('DELETE FROM events WHERE run_id = ?')
         const delRun = this.db.prepare('DELETE FROM runs WHERE id = ?')
+        const delAttempts = this.db.prepare('DELETE FROM webhook_attempts WHERE run_id = ?')
         for (const id of ids) {
           delEvents.run(id)
+          delAttempts.run(id)
           delRun.run(id)
         }
         return ids.length

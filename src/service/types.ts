@@ -26,6 +26,14 @@ export interface RunRecord {
 
 export type RunEventType = 'queued' | 'started' | 'output' | 'log' | 'network' | 'end' | 'interrupted'
 
+/** A run as the API shows it (`GET /v1/runs/{id}`, webhooks): everything but the stored request. */
+export function runView(
+  run: RunRecord,
+): Omit<RunRecord, 'keyId' | 'request' | 'result'> & { result?: RunResult } {
+  const { id, state, createdAt, startedAt, finishedAt, metadata, result } = run
+  return { id, state, createdAt, startedAt, finishedAt, metadata, ...(result ? { result } : {}) }
+}
+
 /** One event of a run, numbered per run from 1 with no gap: SSE resumes after any of them. */
 export interface RunEvent {
   runId: string
@@ -95,6 +103,9 @@ export interface Store {
   queuedRuns(): RunRecord[]
   /** Finished runs past their key's retention, removed with their events; returns how many. */
   sweep(now: string): number
+  /** One attempt to deliver a run's webhook, kept with the run. */
+  recordWebhookAttempt(runId: string, attempt: WebhookAttempt): void
+  webhookAttempts(runId: string): WebhookAttempt[]
 
   createKey(key: KeyRecord): void
   keyByHash(hash: string): KeyRecord | null
@@ -103,6 +114,19 @@ export interface Store {
   revokeKey(id: string, at: string): boolean
 
   close(): void
+}
+
+/** One attempt to deliver a run's webhook, as recorded with the run. */
+export interface WebhookAttempt {
+  /** 1, 2, … */
+  attempt: number
+  /** ISO 8601, UTC: when it was sent. */
+  at: string
+  /** The response's status; null when there was none. */
+  status: number | null
+  /** Why it failed without a response (a network error, a timeout, a refused target); null otherwise. */
+  error: string | null
+  durationMs: number
 }
 
 /** Why the service refused a request: the HTTP layer maps `code` to its status (and `retryAfterS`). */

@@ -12,7 +12,7 @@ import http from 'node:http'
 import https from 'node:https'
 import type { LookupFunction } from 'node:net'
 import { classifyAddress } from '../index.js'
-import { ServiceError } from './types.js'
+import { ServiceError, type WebhookAttempt } from './types.js'
 
 export const SIGNATURE_HEADER = 'Cordon-Signature'
 
@@ -89,19 +89,9 @@ export function checkWebhookUrl(url: string, { allowPrivate = false }: WebhookTa
   return parsed
 }
 
-export interface WebhookAttempt {
-  /** 1, 2, … */
-  attempt: number
-  /** ISO 8601, UTC: when it was sent. */
-  at: string
-  /** The response's status; null when there was none. */
-  status: number | null
-  /** Why it failed without a response (a network error, a timeout, a refused target); null otherwise. */
-  error: string | null
-  durationMs: number
-}
-
 export interface DeliverOptions extends WebhookTargetOptions {
+  /** Called with each attempt as it ends (the service records each one, so none is lost in a crash). */
+  onAttempt?: (attempt: WebhookAttempt) => void
   /** Tries in all (default 5). */
   attempts?: number
   /** Milliseconds to wait before try n+1, given n (default 1s, 2s, 4s… capped at 1 min). */
@@ -197,20 +187,24 @@ export async function deliverWebhook(
     allowPrivate = false,
     signal,
     resolve = defaultResolve,
+    onAttempt,
   }: DeliverOptions = {},
 ): Promise<WebhookAttempt[]> {
   const done: WebhookAttempt[] = []
   const lookup = checkedLookup(resolve, allowPrivate)
   for (let attempt = 1; attempt <= attempts; attempt++) {
     const started = Date.now()
-    const record = (status: number | null, error: string | null) =>
-      done.push({
+    const record = (status: number | null, error: string | null) => {
+      const made = {
         attempt,
         at: new Date(started).toISOString(),
         status,
         error,
         durationMs: Date.now() - started,
-      })
+      }
+      done.push(made)
+      onAttempt?.(made)
+    }
     let target: URL
     try {
       target = checkWebhookUrl(url, { allowPrivate })

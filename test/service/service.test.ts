@@ -1,16 +1,20 @@
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
+import { once } from 'node:events'
 import { existsSync } from 'node:fs'
+import http from 'node:http'
+import type { AddressInfo } from 'node:net'
 import path from 'node:path'
 import { after, describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { createService } from '../../src/service/service.js'
-import { type KeyRecord, type RunEvent, ServiceError } from '../../src/service/types.js'
+import { type KeyRecord, type RunEvent, runView, ServiceError } from '../../src/service/types.js'
+import { SIGNATURE_HEADER, verifyWebhook } from '../../src/service/webhook.js'
 import { noNamespace, tempDir } from '../helpers.js'
 
 const skip = noNamespace
 
-async function setup(options: { concurrency?: number; maxQueued?: number } = {}) {
+async function setup(options: Partial<Parameters<typeof createService>[0]> = {}) {
   const dataDir = path.join(tempDir('cordon-svc-'), 'data')
   const made = await createService({ dataDir, concurrency: options.concurrency ?? 2, ...options })
   const { service } = made
@@ -344,5 +348,49 @@ describe('createService', { skip }, () => {
     assert.equal(queued.result?.stdout, 'later\n')
     const done = svc.get(key, ids.done)
     assert.equal(done.result?.stdout, 'done\n')
+  })
+})
+
+describe('webhooks', { skip }, () => {
+  it("delivers the finished run, signed with the key's secret, retrying a 5xx, each attempt recorded", async () => {
+    const got: { body: string; signature: string }[] = []
+    const server = http.createServer((req, res) => {
+      let body = ''
+      req.on('data', (c) => {
+        body += c
+      })
+      req.on('end', () => {
+        got.push({ body, signature: String(req.headers[SIGNATURE_HEADER.toLowerCase()]) })
+        res.statusCode = got.length === 1 ? 500 : 204
+        res.end()
+      })
+    })
+    server.listen(0, '127.0.0.1')
+    await once(server, 'listening')
+    const { port } = server.address() as AddressInfo
+    const { service, user } = await setup({ allowPrivateWebhooks: true, webhookBackoff: () => 20 })
+    const { key } = user()
+    const submitted = service.submit(key, {
+      cmd: ['echo', 'hooked'],
+      webhook: { url: `http://127.0.0.1:${port}/hook` },
+    })
+    const run = await service.wait(key, submitted.id, 20_000)
+    assert.equal(run.state, 'finished')
+    const attempts = () => service.store.webhookAttempts(run.id)
+    for (let i = 0; i < 100 && attempts().length < 2; i++) await new Promise((r) => setTimeout(r, 50))
+    assert.deepEqual(
+      attempts().map((a) => [a.attempt, a.status]),
+      [
+        [1, 500],
+        [2, 204],
+      ],
+    )
+    assert.equal(got.length, 2, 'a 500, then the retry')
+    for (const { body, signature } of got)
+      assert.ok(verifyWebhook(key.webhookSecret, body, signature), signature)
+    const stored = service.store.getRun(run.id)
+    assert.deepEqual(JSON.parse(got[1]!.body), JSON.parse(JSON.stringify(runView(stored!))))
+    await service.close()
+    server.close()
   })
 })

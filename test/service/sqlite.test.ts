@@ -36,11 +36,11 @@ describe('SqliteStore', () => {
     assert.equal(statSync(dir).mode & 0o777, 0o700)
     assert.equal(statSync(path.join(dir, 'cordon.db')).mode & 0o777, 0o600)
     assert.equal(store.db.pragma('journal_mode', { simple: true }), 'wal')
-    assert.equal(store.version(), 1)
+    assert.equal(store.version(), 2)
     store.close()
     // Opening again runs no migration twice.
     const again = new SqliteStore(dir)
-    assert.equal(again.version(), 1)
+    assert.equal(again.version(), 2)
     again.close()
   })
 
