@@ -54,7 +54,9 @@ export async function executeRun(ctx: WorkerContext): Promise<RunResult> {
     const result = await runIn(ctx, workspace)
     for (const event of result.network) ctx.emit('network', { ...event })
     try {
-      collect(workspace, filesDir(ctx.dataDir, ctx.runId), ctx.request.collect, ctx.maxCollectBytes)
+      collect(workspace, filesDir(ctx.dataDir, ctx.runId), ctx.request.collect, ctx.maxCollectBytes, {
+        redact: Object.values(ctx.key.secrets),
+      })
     } catch {
       // A file that could not be kept is not the run's failure: it is simply not there to read.
     }
@@ -182,27 +184,47 @@ export function globRegExp(glob: string): RegExp {
   return new RegExp(`^${re}$`)
 }
 
+/** What collect() keeps beyond the byte cap. */
+export interface CollectOptions {
+  /** Files kept at most, however small (a sandbox can make a million empty ones). Default 10,000. */
+  maxFiles?: number
+  /** Byte strings replaced by `[REDACTED]` in every kept file: the key's secrets. */
+  redact?: string[]
+}
+
 /**
- * Copies the workspace's regular files matching `globs` into `into`, at most `maxBytes` in all. The
- * sandbox is gone by now, but what it left is untrusted: symlinks are never followed (lstat on the walk,
- * O_NOFOLLOW on open), so nothing outside the workspace is read.
+ * Copies the workspace's regular files matching `globs` into `into`, at most `maxBytes` and
+ * `maxFiles` in all. What the sandbox left is untrusted: symlinks are never followed (lstat on the walk,
+ * O_NOFOLLOW on open), and a file with more than one link is not read, since a hard link is how a
+ * sandbox names a file outside the workspace (one the server's uid can read and it cannot). The key's
+ * secrets are redacted from what is kept, as from the output: a program writing $SECRET to a collected
+ * file is the same echo as printing it.
  */
-export function collect(workspace: string, into: string, globs: string[], maxBytes: number): string[] {
+export function collect(
+  workspace: string,
+  into: string,
+  globs: string[],
+  maxBytes: number,
+  { maxFiles = 10_000, redact = [] }: CollectOptions = {},
+): string[] {
   if (globs.length === 0) return []
   const patterns = globs.map(globRegExp)
+  const secrets = redact.filter((s) => s.length > 0).map((s) => Buffer.from(s))
   const kept: string[] = []
   let budget = maxBytes
   const walk = (rel: string, depth: number) => {
     if (depth > 32) return
     for (const name of readdirSync(path.join(workspace, rel))) {
+      if (kept.length >= maxFiles) return
       const relPath = rel ? `${rel}/${name}` : name
       const st = lstatSync(path.join(workspace, relPath))
       if (st.isDirectory()) walk(relPath, depth + 1)
       else if (st.isFile() && patterns.some((p) => p.test(relPath))) {
-        if (st.size > budget) continue
-        const data = readNoFollow(path.join(workspace, relPath), budget)
-        if (data === null) continue
-        budget -= data.length
+        if (st.size > budget || st.nlink !== 1) continue
+        const read = readNoFollow(path.join(workspace, relPath), budget)
+        if (read === null) continue
+        budget -= read.length
+        const data = redactBytes(read, secrets)
         const dest = path.join(into, relPath)
         mkdirSync(path.dirname(dest), { recursive: true, mode: 0o700 })
         const fd = openSync(dest, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o600)
@@ -219,11 +241,30 @@ export function collect(workspace: string, into: string, globs: string[], maxByt
   return kept
 }
 
+const REDACTED = Buffer.from('[REDACTED]')
+
+/** `data` with every occurrence of each secret replaced, longest secret first (one may contain another). */
+function redactBytes(data: Buffer, secrets: Buffer[]): Buffer {
+  let out = data
+  for (const secret of [...secrets].sort((a, b) => b.length - a.length)) {
+    if (out.indexOf(secret) < 0) continue
+    const parts: Buffer[] = []
+    let from = 0
+    for (let at = out.indexOf(secret); at >= 0; at = out.indexOf(secret, from)) {
+      parts.push(out.subarray(from, at), REDACTED)
+      from = at + secret.length
+    }
+    parts.push(out.subarray(from))
+    out = Buffer.concat(parts)
+  }
+  return out
+}
+
 function readNoFollow(file: string, max: number): Buffer | null {
   const fd = openSync(file, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK)
   try {
     const st = fstatSync(fd)
-    if (!st.isFile() || st.size > max) return null
+    if (!st.isFile() || st.size > max || st.nlink !== 1) return null
     const buf = Buffer.alloc(st.size)
     let n = 0
     while (n < buf.length) {

@@ -131,6 +131,19 @@ describe('createService', { skip }, () => {
     assert.ok(!JSON.stringify(done.request).includes('tok-5ecret'), 'the stored request holds no secret')
   })
 
+  it("redacts a key's secrets from the files a run wrote and the service collected", async () => {
+    const { service, user } = await setup()
+    closers.push(() => service.close())
+    const { key } = user({ secrets: { API_TOKEN: 'tok-5ecret-value' } })
+    const run = service.submit(key, {
+      cmd: ['sh', '-c', 'echo "t=$API_TOKEN" > out.txt'],
+      collect: ['out.txt'],
+    })
+    const done = await service.wait(key, run.id, 10_000)
+    assert.equal(done.result?.status, 'ok', done.result?.violation?.message)
+    assert.equal(service.file(key, run.id, 'out.txt').toString(), 't=[REDACTED]\n')
+  })
+
   it('a key sees only its own runs; scopes are checked; admins see all', async () => {
     const { service, user, admin } = await setup()
     closers.push(() => service.close())

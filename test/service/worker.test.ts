@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict'
-import { existsSync, mkdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
+import { existsSync, linkSync, mkdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 import { describe, it } from 'node:test'
 import type { RunRequest } from '../../src/service/request.js'
@@ -79,6 +79,32 @@ describe('worker', () => {
     assert.equal(readFileSync(path.join(into, 'out/a.txt'), 'utf8'), 'a')
     assert.equal(existsSync(path.join(into, 'out/leak.txt')), false)
     assert.equal(existsSync(path.join(into, 'out/big.txt')), false, 'past the cap')
+  })
+
+  it('never collects a hard link: the sandbox may link a file it cannot read from outside', () => {
+    const ws = tempDir('cordon-ws-')
+    const into = path.join(tempDir('cordon-files-'), 'run')
+    const outside = tempDir('cordon-outside-')
+    writeFileSync(path.join(outside, 'cordon.db'), 'every key')
+    linkSync(path.join(outside, 'cordon.db'), path.join(ws, 'db.txt'))
+    writeFileSync(path.join(ws, 'own.txt'), 'own')
+    assert.deepEqual(collect(ws, into, ['*.txt'], 1024), ['own.txt'])
+    assert.equal(existsSync(path.join(into, 'db.txt')), false)
+  })
+
+  it('keeps at most maxFiles files, however small', () => {
+    const ws = tempDir('cordon-ws-')
+    const into = path.join(tempDir('cordon-files-'), 'run')
+    for (let i = 0; i < 20; i++) writeFileSync(path.join(ws, `f${i}`), '')
+    assert.equal(collect(ws, into, ['*'], 1024, { maxFiles: 5 }).length, 5)
+  })
+
+  it("redacts the key's secrets from collected files", () => {
+    const ws = tempDir('cordon-ws-')
+    const into = path.join(tempDir('cordon-files-'), 'run')
+    writeFileSync(path.join(ws, 'env.txt'), 'A=tok-123456\nB=tok-123456tok-123456\n')
+    collect(ws, into, ['*.txt'], 1024, { redact: ['tok-123456'] })
+    assert.equal(readFileSync(path.join(into, 'env.txt'), 'utf8'), 'A=[REDACTED]\nB=[REDACTED][REDACTED]\n')
   })
 
   it('runs a request in a fresh workspace with secrets injected and redacted, then removes it', {
