@@ -21,6 +21,8 @@ export interface ServiceOptions {
   concurrency?: number
   /** Runs waiting at most (default 100). */
   maxQueued?: number
+  /** Bytes of stdin written to a run and not yet read by it, held at most (default 1 MiB). */
+  maxStdinBuffered?: number
   /** Bytes of collected files kept per run (default 64 MiB). */
   maxCollectBytes?: number
   /** How often finished runs past their key's retention are removed (default 1 min). */
@@ -73,6 +75,7 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
   const dataDir = path.resolve(options.dataDir)
   const store = new SqliteStore(dataDir)
   const concurrency = options.concurrency ?? 2
+  const maxStdinBuffered = options.maxStdinBuffered ?? 1024 * 1024
   let spawner: Spawner | undefined
   if (options.useSpawner !== false) {
     try {
@@ -374,6 +377,16 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
       own(key, id, 'runs:write')
       const stdin = stdins.get(id)
       if (!stdin || stdin.writableEnded) throw new ServiceError('conflict', `run ${id} has no open stdin`)
+      // What the program has not read yet stays in this process: a client writing faster than it reads
+      // (or to a run still queued, or to one that never reads) is told to wait, not buffered without end.
+      // At most the bound plus one write (a body, which the HTTP layer caps) is held.
+      if (stdin.writableLength + stdin.readableLength >= maxStdinBuffered)
+        throw new ServiceError(
+          'quota',
+          `run ${id} has ${maxStdinBuffered} bytes of stdin it has not read yet: retry later`,
+          undefined,
+          1,
+        )
       stdin.write(data)
     },
 

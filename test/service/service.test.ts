@@ -255,6 +255,27 @@ describe('createService', { skip }, () => {
     rejects(() => service.file(key, run.id, '../../cordon.db'), 'not-found')
   })
 
+  it('holds a bounded amount of stdin a program does not read: past it, writes are refused', async () => {
+    const { service, user } = await setup()
+    closers.push(() => service.close())
+    const { key } = user()
+    const run = service.submit(key, { cmd: ['sleep', '30'], stdin: 'open' })
+    const chunk = Buffer.alloc(256 * 1024)
+    let refused: unknown = null
+    for (let i = 0; i < 64 && refused === null; i++) {
+      try {
+        service.writeStdin(key, run.id, chunk)
+      } catch (error) {
+        refused = error
+      }
+    }
+    assert.ok(refused instanceof ServiceError, 'refused before 16 MiB were held')
+    assert.equal(refused.code, 'quota')
+    assert.ok((refused.retryAfterS ?? 0) >= 1)
+    service.cancel(key, run.id)
+    assert.equal((await service.wait(key, run.id, 10_000)).result?.status, 'canceled')
+  })
+
   it('wait returns the run as it is after its timeout', async () => {
     const { service, user } = await setup()
     closers.push(() => service.close())
