@@ -66,6 +66,10 @@ export async function executeRun(ctx: WorkerContext): Promise<RunResult> {
   }
 }
 
+/** How long, and how many bytes, output is gathered into one event at most. */
+const OUTPUT_FLUSH_MS = 25
+const OUTPUT_FLUSH_BYTES = 64 * 1024
+
 async function runIn(ctx: WorkerContext, workspace: string): Promise<RunResult> {
   const { request, key } = ctx
   const secretValues = Object.values(key.secrets).filter((v) => v.length > 0)
@@ -92,20 +96,41 @@ async function runIn(ctx: WorkerContext, workspace: string): Promise<RunResult> 
   ctx.emit('started', { pid: handle.pid ?? null })
   // Output events carry the library's (decoded, redacted) text as its UTF-8 bytes, base64; `offset` counts
   // those bytes per stream, so the events put together are exactly the result's stdout and stderr.
+  // Chunks are gathered for up to OUTPUT_FLUSH_MS (or OUTPUT_FLUSH_BYTES): the program decides how its
+  // writes are split, and one stored event per one-byte write made ~150 bytes of database per byte.
+  // Only a run of one stream is gathered, so the events keep the interleaving of stdout and stderr.
   const offsets = { stdout: 0, stderr: 0 }
+  let pending: { stream: 'stdout' | 'stderr'; parts: Buffer[]; bytes: number } | null = null
+  let timer: NodeJS.Timeout | undefined
+  const flush = () => {
+    clearTimeout(timer)
+    timer = undefined
+    if (!pending) return
+    const { stream, parts } = pending
+    pending = null
+    const bytes = Buffer.concat(parts)
+    ctx.emit('output', {
+      stream,
+      offset: offsets[stream],
+      bytes: bytes.length,
+      data: bytes.toString('base64'),
+    })
+    offsets[stream] += bytes.length
+  }
   try {
     for await (const chunk of handle.output) {
       const bytes = Buffer.from(chunk.data, 'utf8')
-      ctx.emit('output', {
-        stream: chunk.stream,
-        offset: offsets[chunk.stream],
-        bytes: bytes.length,
-        data: bytes.toString('base64'),
-      })
-      offsets[chunk.stream] += bytes.length
+      if (pending && pending.stream !== chunk.stream) flush()
+      if (!pending) pending = { stream: chunk.stream, parts: [], bytes: 0 }
+      pending.parts.push(bytes)
+      pending.bytes += bytes.length
+      if (pending.bytes >= OUTPUT_FLUSH_BYTES) flush()
+      else timer ??= setTimeout(flush, OUTPUT_FLUSH_MS)
     }
+    flush()
     return await handle.result
   } catch (error) {
+    flush()
     handle.kill()
     await handle.result.catch(() => undefined)
     return errorResult('worker', (error as Error).message)

@@ -112,6 +112,29 @@ describe('createService', { skip }, () => {
     )
   })
 
+  it('bounds output events by time, not by how the program splits its writes', async () => {
+    const { service, user } = await setup()
+    closers.push(() => service.close())
+    const { key } = user()
+    // 400 one-byte writes spread over ~1 s: each was its own event (≈150 bytes stored for 1 byte).
+    const run = service.submit(key, {
+      cmd: [
+        'sh',
+        '-c',
+        'i=0; while [ $i -lt 400 ]; do printf x; [ $((i % 4)) = 0 ] && sleep 0.01; i=$((i+1)); done',
+      ],
+    })
+    const done = await service.wait(key, run.id, 20_000)
+    assert.equal(done.result?.stdout, 'x'.repeat(400))
+    const events = service.events(key, run.id, 0, () => {})
+    events.stop()
+    const output = events.past.filter((e) => e.type === 'output')
+    const joined = Buffer.concat(output.map((e) => Buffer.from(String(e.data.data), 'base64'))).toString()
+    assert.equal(joined, done.result?.stdout)
+    const ms = Date.parse(done.finishedAt ?? '') - Date.parse(done.startedAt ?? '')
+    assert.ok(output.length <= ms / 20 + 2, `${output.length} output events in ${ms} ms`)
+  })
+
   it("injects a key's secrets and redacts them from the result and events", async () => {
     const { service, user } = await setup()
     closers.push(() => service.close())
