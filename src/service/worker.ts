@@ -70,11 +70,35 @@ export async function executeRun(ctx: WorkerContext): Promise<RunResult> {
 const OUTPUT_FLUSH_MS = 25
 const OUTPUT_FLUSH_BYTES = 64 * 1024
 
+/**
+ * Where the data dir stands for a run. It holds every key's secrets (cordon.db) and the other runs'
+ * workspaces. As root it is root's 0700, which the sandbox's pool uid cannot enter (its own workspace is
+ * handed in by fd). Not as root the sandbox has the server's own uid, and only the namespace tier can keep
+ * the data dir from it (hidden, but for the run's own workspace): such a server runs no other tier.
+ */
+export function dataDirGuard(
+  isolation: RunRequest['options']['isolation'],
+  dataDir: string,
+  asRoot: boolean,
+): { isolation?: 'namespace'; hide?: string[] } | { refused: string } {
+  if (asRoot) return {}
+  if (isolation === 'process') {
+    return {
+      refused:
+        'the process tier cannot keep a server not running as root from its own sandboxes: run cordon serve as root, or use the namespace tier',
+    }
+  }
+  return { isolation: 'namespace', hide: [dataDir] }
+}
+
 async function runIn(ctx: WorkerContext, workspace: string): Promise<RunResult> {
   const { request, key } = ctx
   const secretValues = Object.values(key.secrets).filter((v) => v.length > 0)
+  const guard = dataDirGuard(request.options.isolation, ctx.dataDir, process.getuid?.() === 0)
+  if ('refused' in guard) return errorResult('options.isolation', guard.refused)
   const options: RunOptions = {
     ...request.options,
+    ...guard,
     env: { ...(request.options.env ?? {}), ...key.secrets },
     redact: [...(request.options.redact ?? []), ...secretValues],
     cwd: workspace,

@@ -5,7 +5,14 @@ import { describe, it } from 'node:test'
 import type { RunRequest } from '../../src/service/request.js'
 import { runRequestSchema } from '../../src/service/request.js'
 import type { KeyRecord, RunEvent, RunEventType } from '../../src/service/types.js'
-import { collect, executeRun, globRegExp, workspaceDir, writeFiles } from '../../src/service/worker.js'
+import {
+  collect,
+  dataDirGuard,
+  executeRun,
+  globRegExp,
+  workspaceDir,
+  writeFiles,
+} from '../../src/service/worker.js'
 import { noNamespace, tempDir } from '../helpers.js'
 
 const files = (list: unknown[]) => runRequestSchema.parse({ cmd: ['true'], files: list }).files
@@ -177,5 +184,28 @@ describe('worker', () => {
     })
     assert.equal(bad.status, 'error')
     assert.equal(bad.violation?.limit, 'files')
+  })
+})
+
+describe('the data dir, kept from sandboxes', () => {
+  // Not as root a sandbox has the server's uid, and the data dir (every key's secrets, the other runs'
+  // workspaces) its permissions cannot keep from it: the namespace tier hides it, the process tier cannot.
+  it('not as root: the namespace tier, with the data dir hidden; the process tier refused', () => {
+    assert.deepEqual(dataDirGuard('auto', '/srv/cordon', false), {
+      isolation: 'namespace',
+      hide: ['/srv/cordon'],
+    })
+    assert.deepEqual(dataDirGuard('namespace', '/srv/cordon', false), {
+      isolation: 'namespace',
+      hide: ['/srv/cordon'],
+    })
+    assert.match(
+      (dataDirGuard('process', '/srv/cordon', false) as { refused: string }).refused,
+      /run cordon serve as root/,
+    )
+  })
+
+  it("as root: nothing to add (root's 0700 keeps pool uids out)", () => {
+    assert.deepEqual(dataDirGuard('process', '/srv/cordon', true), {})
   })
 })
