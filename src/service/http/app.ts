@@ -1,0 +1,337 @@
+// The HTTP API: a thin face over the Service. Every route authenticates the bearer key, hands the request
+// to the service (which checks scopes, ownership, the request schema, server-only options and ceilings)
+// and maps what it throws to one error shape: `{ "error": { "code", "message", "field"? } }`, never a
+// stack trace. The handlers parse bodies themselves rather than through zod-openapi's validators, so a
+// server-only option is the service's 403 (not a strict schema's 400), and the OpenAPI document is still
+// generated from the very schemas the service validates with.
+import { OpenAPIHono } from '@hono/zod-openapi'
+import type { Context, MiddlewareHandler } from 'hono'
+import { bodyLimit } from 'hono/body-limit'
+import type { ContentfulStatusCode } from 'hono/utils/http-status'
+import { Counter, Histogram, Registry } from 'prom-client'
+import * as z from 'zod'
+import { durationSchema } from '../../index.js'
+import { type KeyRecord, type RunEvent, type Service, ServiceError } from '../types.js'
+import { registerOpenApi } from './openapi.js'
+import { eventsQuerySchema, getQuerySchema, listQuerySchema, outputQuerySchema } from './schemas.js'
+import { sseStream } from './sse.js'
+import { keyView, runView } from './views.js'
+
+/** The log calls the app makes (pino's shape). */
+export interface AppLogger {
+  info(obj: Record<string, unknown>, msg?: string): void
+  error(obj: Record<string, unknown>, msg?: string): void
+}
+
+export interface AppOptions {
+  /** Largest request body, bytes (413 past it). Default 8 MiB. */
+  maxBodyBytes?: number
+  /** Longest `wait` a request gets, ms. Default 60 s. */
+  maxWaitMs?: number
+  /** Between SSE heartbeat comments, ms. Default 15 s. */
+  heartbeatMs?: number
+  /** Where request and error lines go; none by default. */
+  logger?: AppLogger
+}
+
+export const DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
+export const DEFAULT_MAX_WAIT_MS = 60_000
+
+type ErrorCode = ServiceError['code'] | 'too-large' | 'internal' | 'not-implemented'
+
+const STATUS: Record<ErrorCode, ContentfulStatusCode> = {
+  invalid: 400,
+  unauthorized: 401,
+  forbidden: 403,
+  'forbidden-option': 403,
+  'over-ceiling': 403,
+  'not-found': 404,
+  conflict: 409,
+  'too-large': 413,
+  quota: 429,
+  'queue-full': 503,
+  draining: 503,
+  internal: 500,
+  'not-implemented': 501,
+}
+
+type Env = { Variables: { key: KeyRecord } }
+
+function errorBody(code: ErrorCode, message: string, field?: string) {
+  return { error: { code, message, ...(field ? { field } : {}) } }
+}
+
+/** The first issue of a zod error, as the field it names (dotted) and its message. */
+function zodIssue(error: z.ZodError, prefix = ''): { field: string; message: string } {
+  const issue = error.issues[0]
+  // An unknown key is reported on its object: the field at fault is the key itself.
+  const key = issue?.code === 'unrecognized_keys' && issue.keys.length === 1 ? issue.keys : []
+  const path = [prefix, ...(issue?.path ?? []).map(String), ...key].filter(Boolean).join('.')
+  return { field: path, message: issue?.message ?? 'invalid' }
+}
+
+function parseQuery<S extends z.ZodType>(schema: S, query: Record<string, string>): z.output<S> {
+  const parsed = schema.safeParse(query)
+  if (!parsed.success) {
+    const { field, message } = zodIssue(parsed.error)
+    throw new ServiceError('invalid', `${field || 'query'}: ${message}`, field || undefined)
+  }
+  return parsed.data
+}
+
+export interface App {
+  app: OpenAPIHono<Env>
+  /** The app's Prometheus metrics (served at /metrics). */
+  registry: Registry
+}
+
+export function createApp(service: Service, opts: AppOptions = {}): App {
+  const maxBodyBytes = opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES
+  const maxWaitMs = opts.maxWaitMs ?? DEFAULT_MAX_WAIT_MS
+  const heartbeatMs = opts.heartbeatMs ?? 15_000
+  const log = opts.logger
+
+  const registry = new Registry()
+  const latency = new Histogram({
+    name: 'cordon_http_request_duration_seconds',
+    help: 'HTTP requests by route and status, in seconds',
+    labelNames: ['method', 'route', 'status'],
+    buckets: [0.005, 0.025, 0.1, 0.5, 2.5, 10, 60],
+    registers: [registry],
+  })
+  const submitted = new Counter({
+    name: 'cordon_runs_submitted_total',
+    help: 'Runs accepted by POST /v1/runs',
+    registers: [registry],
+  })
+  const finished = new Counter({
+    name: 'cordon_runs_finished_total',
+    help: 'Runs accepted here that finished, by status and isolation tier',
+    labelNames: ['status', 'isolation'],
+    registers: [registry],
+  })
+
+  /** Counts the run's end (its `end` or `interrupted` event) once, then stops following it. */
+  const countEnd = (key: KeyRecord, id: string) => {
+    let stop: (() => void) | null = null
+    let done = false
+    const see = (event: RunEvent) => {
+      if (done || (event.type !== 'end' && event.type !== 'interrupted')) return
+      done = true
+      const result = (event.data as { result?: { status?: unknown; isolation?: unknown } }).result
+      finished.inc({
+        status: typeof result?.status === 'string' ? result.status : event.type,
+        isolation: typeof result?.isolation === 'string' ? result.isolation : 'none',
+      })
+      stop?.()
+    }
+    try {
+      const sub = service.events(key, id, 0, see)
+      stop = sub.stop
+      for (const event of sub.past) see(event)
+      if (done) sub.stop()
+    } catch {
+      // deleted already, or the key lost its read scope: not counted
+    }
+  }
+
+  const app = new OpenAPIHono<Env>()
+
+  app.onError((error, c) => {
+    if (error instanceof ServiceError) {
+      if (error.retryAfterS !== undefined)
+        c.header('Retry-After', String(Math.max(1, Math.ceil(error.retryAfterS))))
+      return c.json(errorBody(error.code, error.message, error.field), STATUS[error.code])
+    }
+    if (error instanceof z.ZodError) {
+      const { field, message } = zodIssue(error)
+      return c.json(errorBody('invalid', field ? `${field}: ${message}` : message, field || undefined), 400)
+    }
+    // PolicyError (by name: the face needs no class of the engine to tell it)
+    const named = error as { name?: unknown; field?: unknown; reason?: unknown }
+    if (named.name === 'PolicyError' && typeof named.field === 'string') {
+      const reason = typeof named.reason === 'string' ? named.reason : error.message
+      return c.json(errorBody('invalid', `${named.field}: ${reason}`, named.field), 400)
+    }
+    log?.error({ err: { message: error.message, stack: error.stack }, path: c.req.path }, 'request failed')
+    return c.json(errorBody('internal', 'internal error'), 500)
+  })
+  app.notFound((c) => c.json(errorBody('not-found', `no route ${c.req.method} ${c.req.path}`), 404))
+
+  app.use('*', async (c, next) => {
+    const start = process.hrtime.bigint()
+    await next()
+    const seconds = Number(process.hrtime.bigint() - start) / 1e9
+    // The route's pattern, not its path: one series per route, not per run id.
+    const route = c.req.routePath === '/*' ? 'unmatched' : c.req.routePath
+    latency.observe({ method: c.req.method, route, status: String(c.res.status) }, seconds)
+    log?.info({ method: c.req.method, path: c.req.path, status: c.res.status, ms: seconds * 1000 }, 'request')
+  })
+
+  const auth: MiddlewareHandler<Env> = async (c, next) => {
+    const header = c.req.header('authorization') ?? ''
+    const m = /^Bearer\s+(\S+)\s*$/i.exec(header)
+    const key = m ? service.authenticate(m[1] as string) : null
+    if (!key) {
+      c.header('WWW-Authenticate', 'Bearer')
+      return c.json(
+        errorBody('unauthorized', m ? 'unknown or revoked key' : 'needs Authorization: Bearer <key>'),
+        401,
+      )
+    }
+    c.set('key', key)
+    await next()
+  }
+  app.use('/v1/*', auth)
+  app.use(
+    '/v1/*',
+    bodyLimit({
+      maxSize: maxBodyBytes,
+      onError: (c) => c.json(errorBody('too-large', `the body must be at most ${maxBodyBytes} bytes`), 413),
+    }),
+  )
+
+  const jsonBody = async (c: Context<Env>): Promise<unknown> => {
+    const text = await c.req.text()
+    try {
+      return JSON.parse(text)
+    } catch (error) {
+      throw new ServiceError('invalid', `malformed JSON: ${(error as Error).message}`)
+    }
+  }
+  const waitMs = (wait: unknown): number | null => {
+    if (wait === undefined) return null
+    const parsed = durationSchema.safeParse(wait)
+    if (!parsed.success) throw new ServiceError('invalid', `wait: ${zodIssue(parsed.error).message}`, 'wait')
+    return Math.min(parsed.data, maxWaitMs)
+  }
+
+  // Runs.
+  app.post('/v1/runs', async (c) => {
+    const key = c.get('key')
+    const body = await jsonBody(c)
+    const wait = waitMs(body && typeof body === 'object' ? (body as { wait?: unknown }).wait : undefined)
+    let run = service.submit(key, body)
+    submitted.inc()
+    countEnd(key, run.id)
+    if (wait !== null && run.state !== 'finished') run = await service.wait(key, run.id, wait)
+    c.header('Location', `/v1/runs/${run.id}`)
+    return c.json(runView(run), 201)
+  })
+
+  app.get('/v1/runs', (c) => {
+    const key = c.get('key')
+    const all = c.req.query()
+    const metadata: Record<string, string> = {}
+    const rest: Record<string, string> = {}
+    for (const [name, value] of Object.entries(all)) {
+      if (name.startsWith('metadata.') && name.length > 'metadata.'.length) metadata[name.slice(9)] = value
+      else rest[name] = value
+    }
+    const q = parseQuery(listQuerySchema, rest)
+    const page = service.list(key, {
+      limit: q.limit,
+      ...(q.state ? { state: q.state } : {}),
+      ...(q.status ? { status: q.status } : {}),
+      ...(q.createdAfter ? { createdAfter: new Date(q.createdAfter).toISOString() } : {}),
+      ...(q.cursor ? { cursor: q.cursor } : {}),
+      ...(Object.keys(metadata).length ? { metadata } : {}),
+    })
+    return c.json({ runs: page.runs.map(runView), nextCursor: page.nextCursor })
+  })
+
+  app.get('/v1/runs/:id', async (c) => {
+    const key = c.get('key')
+    const id = c.req.param('id')
+    const { wait } = parseQuery(getQuerySchema, c.req.query())
+    const run =
+      wait === undefined ? service.get(key, id) : await service.wait(key, id, Math.min(wait, maxWaitMs))
+    return c.json(runView(run))
+  })
+
+  app.post('/v1/runs/:id/cancel', (c) => c.json(runView(service.cancel(c.get('key'), c.req.param('id')))))
+
+  app.delete('/v1/runs/:id', (c) => {
+    service.remove(c.get('key'), c.req.param('id'))
+    return c.body(null, 204)
+  })
+
+  app.get('/v1/runs/:id/output', (c) => {
+    const q = parseQuery(outputQuerySchema, c.req.query())
+    const bytes = service.output(c.get('key'), c.req.param('id'), q.stream, q.offset, q.limit)
+    return c.body(new Uint8Array(bytes), 200, {
+      'Content-Type': 'application/octet-stream',
+    })
+  })
+
+  app.post('/v1/runs/:id/stdin', async (c) => {
+    const data = Buffer.from(await c.req.arrayBuffer())
+    service.writeStdin(c.get('key'), c.req.param('id'), data)
+    return c.body(null, 204)
+  })
+
+  app.delete('/v1/runs/:id/stdin', (c) => {
+    service.closeStdin(c.get('key'), c.req.param('id'))
+    return c.body(null, 204)
+  })
+
+  app.get('/v1/runs/:id/events', (c) => {
+    const q = parseQuery(eventsQuerySchema, c.req.query())
+    const header = c.req.header('last-event-id')
+    let after = q.after ?? 0
+    if (header !== undefined && q.after === undefined) {
+      if (!/^\d{1,15}$/.test(header.trim()))
+        throw new ServiceError('invalid', 'Last-Event-ID: must be an event id', 'Last-Event-ID')
+      after = Number(header.trim())
+    }
+    const body = sseStream(service, c.get('key'), c.req.param('id'), after, {
+      encoding: q.encoding,
+      heartbeatMs,
+      signal: c.req.raw.signal,
+    })
+    return c.body(body, 200, {
+      'Content-Type': 'text/event-stream; charset=utf-8',
+      'Cache-Control': 'no-cache',
+      Connection: 'keep-alive',
+      'X-Accel-Buffering': 'no',
+    })
+  })
+
+  // Keys (admin: the service checks the scope).
+  app.post('/v1/keys', async (c) => {
+    const { record, key } = service.createKey(c.get('key'), await jsonBody(c))
+    c.header('Location', `/v1/keys/${record.id}`)
+    return c.json({ ...keyView(record), key, webhookSecret: record.webhookSecret }, 201)
+  })
+  app.get('/v1/keys', (c) => c.json({ keys: service.listKeys(c.get('key')).map(keyView) }))
+  app.delete('/v1/keys/:id', (c) => {
+    service.revokeKey(c.get('key'), c.req.param('id'))
+    return c.body(null, 204)
+  })
+
+  // Operations: no key needed (bind them to loopback, or proxy them).
+  app.get('/healthz', (c) => c.json({ ok: true }))
+  app.get('/readyz', (c) =>
+    service.ready() ? c.json({ ready: true }) : c.json({ ready: false, reason: 'draining' }, 503),
+  )
+  app.get('/metrics', async (c) =>
+    c.body(await registry.metrics(), 200, { 'Content-Type': registry.contentType }),
+  )
+  registerOpenApi(app)
+  let document: string | null = null
+  app.get('/openapi.json', (c) => {
+    document ??= JSON.stringify(
+      app.getOpenAPI31Document({
+        openapi: '3.1.0',
+        info: {
+          title: 'cordon',
+          version: '1',
+          description: 'Run untrusted commands under kernel-enforced limits.',
+        },
+      }),
+    )
+    return c.body(document, 200, { 'Content-Type': 'application/json' })
+  })
+
+  return { app, registry }
+}

@@ -1,0 +1,253 @@
+// The HTTP API in process (hono's app.request), over the real service: its store, queue and runs.
+import assert from 'node:assert/strict'
+import { after, before, describe, it } from 'node:test'
+import { createApp } from '../../src/service/http/app.js'
+import { createService } from '../../src/service/service.js'
+import { tempDir } from '../helpers.js'
+
+type Json = Record<string, unknown>
+
+describe('http app', () => {
+  let created: Awaited<ReturnType<typeof createService>>
+  let app: ReturnType<typeof createApp>['app']
+  let admin: string
+
+  before(async () => {
+    created = await createService({ dataDir: tempDir('cordon-http-'), concurrency: 2, maxQueued: 20 })
+    app = createApp(created.service, { maxBodyBytes: 64 * 1024, heartbeatMs: 200 }).app
+    admin = created.adminKey as string
+    assert.match(admin, /^cordon_/)
+  })
+  after(async () => {
+    await created.service.close()
+  })
+
+  const call = (path: string, init: RequestInit & { key?: string | null } = {}) => {
+    const { key = admin, ...rest } = init
+    const headers = new Headers(rest.headers)
+    if (key) headers.set('authorization', `Bearer ${key}`)
+    return app.request(path, { ...rest, headers })
+  }
+  const post = (path: string, body: unknown, key: string | null = admin) =>
+    call(path, { method: 'POST', body: typeof body === 'string' ? body : JSON.stringify(body), key })
+  const errorOf = async (res: Response) => ((await res.json()) as { error: Json }).error
+
+  it('refuses a request without a key, or with an unknown one (401, the one error shape)', async () => {
+    for (const key of [null, 'cordon_nope']) {
+      const res = await call('/v1/runs', { key })
+      assert.equal(res.status, 401)
+      const error = await errorOf(res)
+      assert.equal(error.code, 'unauthorized')
+      assert.equal(typeof error.message, 'string')
+    }
+  })
+
+  it('submits a run and answers once it finished (wait), then reads it back', async () => {
+    const res = await post('/v1/runs', { cmd: ['sh', '-c', 'echo hi'], wait: '30s', metadata: { job: 'a' } })
+    assert.equal(res.status, 201)
+    const run = (await res.json()) as Json & { result: Json }
+    assert.equal(res.headers.get('location'), `/v1/runs/${run.id}`)
+    assert.equal(run.state, 'finished')
+    assert.equal(run.result.status, 'ok', JSON.stringify(run.result))
+    assert.equal(run.result.stdout, 'hi\n')
+    assert.deepEqual(run.metadata, { job: 'a' })
+    assert.ok(!('request' in run) && !('keyId' in run), 'never the request or the key')
+    const again = (await (await call(`/v1/runs/${run.id}`)).json()) as Json
+    assert.deepEqual(again, run)
+    const out = await call(`/v1/runs/${run.id}/output?stream=stdout`)
+    assert.equal(out.headers.get('content-type'), 'application/octet-stream')
+    assert.equal(await out.text(), 'hi\n')
+  })
+
+  it('long-polls a run with ?wait= until it finished', async () => {
+    const res = await post('/v1/runs', { cmd: ['sleep', '0.3'] })
+    const { id } = (await res.json()) as Json
+    const run = (await (await call(`/v1/runs/${id}?wait=20s`)).json()) as Json & { result: Json }
+    assert.equal(run.state, 'finished')
+    assert.equal(run.result.status, 'ok')
+  })
+
+  it('lists runs a page at a time, by label and state', async () => {
+    const ids: string[] = []
+    for (let i = 0; i < 3; i++) {
+      const res = await post('/v1/runs', { cmd: ['true'], metadata: { batch: 'list-1' }, wait: '20s' })
+      ids.push((await res.json()).id)
+    }
+    const seen: string[] = []
+    let cursor: string | null = null
+    do {
+      const q: string = `/v1/runs?metadata.batch=list-1&state=finished&limit=2${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`
+      const page = (await (await call(q)).json()) as { runs: Json[]; nextCursor: string | null }
+      assert.ok(page.runs.length <= 2)
+      for (const r of page.runs) seen.push(r.id as string)
+      cursor = page.nextCursor
+    } while (cursor)
+    assert.deepEqual([...seen].sort(), [...ids].sort())
+    const bad = await call('/v1/runs?limit=0')
+    assert.equal(bad.status, 400)
+    assert.equal((await errorOf(bad)).field, 'limit')
+    const unknown = await call('/v1/runs?colour=red')
+    assert.equal(unknown.status, 400)
+    assert.equal((await errorOf(unknown)).field, 'colour')
+  })
+
+  it('says what is wrong with a body in one shape: malformed JSON, an unknown field, a server-only option, a huge body', async () => {
+    const malformed = await post('/v1/runs', '{"cmd": [')
+    assert.equal(malformed.status, 400)
+    assert.equal((await errorOf(malformed)).code, 'invalid')
+
+    const unknown = await post('/v1/runs', { cmd: ['true'], bogus: 1 })
+    assert.equal(unknown.status, 400)
+    const u = await errorOf(unknown)
+    assert.equal(u.code, 'invalid')
+    assert.match(String(u.message), /bogus/)
+
+    const cwd = await post('/v1/runs', { cmd: ['true'], options: { cwd: '/etc' } })
+    assert.equal(cwd.status, 403)
+    const c = await errorOf(cwd)
+    assert.equal(c.code, 'forbidden-option')
+    assert.equal(c.field, 'options.cwd')
+
+    const huge = await post('/v1/runs', { cmd: ['true'], stdin: 'x'.repeat(128 * 1024) })
+    assert.equal(huge.status, 413)
+    const h = await errorOf(huge)
+    assert.equal(h.code, 'too-large')
+    assert.doesNotMatch(JSON.stringify(h), /at .*\.ts:\d+/, 'no stack trace')
+
+    const none = await call('/v1/runs/run_missing')
+    assert.equal(none.status, 404)
+    assert.equal((await errorOf(none)).code, 'not-found')
+  })
+
+  it('streams events as SSE, and resumes after Last-Event-ID with each event once', async () => {
+    const res = await post('/v1/runs', {
+      cmd: ['sh', '-c', 'printf "a\\303"; sleep 0.1; printf "\\251b"'],
+      wait: '20s',
+    })
+    const { id } = (await res.json()) as Json
+    const read = async (headers: Record<string, string> = {}, query = '') => {
+      const r = await call(`/v1/runs/${id}/events${query}`, { headers })
+      assert.equal(r.status, 200)
+      assert.match(r.headers.get('content-type') ?? '', /^text\/event-stream/)
+      return parseSse(await r.text())
+    }
+    const all = await read()
+    assert.deepEqual(
+      all.map((e) => e.id),
+      all.map((_, i) => String(i + 1)),
+      'numbered from 1, no gap',
+    )
+    assert.equal(all.at(-1)?.event, 'end')
+    const text = all
+      .filter((e) => e.event === 'output')
+      .map((e) => (JSON.parse(e.data) as { data: string }).data)
+      .join('')
+    assert.equal(text, 'a\u00e9b', 'a character split across chunks decodes whole')
+    const rest = await read({ 'last-event-id': '2' })
+    assert.deepEqual(
+      rest.map((e) => e.id),
+      all.slice(2).map((e) => e.id),
+    )
+    const b64 = await read({}, '?encoding=base64')
+    const bytes = Buffer.concat(
+      b64
+        .filter((e) => e.event === 'output')
+        .map((e) => Buffer.from((JSON.parse(e.data) as { data: string }).data, 'base64')),
+    )
+    assert.equal(bytes.toString(), 'a\u00e9b')
+  })
+
+  it('deletes a finished run, and keeps it while it runs (409)', async () => {
+    const res = await post('/v1/runs', { cmd: ['sleep', '5'] })
+    const { id } = (await res.json()) as Json
+    const busy = await call(`/v1/runs/${id}`, { method: 'DELETE' })
+    assert.equal(busy.status, 409)
+    assert.equal((await errorOf(busy)).code, 'conflict')
+    const canceled = await post(`/v1/runs/${id}/cancel`, '')
+    assert.equal(canceled.status, 200)
+    const done = (await (await call(`/v1/runs/${id}?wait=20s`)).json()) as Json & { result: Json }
+    assert.equal(done.result.status, 'canceled')
+    assert.equal((await call(`/v1/runs/${id}`, { method: 'DELETE' })).status, 204)
+    assert.equal((await call(`/v1/runs/${id}`)).status, 404)
+  })
+
+  it('feeds stdin written later, then closed', async () => {
+    const res = await post('/v1/runs', { cmd: ['cat'], stdin: 'open' })
+    const { id } = (await res.json()) as Json
+    assert.equal((await call(`/v1/runs/${id}/stdin`, { method: 'POST', body: 'fed\n' })).status, 204)
+    assert.equal((await call(`/v1/runs/${id}/stdin`, { method: 'DELETE' })).status, 204)
+    const run = (await (await call(`/v1/runs/${id}?wait=20s`)).json()) as Json & { result: Json }
+    assert.equal(run.result.stdout, 'fed\n')
+  })
+
+  it('creates, lists and revokes keys (admin); a key sees only its own runs', async () => {
+    const made = await post('/v1/keys', { name: 'ci', scopes: ['runs:write', 'runs:read'] })
+    assert.equal(made.status, 201)
+    const key = (await made.json()) as Json
+    assert.match(String(key.key), /^cordon_/)
+    const list = (await (await call('/v1/keys')).json()) as { keys: Json[] }
+    assert.ok(list.keys.some((k) => k.id === key.id))
+    assert.ok(list.keys.every((k) => !('hash' in k) && !('webhookSecret' in k)))
+    const theirs = await post('/v1/runs', { cmd: ['true'] }, key.key as string)
+    assert.equal(theirs.status, 201)
+    const mine = (await (await call('/v1/runs?limit=1000', { key: key.key as string })).json()) as {
+      runs: Json[]
+    }
+    assert.equal(mine.runs.length, 1)
+    assert.equal((await call('/v1/keys', { key: key.key as string })).status, 403)
+    assert.equal((await call(`/v1/keys/${key.id}`, { method: 'DELETE' })).status, 204)
+    assert.equal((await call('/v1/runs', { key: key.key as string })).status, 401)
+  })
+
+  it('serves /healthz, /readyz, /metrics and an OpenAPI 3.1 document with every route', async () => {
+    assert.equal((await app.request('/healthz')).status, 200)
+    assert.equal((await app.request('/readyz')).status, 200)
+    const metrics = await (await app.request('/metrics')).text()
+    assert.match(metrics, /cordon_http_request_duration_seconds_bucket/)
+    assert.match(metrics, /cordon_runs_finished_total\{status="ok",isolation="\w+"\} \d/)
+    const doc = (await (await app.request('/openapi.json')).json()) as { openapi: string; paths: Json }
+    assert.equal(doc.openapi, '3.1.0')
+    const routes: Record<string, string[]> = {
+      '/v1/runs': ['post', 'get'],
+      '/v1/runs/{id}': ['get', 'delete'],
+      '/v1/runs/{id}/cancel': ['post'],
+      '/v1/runs/{id}/output': ['get'],
+      '/v1/runs/{id}/stdin': ['post', 'delete'],
+      '/v1/runs/{id}/events': ['get'],
+      '/v1/keys': ['post', 'get'],
+      '/v1/keys/{id}': ['delete'],
+      '/healthz': ['get'],
+      '/readyz': ['get'],
+      '/metrics': ['get'],
+      '/openapi.json': ['get'],
+    }
+    for (const [path, methods] of Object.entries(routes)) {
+      for (const m of methods) assert.ok((doc.paths[path] as Json | undefined)?.[m], `${m} ${path}`)
+    }
+  })
+
+  it('drains: /readyz and new runs answer 503 with Retry-After', async () => {
+    await created.service.drain()
+    assert.equal((await app.request('/readyz')).status, 503)
+    const res = await post('/v1/runs', { cmd: ['true'] })
+    assert.equal(res.status, 503)
+    assert.ok(Number(res.headers.get('retry-after')) >= 1)
+    assert.equal((await errorOf(res)).code, 'draining')
+  })
+})
+
+/** The events of an SSE text (comments skipped). */
+function parseSse(text: string): { id: string; event: string; data: string }[] {
+  const out: { id: string; event: string; data: string }[] = []
+  for (const block of text.split('\n\n')) {
+    const fields = new Map<string, string>()
+    for (const line of block.split('\n')) {
+      if (!line || line.startsWith(':')) continue
+      const i = line.indexOf(': ')
+      fields.set(line.slice(0, i), line.slice(i + 2))
+    }
+    if (fields.has('id'))
+      out.push({ id: fields.get('id')!, event: fields.get('event')!, data: fields.get('data')! })
+  }
+  return out
+}
