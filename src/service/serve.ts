@@ -1,0 +1,95 @@
+// `cordon serve`: the service on loopback, its HTTP API on @hono/node-server, JSON logs (pino) on stderr.
+// The admin key is printed once, on the first start, to stdout. SIGTERM or SIGINT drains (readyz 503, new
+// runs 503 with Retry-After, running ones finish), then the process exits 0: the only signal handlers of
+// cordon are here, in the serve entry; the library never installs any.
+import type { AddressInfo } from 'node:net'
+import path from 'node:path'
+import { serve as listen } from '@hono/node-server'
+import pino from 'pino'
+import { createApp } from './http/app.js'
+import { defaultDataDir } from './paths.js'
+import { createService } from './service.js'
+
+export interface ServeOptions {
+  /** Default 127.0.0.1: the API is meant for this machine unless a proxy fronts it. */
+  host?: string
+  /** Default 7070; 0 picks a free port (printed). */
+  port?: number
+  /** Default $XDG_DATA_HOME/cordon or ~/.local/share/cordon. */
+  dataDir?: string
+  concurrency?: number
+  maxQueued?: number
+}
+
+export interface Server {
+  /** http://host:port, the port as bound. */
+  url: string
+  /** Drains the service, then closes the listener and the service. */
+  close(): Promise<void>
+}
+
+/** Starts the service and its HTTP listener; resolves once it listens. */
+export async function serve(options: ServeOptions = {}): Promise<Server> {
+  const host = options.host ?? '127.0.0.1'
+  const dataDir = path.resolve(options.dataDir ?? defaultDataDir())
+  const log = pino({ base: { name: 'cordon' } }, pino.destination({ fd: 2, sync: true }))
+  const { service, adminKey } = await createService({
+    dataDir,
+    ...(options.concurrency !== undefined ? { concurrency: options.concurrency } : {}),
+    ...(options.maxQueued !== undefined ? { maxQueued: options.maxQueued } : {}),
+  })
+  const { app } = createApp(service, { logger: log })
+
+  const server = await new Promise<ReturnType<typeof listen>>((resolve, reject) => {
+    const s = listen({ fetch: app.fetch, hostname: host, port: options.port ?? 7070 }, () => resolve(s))
+    s.once('error', reject)
+  })
+  const address = server.address() as AddressInfo
+  const shown = address.family === 'IPv6' ? `[${address.address}]` : address.address
+  const url = `http://${shown}:${address.port}`
+  log.info({ url, dataDir }, 'listening')
+
+  let closing: Promise<void> | null = null
+  const close = () => {
+    closing ??= (async () => {
+      log.info({}, 'draining')
+      await service.drain()
+      // Streams of finished runs have ended; what is left open is idle.
+      await new Promise<void>((resolve) => {
+        server.close(() => resolve())
+        if ('closeAllConnections' in server) server.closeAllConnections()
+      })
+      await service.close()
+      log.info({}, 'stopped')
+    })()
+    return closing
+  }
+
+  if (adminKey) {
+    process.stdout.write(
+      `cordon: first start: the admin key (shown only this once; keep it secret):\ncordon: admin key: ${adminKey}\n`,
+    )
+  }
+  // One line a script (or a test) can read the address from, --port 0 included.
+  process.stdout.write(`cordon: listening on ${url}\n`)
+  return { url, close }
+}
+
+/** The `cordon serve` command: serve until SIGTERM or SIGINT, then drain and resolve (exit code 0). */
+export async function serveUntilSignal(options: ServeOptions): Promise<void> {
+  const server = await serve(options)
+  await new Promise<void>((resolve) => {
+    const stop = (signal: NodeJS.Signals) => {
+      process.removeListener('SIGTERM', stop)
+      process.removeListener('SIGINT', stop)
+      // A second signal while draining ends the process at once.
+      process.once(signal, () => process.exit(130))
+      server.close().then(resolve, (error: unknown) => {
+        process.stderr.write(`cordon: ${error instanceof Error ? error.message : String(error)}\n`)
+        process.exit(1)
+      })
+    }
+    process.on('SIGTERM', stop)
+    process.on('SIGINT', stop)
+  })
+}
