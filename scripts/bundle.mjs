@@ -4,6 +4,8 @@
 // depth as the modules (dist/<folder>/), so '../../native/…' still points at the package's native/.
 // zod is imported as a namespace (`import * as z`) so esbuild keeps only the schemas cordon uses: its
 // locales, JSON Schema and codecs stay out (a bundle ~25% smaller, ~8 ms less to start on Node 24).
+// The service (`cordon serve`, `cordon keys`: hono, SQLite, pino…) stays out too: the CLI imports it only
+// when one of those runs, from dist/service/ as plain modules, so a `cordon run` never reads it.
 import { createHash } from 'node:crypto'
 import { readFileSync, writeFileSync } from 'node:fs'
 import { build } from 'esbuild'
@@ -19,6 +21,7 @@ await build({
   charset: 'ascii',
   define: { 'import.meta.url': '__cordonModuleUrl' },
   banner: { js: "var __cordonModuleUrl = require('node:url').pathToFileURL(__filename).href;" },
+  external: ['../service/*'],
   logLevel: 'warning',
 })
 

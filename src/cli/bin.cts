@@ -89,6 +89,9 @@ async function main(argv: string[]): Promise<void> {
     process.stdout.write(`${typeof pkg.version === 'string' ? pkg.version : 'unknown'}\n`)
     return
   }
+  // The service's commands import it (kept out of the bundle) at run time, which code compiled by vm.Script
+  // with a code cache cannot do on Node 20: they take the modules, whose start-up matters less.
+  if (argv[0] === 'serve' || argv[0] === 'keys') return ((await import('./program.js')) as Cli).cli(argv)
   const bundle = path.join(__dirname, 'cordon.cjs')
   // Without the bundle (a build without esbuild), the modules themselves: slower, the same commands.
   if (!existsSync(bundle)) return ((await import('./program.js')) as Cli).cli(argv)

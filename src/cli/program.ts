@@ -9,6 +9,7 @@ import { commanderOptions, flagFor } from './flags.js'
 import { EXIT_BROKEN_PIPE, pipeBroken, print, watchOwnPipes } from './pipes.js'
 import { rootfsCreateCommand, rootfsDeleteCommand, rootfsListCommand } from './rootfs.js'
 import { EXIT, runCommand } from './run.js'
+import { keysCreateCommand, keysListCommand, keysRevokeCommand, serveCommand, wholeNumber } from './serve.js'
 
 /** package.json is two levels up from both src/cli/program.ts and dist/cli/program.js. */
 function packageVersion(): string {
@@ -156,6 +157,64 @@ export async function main(argv: string[]): Promise<number> {
     .addOption(new Option('--json', 'print the report as JSON'))
     .action((values: Record<string, unknown>) => {
       code = doctorCommand(values)
+    })
+
+  const dataDirOption = () =>
+    new Option(
+      '--data-dir <DIR>',
+      "the service's data (default: $XDG_DATA_HOME/cordon or ~/.local/share/cordon)",
+    )
+  program
+    .command('serve')
+    .description('serve the HTTP API (POST /v1/runs …) on loopback; SIGTERM drains, then exits')
+    .addOption(new Option('--host <HOST>', 'address to listen on').default('127.0.0.1'))
+    .addOption(
+      new Option('--port <N>', 'port to listen on (0: any free one)')
+        .default(7070)
+        .argParser(wholeNumber(0, 65535)),
+    )
+    .addOption(dataDirOption())
+    .addOption(new Option('--concurrency <N>', 'runs at once (default 2)').argParser(wholeNumber(1, 1024)))
+    .addOption(
+      new Option('--max-queued <N>', 'runs waiting at most (default 100)').argParser(
+        wholeNumber(0, 1_000_000),
+      ),
+    )
+    .action(async (values: Record<string, unknown>) => {
+      code = await serveCommand(values)
+    })
+
+  const keys = program.command('keys').description("the service's API keys (no running server needed)")
+  keys
+    .command('create')
+    .description('create a key and print it (shown only this once)')
+    .addOption(new Option('--name <NAME>', 'what the key is for').makeOptionMandatory())
+    .addOption(
+      new Option(
+        '--scopes <LIST>',
+        'comma-separated: runs:write, runs:read, admin (default: runs:write,runs:read)',
+      ),
+    )
+    .addOption(dataDirOption())
+    .addOption(new Option('--json', 'print it as JSON'))
+    .action(async (values: Record<string, unknown>) => {
+      code = await keysCreateCommand(values)
+    })
+  keys
+    .command('list')
+    .description('the keys (never their secrets)')
+    .addOption(dataDirOption())
+    .addOption(new Option('--json', 'print them as JSON'))
+    .action(async (values: Record<string, unknown>) => {
+      code = await keysListCommand(values)
+    })
+  keys
+    .command('revoke')
+    .description('revoke a key: it authenticates no more')
+    .argument('<id>', 'its id, as `cordon keys list` shows it')
+    .addOption(dataDirOption())
+    .action(async (id: string, values: Record<string, unknown>) => {
+      code = await keysRevokeCommand(id, values)
     })
 
   try {

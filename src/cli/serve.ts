@@ -1,0 +1,108 @@
+// `cordon serve` and `cordon keys create|list|revoke`. The service (hono, SQLite, pino, prom-client) is
+// imported only when one of these runs: it is not in the CLI's bundle (scripts/bundle.mjs keeps
+// ../service/ out), so a plain `cordon run` neither reads nor compiles any of it.
+import { InvalidArgumentError } from 'commander'
+
+/** commander's parser for a whole number within bounds. */
+export function wholeNumber(min: number, max: number): (value: string) => number {
+  return (value) => {
+    if (!/^\d+$/.test(value) || Number(value) < min || Number(value) > max)
+      throw new InvalidArgumentError(`must be a whole number from ${min} to ${max}`)
+    return Number(value)
+  }
+}
+
+interface ServeValues {
+  host?: string
+  port?: number
+  dataDir?: string
+  concurrency?: number
+  maxQueued?: number
+}
+
+export async function serveCommand(values: ServeValues): Promise<number> {
+  const { serveUntilSignal } = await import('../service/serve.js')
+  await serveUntilSignal({
+    ...(values.host !== undefined ? { host: values.host } : {}),
+    ...(values.port !== undefined ? { port: values.port } : {}),
+    ...(values.dataDir !== undefined ? { dataDir: values.dataDir } : {}),
+    ...(values.concurrency !== undefined ? { concurrency: values.concurrency } : {}),
+    ...(values.maxQueued !== undefined ? { maxQueued: values.maxQueued } : {}),
+  })
+  return 0
+}
+
+/** A refusal of the service (ServiceError: an unknown key, an invalid field) as one line, exit code 125. */
+async function said(body: () => Promise<number>): Promise<number> {
+  try {
+    return await body()
+  } catch (error) {
+    if (!(error instanceof Error)) throw error
+    // An invalid field (zod's error, from the key schema): the first issue, naming its field as a flag.
+    const issue = (error as { issues?: { path: PropertyKey[]; message: string }[] }).issues?.[0]
+    if (error.name === 'ZodError' && issue) {
+      const flag = issue.path[0] === undefined ? '' : `--${String(issue.path[0])}: `
+      process.stderr.write(`cordon: ${flag}${issue.message}\n`)
+      return 125
+    }
+    if (error.name !== 'ServiceError') throw error
+    process.stderr.write(`cordon: ${error.message}\n`)
+    return 125
+  }
+}
+
+interface KeysValues {
+  dataDir?: string
+  json?: boolean
+  name?: string
+  scopes?: string
+}
+
+export function keysCreateCommand(values: KeysValues): Promise<number> {
+  return said(async () => {
+    const { openKeyAdmin } = await import('../service/admin.js')
+    const admin = openKeyAdmin(values.dataDir)
+    try {
+      const body: Record<string, unknown> = { name: values.name ?? 'key' }
+      body.scopes = (values.scopes ?? 'runs:write,runs:read').split(',').map((s) => s.trim())
+      const { record, key } = admin.create(body)
+      if (values.json) process.stdout.write(`${JSON.stringify({ ...admin.view(record), key }, null, 2)}\n`)
+      else process.stdout.write(`${record.id}\t${record.name}\t${record.scopes.join(',')}\n${key}\n`)
+      return 0
+    } finally {
+      admin.close()
+    }
+  })
+}
+
+export function keysListCommand(values: KeysValues): Promise<number> {
+  return said(async () => {
+    const { openKeyAdmin } = await import('../service/admin.js')
+    const admin = openKeyAdmin(values.dataDir)
+    try {
+      const keys = admin.list()
+      if (values.json) process.stdout.write(`${JSON.stringify(keys.map(admin.view), null, 2)}\n`)
+      else
+        for (const k of keys)
+          process.stdout.write(
+            `${k.id}\t${k.name}\t${k.scopes.join(',')}\t${k.revokedAt ? 'revoked' : 'active'}\n`,
+          )
+      return 0
+    } finally {
+      admin.close()
+    }
+  })
+}
+
+export function keysRevokeCommand(id: string, values: KeysValues): Promise<number> {
+  return said(async () => {
+    const { openKeyAdmin } = await import('../service/admin.js')
+    const admin = openKeyAdmin(values.dataDir)
+    try {
+      admin.revoke(id)
+      return 0
+    } finally {
+      admin.close()
+    }
+  })
+}

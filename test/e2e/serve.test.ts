@@ -1,0 +1,221 @@
+// `cordon serve` as an operator runs it: the built CLI, real HTTP on loopback, real runs; `cordon keys` on
+// the same data dir while it serves; SIGTERM drains.
+import assert from 'node:assert/strict'
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process'
+import { after, describe, it } from 'node:test'
+import { fileURLToPath } from 'node:url'
+import { tempDir } from '../helpers.js'
+
+const CLI = fileURLToPath(new URL('../../dist/cli/bin.cjs', import.meta.url))
+
+interface Served {
+  child: ChildProcess
+  url: string
+  adminKey: string | null
+  stdout: () => string
+  exited: Promise<number | null>
+}
+
+const started: ChildProcess[] = []
+after(() => {
+  for (const child of started) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
+})
+
+/** `cordon serve --port 0` on `dataDir`, once it printed the address it listens on. */
+async function serve(dataDir: string, args: string[] = []): Promise<Served> {
+  const child = spawn(process.execPath, [CLI, 'serve', '--port', '0', '--data-dir', dataDir, ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
+  started.push(child)
+  let stdout = ''
+  let stderr = ''
+  child.stderr?.setEncoding('utf8').on('data', (s: string) => (stderr += s))
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)))
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no address in 20 s: ${stdout}${stderr}`)), 20_000)
+    child.stdout?.setEncoding('utf8').on('data', (s: string) => {
+      stdout += s
+      const m = /^cordon: listening on (http:\/\/\S+)$/m.exec(stdout)
+      if (m) {
+        clearTimeout(timer)
+        resolve(m[1] as string)
+      }
+    })
+    child.on('exit', () => reject(new Error(`exited: ${stdout}${stderr}`)))
+  })
+  const adminKey = /^cordon: admin key: (cordon_\S+)$/m.exec(stdout)?.[1] ?? null
+  return { child, url, adminKey, stdout: () => stdout, exited }
+}
+
+const api =
+  (s: Served, key: string) =>
+  (path: string, init: RequestInit = {}) => {
+    const headers = new Headers(init.headers)
+    headers.set('authorization', `Bearer ${key}`)
+    return fetch(`${s.url}${path}`, { ...init, headers })
+  }
+
+interface SseEvent {
+  id: string
+  event: string
+  data: string
+}
+
+/** Reads SSE events from `res` until `stopAfter` of them came, or the stream ended. */
+async function readEvents(res: Response, stopAfter = Number.POSITIVE_INFINITY): Promise<SseEvent[]> {
+  const events: SseEvent[] = []
+  const reader = (res.body as ReadableStream<Uint8Array>).getReader()
+  const decoder = new TextDecoder()
+  let buffer = ''
+  while (events.length < stopAfter) {
+    const { value, done } = await reader.read()
+    if (done) break
+    buffer += decoder.decode(value, { stream: true })
+    let end = buffer.indexOf('\n\n')
+    while (end >= 0) {
+      const block = buffer.slice(0, end)
+      buffer = buffer.slice(end + 2)
+      const fields = new Map<string, string>()
+      for (const line of block.split('\n')) {
+        if (!line || line.startsWith(':')) continue
+        const i = line.indexOf(': ')
+        fields.set(line.slice(0, i), line.slice(i + 2))
+      }
+      if (fields.has('id'))
+        events.push({ id: fields.get('id')!, event: fields.get('event')!, data: fields.get('data')! })
+      end = buffer.indexOf('\n\n')
+    }
+  }
+  await reader.cancel().catch(() => {})
+  return events
+}
+
+describe('cordon serve', () => {
+  it('prints the admin key on the first start only, and answers with it over loopback', async () => {
+    const dir = tempDir('cordon-serve-')
+    const first = await serve(dir)
+    assert.match(first.url, /^http:\/\/127\.0\.0\.1:\d+$/)
+    assert.ok(first.adminKey, first.stdout())
+    const call = api(first, first.adminKey)
+    assert.equal((await fetch(`${first.url}/v1/runs`)).status, 401)
+    const res = await call('/v1/runs', {
+      method: 'POST',
+      body: JSON.stringify({ cmd: ['echo', 'served'], wait: '30s' }),
+    })
+    assert.equal(res.status, 201)
+    const run = (await res.json()) as { id: string; result: { status: string; stdout: string } }
+    assert.equal(run.result.status, 'ok')
+    assert.equal(run.result.stdout, 'served\n')
+    const doc = (await (await fetch(`${first.url}/openapi.json`)).json()) as {
+      paths: Record<string, unknown>
+    }
+    assert.ok(doc.paths['/v1/runs/{id}/events'])
+    first.child.kill('SIGTERM')
+    assert.equal(await first.exited, 0)
+
+    const second = await serve(dir)
+    assert.equal(second.adminKey, null, 'the admin key is shown once')
+    const again = (await (await api(second, first.adminKey)(`/v1/runs/${run.id}`)).json()) as { id: string }
+    assert.equal(again.id, run.id, 'runs outlive the server')
+    second.child.kill('SIGTERM')
+    assert.equal(await second.exited, 0)
+  })
+
+  it('resumes a dropped event stream from Last-Event-ID with every event exactly once', async () => {
+    const s = await serve(tempDir('cordon-serve-'))
+    const call = api(s, s.adminKey as string)
+    const script = 'for i in 1 2 3 4 5 6; do echo line$i; sleep 0.15; done'
+    const { id } = (await (
+      await call('/v1/runs', { method: 'POST', body: JSON.stringify({ cmd: ['sh', '-c', script] }) })
+    ).json()) as { id: string }
+    const abort = new AbortController()
+    const first = await readEvents(await call(`/v1/runs/${id}/events`, { signal: abort.signal }), 3)
+    abort.abort() // the connection drops mid-run
+    assert.equal(first.length, 3)
+    const last = first.at(-1)?.id as string
+    const rest = await readEvents(await call(`/v1/runs/${id}/events`, { headers: { 'last-event-id': last } }))
+    const all = [...first, ...rest]
+    assert.deepEqual(
+      all.map((e) => Number(e.id)),
+      all.map((_, i) => i + 1),
+      'each event once, in order',
+    )
+    assert.equal(all.at(-1)?.event, 'end')
+    const text = all
+      .filter((e) => e.event === 'output')
+      .map((e) => (JSON.parse(e.data) as { data: string }).data)
+      .join('')
+    assert.equal(text, 'line1\nline2\nline3\nline4\nline5\nline6\n')
+    s.child.kill('SIGTERM')
+    assert.equal(await s.exited, 0)
+  })
+
+  it('refuses bodies in one error shape: malformed, unknown field, a server-only option, too large', async () => {
+    const s = await serve(tempDir('cordon-serve-'))
+    const call = api(s, s.adminKey as string)
+    const post = (body: string) => call('/v1/runs', { method: 'POST', body })
+    const malformed = await post('{')
+    assert.equal(malformed.status, 400)
+    assert.equal(((await malformed.json()) as { error: { code: string } }).error.code, 'invalid')
+    const cwd = await post(JSON.stringify({ cmd: ['true'], options: { cwd: '/' } }))
+    assert.equal(cwd.status, 403)
+    assert.deepEqual(
+      ((await cwd.json()) as { error: { code: string; field: string } }).error.field,
+      'options.cwd',
+    )
+    const huge = await post(JSON.stringify({ cmd: ['true'], stdin: 'x'.repeat(9 * 1024 * 1024) }))
+    assert.equal(huge.status, 413)
+    assert.equal(((await huge.json()) as { error: { code: string } }).error.code, 'too-large')
+    s.child.kill('SIGTERM')
+    assert.equal(await s.exited, 0)
+  })
+
+  it('SIGTERM drains: readyz and new runs answer 503, the running run finishes, then exit 0', async () => {
+    const dir = tempDir('cordon-serve-')
+    const s = await serve(dir)
+    const call = api(s, s.adminKey as string)
+    const res = await call('/v1/runs', { method: 'POST', body: JSON.stringify({ cmd: ['sleep', '1.5'] }) })
+    const { id } = (await res.json()) as { id: string }
+    await call(`/v1/runs/${id}?wait=1s`) // started
+    s.child.kill('SIGTERM')
+    await new Promise((r) => setTimeout(r, 200))
+    assert.equal((await fetch(`${s.url}/readyz`)).status, 503)
+    const refused = await call('/v1/runs', { method: 'POST', body: JSON.stringify({ cmd: ['true'] }) })
+    assert.equal(refused.status, 503)
+    assert.ok(Number(refused.headers.get('retry-after')) >= 1)
+    assert.equal(await s.exited, 0)
+    const back = await serve(dir)
+    const run = (await (await api(back, s.adminKey as string)(`/v1/runs/${id}`)).json()) as {
+      result: { status: string }
+    }
+    assert.equal(run.result.status, 'ok', 'drained, not interrupted')
+    back.child.kill('SIGTERM')
+    assert.equal(await back.exited, 0)
+  })
+
+  it('cordon keys creates, lists and revokes keys on the data dir of a running server', async () => {
+    const dir = tempDir('cordon-serve-')
+    const s = await serve(dir)
+    const keys = (...args: string[]) =>
+      spawnSync(process.execPath, [CLI, 'keys', ...args, '--data-dir', dir], {
+        encoding: 'utf8',
+        timeout: 30_000,
+      })
+    const made = keys('create', '--name', 'ci', '--json')
+    assert.equal(made.status, 0, made.stderr)
+    const key = JSON.parse(made.stdout) as { id: string; key: string; name: string }
+    assert.equal(key.name, 'ci')
+    const call = api(s, key.key)
+    assert.equal((await call('/v1/runs')).status, 200)
+    const list = keys('list', '--json')
+    assert.ok((JSON.parse(list.stdout) as { id: string }[]).some((k) => k.id === key.id))
+    assert.doesNotMatch(list.stdout, /hash|webhookSecret/)
+    assert.equal(keys('revoke', key.id).status, 0)
+    assert.equal((await call('/v1/runs')).status, 401)
+    const unknown = keys('revoke', 'key_nope')
+    assert.equal(unknown.status, 125)
+    assert.match(unknown.stderr, /^cordon: .*key_nope/)
+    s.child.kill('SIGTERM')
+    assert.equal(await s.exited, 0)
+  })
+})
