@@ -180,6 +180,7 @@ export async function main(argv: string[]): Promise<number> {
         wholeNumber(0, 1_000_000),
       ),
     )
+    .addOption(new Option('--allow-private-webhooks', 'let webhooks go to loopback or private addresses'))
     .action(async (values: Record<string, unknown>) => {
       code = await serveCommand(values)
     })

@@ -18,6 +18,7 @@ interface ServeValues {
   dataDir?: string
   concurrency?: number
   maxQueued?: number
+  allowPrivateWebhooks?: boolean
 }
 
 export async function serveCommand(values: ServeValues): Promise<number> {
@@ -28,6 +29,7 @@ export async function serveCommand(values: ServeValues): Promise<number> {
     ...(values.dataDir !== undefined ? { dataDir: values.dataDir } : {}),
     ...(values.concurrency !== undefined ? { concurrency: values.concurrency } : {}),
     ...(values.maxQueued !== undefined ? { maxQueued: values.maxQueued } : {}),
+    allowPrivateWebhooks: values.allowPrivateWebhooks === true,
   })
   return 0
 }
@@ -66,8 +68,14 @@ export function keysCreateCommand(values: KeysValues): Promise<number> {
       const body: Record<string, unknown> = { name: values.name ?? 'key' }
       body.scopes = (values.scopes ?? 'runs:write,runs:read').split(',').map((s) => s.trim())
       const { record, key } = admin.create(body)
-      if (values.json) process.stdout.write(`${JSON.stringify({ ...admin.view(record), key }, null, 2)}\n`)
-      else process.stdout.write(`${record.id}\t${record.name}\t${record.scopes.join(',')}\n${key}\n`)
+      // The key and its webhook secret are shown this once.
+      const secrets = { key, webhookSecret: record.webhookSecret }
+      if (values.json)
+        process.stdout.write(`${JSON.stringify({ ...admin.view(record), ...secrets }, null, 2)}\n`)
+      else
+        process.stdout.write(
+          `${record.id}\t${record.name}\t${record.scopes.join(',')}\nkey: ${key}\nwebhook secret: ${record.webhookSecret}\n`,
+        )
       return 0
     } finally {
       admin.close()

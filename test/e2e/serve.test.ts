@@ -2,8 +2,11 @@
 // the same data dir while it serves; SIGTERM drains.
 import assert from 'node:assert/strict'
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process'
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import { after, describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
+import { SIGNATURE_HEADER, verifyWebhook } from '../../src/service/webhook.js'
 import { tempDir } from '../helpers.js'
 
 const CLI = fileURLToPath(new URL('../../dist/cli/bin.cjs', import.meta.url))
@@ -90,7 +93,7 @@ async function readEvents(res: Response, stopAfter = Number.POSITIVE_INFINITY): 
   return events
 }
 
-describe('cordon serve', () => {
+describe('cordon serve', { timeout: 300_000 }, () => {
   it('prints the admin key on the first start only, and answers with it over loopback', async () => {
     const dir = tempDir('cordon-serve-')
     const first = await serve(dir)
@@ -215,6 +218,52 @@ describe('cordon serve', () => {
     const unknown = keys('revoke', 'key_nope')
     assert.equal(unknown.status, 125)
     assert.match(unknown.stderr, /^cordon: .*key_nope/)
+    s.child.kill('SIGTERM')
+    assert.equal(await s.exited, 0)
+  })
+
+  it("POSTs a finished run to its webhook, signed with its key's webhook secret", async () => {
+    let port = 0
+    // Wrapped: a promise resolved with a promise would wait for the webhook itself.
+    const { got } = await new Promise<{ got: Promise<{ body: string; signature: string }> }>((listening) => {
+      const received = new Promise<{ body: string; signature: string }>((resolve) => {
+        const receiver = createServer((req, res) => {
+          let body = ''
+          req.setEncoding('utf8').on('data', (s: string) => (body += s))
+          req.on('end', () => {
+            res.end('ok')
+            receiver.close()
+            resolve({ body, signature: String(req.headers[SIGNATURE_HEADER.toLowerCase()]) })
+          })
+        })
+        receiver.listen(0, '127.0.0.1', () => {
+          port = (receiver.address() as AddressInfo).port
+          listening({ got: received })
+        })
+      })
+    })
+    const dir = tempDir('cordon-serve-')
+    const s = await serve(dir, ['--allow-private-webhooks'])
+    const made = spawnSync(
+      process.execPath,
+      [CLI, 'keys', 'create', '--name', 'hooks', '--json', '--data-dir', dir],
+      {
+        encoding: 'utf8',
+      },
+    )
+    const key = JSON.parse(made.stdout) as { key: string; webhookSecret: string }
+    const res = await api(s, key.key)('/v1/runs', {
+      method: 'POST',
+      body: JSON.stringify({ cmd: ['echo', 'hooked'], webhook: { url: `http://127.0.0.1:${port}/hook` } }),
+    })
+    assert.equal(res.status, 201)
+    const { id } = (await res.json()) as { id: string }
+    const { body, signature } = await got
+    assert.ok(verifyWebhook(key.webhookSecret, body, signature), 'signed with the key’s secret')
+    const run = JSON.parse(body) as { id: string; result: { stdout: string }; request?: unknown }
+    assert.equal(run.id, id)
+    assert.equal(run.result.stdout, 'hooked\n')
+    assert.ok(!('request' in run))
     s.child.kill('SIGTERM')
     assert.equal(await s.exited, 0)
   })

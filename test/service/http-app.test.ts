@@ -114,6 +114,10 @@ describe('http app', () => {
     assert.equal(h.code, 'too-large')
     assert.doesNotMatch(JSON.stringify(h), /at .*\.ts:\d+/, 'no stack trace')
 
+    const hook = await post('/v1/runs', { cmd: ['true'], webhook: { url: 'http://127.0.0.1:9/hook' } })
+    assert.equal(hook.status, 400, 'a webhook to the host itself is refused at once')
+    assert.equal((await errorOf(hook)).field, 'webhook.url')
+
     const none = await call('/v1/runs/run_missing')
     assert.equal(none.status, 404)
     assert.equal((await errorOf(none)).code, 'not-found')
