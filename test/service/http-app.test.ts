@@ -161,6 +161,23 @@ describe('http app', () => {
     assert.equal(bytes.toString(), 'a\u00e9b')
   })
 
+  it('serves the files a run collected', async () => {
+    const res = await post('/v1/runs', {
+      cmd: ['sh', '-c', 'mkdir -p out && echo made > out/a.txt'],
+      collect: ['out/*.txt'],
+      wait: '20s',
+    })
+    const run = (await res.json()) as Json & { result: Json }
+    assert.equal(run.result.status, 'ok', JSON.stringify(run.result))
+    const list = (await (await call(`/v1/runs/${run.id}/files`)).json()) as { files: string[] }
+    assert.deepEqual(list.files, ['out/a.txt'])
+    const file = await call(`/v1/runs/${run.id}/files/out/a.txt`)
+    assert.equal(file.status, 200)
+    assert.equal(await file.text(), 'made\n')
+    const outside = await call(`/v1/runs/${run.id}/files/..%2F..%2Fcordon.db`)
+    assert.equal(outside.status, 404)
+  })
+
   it('deletes a finished run, and keeps it while it runs (409)', async () => {
     const res = await post('/v1/runs', { cmd: ['sleep', '5'] })
     const { id } = (await res.json()) as Json
@@ -218,6 +235,8 @@ describe('http app', () => {
       '/v1/runs/{id}/output': ['get'],
       '/v1/runs/{id}/stdin': ['post', 'delete'],
       '/v1/runs/{id}/events': ['get'],
+      '/v1/runs/{id}/files': ['get'],
+      '/v1/runs/{id}/files/{path}': ['get'],
       '/v1/keys': ['post', 'get'],
       '/v1/keys/{id}': ['delete'],
       '/healthz': ['get'],

@@ -11,6 +11,7 @@ import type { ContentfulStatusCode } from 'hono/utils/http-status'
 import { Counter, Histogram, Registry } from 'prom-client'
 import * as z from 'zod'
 import { durationSchema } from '../../index.js'
+import type { ServiceExtras } from '../service.js'
 import { type KeyRecord, type RunEvent, type Service, ServiceError } from '../types.js'
 import { checkWebhookUrl } from '../webhook.js'
 import { registerOpenApi } from './openapi.js'
@@ -88,7 +89,10 @@ export interface App {
   registry: Registry
 }
 
-export function createApp(service: Service, opts: AppOptions = {}): App {
+/** The service, and the collected files of its runs when it keeps them (createService's does). */
+export type AppService = Service & Partial<Pick<ServiceExtras, 'files' | 'file'>>
+
+export function createApp(service: AppService, opts: AppOptions = {}): App {
   const maxBodyBytes = opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES
   const maxWaitMs = opts.maxWaitMs ?? DEFAULT_MAX_WAIT_MS
   const heartbeatMs = opts.heartbeatMs ?? 15_000
@@ -280,6 +284,19 @@ export function createApp(service: Service, opts: AppOptions = {}): App {
   app.delete('/v1/runs/:id/stdin', (c) => {
     service.closeStdin(c.get('key'), c.req.param('id'))
     return c.body(null, 204)
+  })
+
+  // The files a run's request asked to collect, kept after it.
+  app.get('/v1/runs/:id/files', (c) => {
+    if (!service.files) throw new ServiceError('not-found', 'this service keeps no files')
+    return c.json({ files: service.files(c.get('key'), c.req.param('id')) })
+  })
+  app.get('/v1/runs/:id/files/*', (c) => {
+    if (!service.file) throw new ServiceError('not-found', 'this service keeps no files')
+    const prefix = `/v1/runs/${c.req.param('id')}/files/`
+    const filePath = decodeURIComponent(c.req.path.slice(prefix.length))
+    const bytes = service.file(c.get('key'), c.req.param('id'), filePath)
+    return c.body(new Uint8Array(bytes), 200, { 'Content-Type': 'application/octet-stream' })
   })
 
   app.get('/v1/runs/:id/events', (c) => {

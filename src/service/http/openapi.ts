@@ -176,6 +176,38 @@ export function registerOpenApi<E extends object>(app: OpenAPIHono<E & { Variabl
     },
   })
   r.registerPath({
+    method: 'get',
+    path: '/v1/runs/{id}/files',
+    summary: "the paths of the files the run collected (its request's `collect`)",
+    security,
+    request: { params: idParam },
+    responses: {
+      200: {
+        description: 'the paths',
+        content: {
+          'application/json': {
+            schema: { type: 'object', properties: { files: { type: 'array', items: { type: 'string' } } } },
+          },
+        },
+      },
+      ...errors(401, 403, 404),
+    },
+  })
+  r.registerPath({
+    method: 'get',
+    path: '/v1/runs/{id}/files/{path}',
+    summary: 'one collected file, as bytes',
+    security,
+    request: { params: z.object({ id: z.string(), path: z.string().describe('its path in the workspace') }) },
+    responses: {
+      200: {
+        description: 'bytes',
+        content: { 'application/octet-stream': { schema: { type: 'string', format: 'binary' } } },
+      },
+      ...errors(401, 403, 404),
+    },
+  })
+  r.registerPath({
     method: 'post',
     path: '/v1/keys',
     summary: 'create a key (admin); its secret is shown this once',
