@@ -7,11 +7,8 @@ import path from 'node:path'
 import { serve as listen } from '@hono/node-server'
 import pino from 'pino'
 import { createApp } from './http/app.js'
-import { runView } from './http/views.js'
 import { defaultDataDir } from './paths.js'
 import { createService } from './service.js'
-import type { KeyRecord, RunRecord } from './types.js'
-import { deliverWebhook } from './webhook.js'
 
 export interface ServeOptions {
   /** Default 127.0.0.1: the API is meant for this machine unless a proxy fronts it. */
@@ -38,38 +35,13 @@ export async function serve(options: ServeOptions = {}): Promise<Server> {
   const host = options.host ?? '127.0.0.1'
   const dataDir = path.resolve(options.dataDir ?? defaultDataDir())
   const log = pino({ base: { name: 'cordon' } }, pino.destination({ fd: 2, sync: true }))
-  // Webhooks: each finished run whose request named one is POSTed (the run as the API shows it, never its
-  // request), signed with its key's webhookSecret; a drain stops waiting for retries.
-  const stopWebhooks = new AbortController()
-  const pending = new Set<Promise<void>>()
-  const onFinished = (run: RunRecord, key: KeyRecord | null) => {
-    const url = (run.request as { webhook?: { url?: string } } | null)?.webhook?.url
-    if (!url || !key) return
-    const delivery = deliverWebhook(url, JSON.stringify(runView(run)), key.webhookSecret, {
-      signal: stopWebhooks.signal,
-      allowPrivate: options.allowPrivateWebhooks === true,
-    }).then((attempts) => {
-      const last = attempts.at(-1)
-      const ok =
-        last?.status !== null && last?.status !== undefined && last.status >= 200 && last.status < 300
-      log.info(
-        { runId: run.id, ok, attempts: attempts.length, status: last?.status, error: last?.error },
-        'webhook',
-      )
-    })
-    pending.add(delivery)
-    void delivery.finally(() => pending.delete(delivery))
-  }
   const { service, adminKey } = await createService({
     dataDir,
-    onFinished,
+    allowPrivateWebhooks: options.allowPrivateWebhooks === true,
     ...(options.concurrency !== undefined ? { concurrency: options.concurrency } : {}),
     ...(options.maxQueued !== undefined ? { maxQueued: options.maxQueued } : {}),
   })
-  const { app } = createApp(service, {
-    logger: log,
-    allowPrivateWebhooks: options.allowPrivateWebhooks === true,
-  })
+  const { app } = createApp(service, { logger: log })
 
   const server = await new Promise<ReturnType<typeof listen>>((resolve, reject) => {
     const s = listen({ fetch: app.fetch, hostname: host, port: options.port ?? 7070 }, () => resolve(s))
@@ -85,8 +57,6 @@ export async function serve(options: ServeOptions = {}): Promise<Server> {
     closing ??= (async () => {
       log.info({}, 'draining')
       await service.drain()
-      stopWebhooks.abort()
-      await Promise.all(pending)
       // Streams of finished runs have ended; what is left open is idle.
       await new Promise<void>((resolve) => {
         server.close(() => resolve())

@@ -12,12 +12,11 @@ import { Counter, Histogram, Registry } from 'prom-client'
 import * as z from 'zod'
 import { durationSchema } from '../../index.js'
 import type { ServiceExtras } from '../service.js'
-import { type KeyRecord, type RunEvent, type Service, ServiceError } from '../types.js'
-import { checkWebhookUrl } from '../webhook.js'
+import { type KeyRecord, type RunEvent, runView, type Service, ServiceError } from '../types.js'
 import { registerOpenApi } from './openapi.js'
 import { eventsQuerySchema, getQuerySchema, listQuerySchema, outputQuerySchema } from './schemas.js'
 import { sseStream } from './sse.js'
-import { keyView, runView } from './views.js'
+import { keyView } from './views.js'
 
 /** The log calls the app makes (pino's shape). */
 export interface AppLogger {
@@ -32,8 +31,6 @@ export interface AppOptions {
   maxWaitMs?: number
   /** Between SSE heartbeat comments, ms. Default 15 s. */
   heartbeatMs?: number
-  /** Let webhooks go to loopback or private addresses (a server whose webhooks stay on its network). */
-  allowPrivateWebhooks?: boolean
   /** Where request and error lines go; none by default. */
   logger?: AppLogger
 }
@@ -218,10 +215,6 @@ export function createApp(service: AppService, opts: AppOptions = {}): App {
     const key = c.get('key')
     const body = await jsonBody(c)
     const wait = waitMs(body && typeof body === 'object' ? (body as { wait?: unknown }).wait : undefined)
-    // A webhook the server would refuse to call is refused now, not silently at the end of the run.
-    const hook =
-      body && typeof body === 'object' ? (body as { webhook?: { url?: unknown } }).webhook?.url : undefined
-    if (typeof hook === 'string') checkWebhookUrl(hook, { allowPrivate: opts.allowPrivateWebhooks === true })
     let run = service.submit(key, body)
     submitted.inc()
     countEnd(key, run.id)
