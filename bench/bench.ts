@@ -2,7 +2,16 @@
 // machine and printed as ratios against targets. Baselines launch exactly what cordon's plan launches
 // (checked against `prepare`), so the difference is cordon's own supervision. `--quick` cuts iterations ~5×.
 import { type SpawnOptions, spawn } from 'node:child_process'
-import { constants as fsConstants, mkdirSync, openSync, realpathSync, rmSync, statSync } from 'node:fs'
+import {
+  constants as fsConstants,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  realpathSync,
+  rmSync,
+  statSync,
+} from 'node:fs'
+import type { AddressInfo } from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import { performance } from 'node:perf_hooks'
@@ -10,12 +19,13 @@ import type { Writable } from 'node:stream'
 import { StringDecoder } from 'node:string_decoder'
 import { setFlagsFromString } from 'node:v8'
 import { runInNewContext } from 'node:vm'
+import { serve as listen } from '@hono/node-server'
 import { SandboxCgroup } from '../src/host/cgroup.js'
 import { cgroupDirs, joinFiles, ownCgroupView, sandboxCgroupName } from '../src/host/cgroups.js'
 import { listProcesses } from '../src/host/procs.js'
 import { findProgram } from '../src/host/programs.js'
 import { isSocket, recentHostSockets } from '../src/host/sockets.js'
-import { type Isolation, openSpawner, probeCapabilities, type RunOptions, run } from '../src/index.js'
+import { type Isolation, openSpawner, probeCapabilities, type RunOptions, run, start } from '../src/index.js'
 import { bwrapArgs, type CgroupView } from '../src/plan/bwrap.js'
 import {
   FIRST_PATH_FD,
@@ -35,6 +45,8 @@ import { processMounts, ROOT_TMPDIR } from '../src/plan/process-mounts.js'
 import { rlimitArgs } from '../src/plan/rlimits.js'
 import { buildEnv } from '../src/policy/env.js'
 import { defaultHide, MiB, parseCommand, parsePolicy } from '../src/policy/schema.js'
+import { createApp } from '../src/service/http/app.js'
+import { createService } from '../src/service/service.js'
 
 const quick = process.argv.includes('--quick')
 const scaled = (n: number) => (quick ? Math.max(1, Math.round(n / 5)) : n)
@@ -53,6 +65,8 @@ const REDACT_ROUNDS = quick ? 1 : 3
 const HOST_EXTRA = 512 * MiB
 const STARTUP_RUNS = scaled(40)
 const STARTUP_WARMUP = scaled(5)
+const FIRST_OUTPUT_RUNS = scaled(30)
+const FIRST_OUTPUT_WARMUP = scaled(5)
 /** The built CLI, as `npx cordon` runs it. */
 const CLI = new URL('../dist/cli/bin.cjs', import.meta.url).pathname
 
@@ -367,6 +381,136 @@ async function cordonRun(command: readonly string[], options: RunOptions, expect
   return result.outputBytes
 }
 
+// ---- The HTTP service, in this process ------------------------------------------------------------------
+
+/** Wall-clock ms with sub-ms precision (CLOCK_REALTIME at start plus the monotonic clock since). */
+const wallMs = () => performance.timeOrigin + performance.now()
+
+/**
+ * A program that sleeps, prints the CLOCK_REALTIME it writes at (ns, from `date`), then stays a while, so
+ * that its output reaches the reader while it still runs (not flushed by its exit).
+ */
+const STAMP_CMD = ['sh', '-c', 'sleep 0.05; date +%s%N; sleep 0.1']
+const stampOf = (text: string): number => {
+  const m = /^(\d{19})$/m.exec(text)
+  if (!m) throw new Error(`no timestamp in ${JSON.stringify(text)}`)
+  return Number(BigInt(m[1]!) / 1000n) / 1000
+}
+
+interface Served {
+  url: string
+  key: string
+  close(): Promise<void>
+}
+
+/** createService + the app on a loopback port, its data dir in a temp dir, as `cordon serve` starts them. */
+async function startService(concurrency: number): Promise<Served> {
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'cordon-bench-serve-'))
+  const { service, adminKey } = await createService({ dataDir, concurrency, maxQueued: 1000 })
+  if (!adminKey) throw new Error('a fresh data dir must give an admin key')
+  const { app } = createApp(service)
+  const server = await new Promise<ReturnType<typeof listen>>((resolve, reject) => {
+    const s = listen({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 }, () => resolve(s))
+    s.once('error', reject)
+  })
+  const { port } = server.address() as AddressInfo
+  return {
+    url: `http://127.0.0.1:${port}`,
+    key: adminKey,
+    async close() {
+      await service.drain()
+      await new Promise<void>((resolve) => {
+        server.close(() => resolve())
+        if ('closeAllConnections' in server) server.closeAllConnections()
+      })
+      await service.close()
+      rmSync(dataDir, { recursive: true, force: true })
+    },
+  }
+}
+
+interface ServedRun {
+  id: string
+  state: string
+  result?: { status: string; stdout: string; violation?: { message?: string } }
+}
+
+async function httpCall(s: Served, route: string, init: RequestInit = {}): Promise<Response> {
+  const headers = new Headers(init.headers)
+  headers.set('authorization', `Bearer ${s.key}`)
+  return fetch(`${s.url}${route}`, { ...init, headers })
+}
+
+/** POST /v1/runs (with `wait` when asked); throws unless it answers 201 (and, waited, finished ok). */
+async function httpRun(s: Served, cmd: readonly string[], wait: boolean): Promise<ServedRun> {
+  const res = await httpCall(s, '/v1/runs', {
+    method: 'POST',
+    body: JSON.stringify({ cmd, ...(wait ? { wait: '60s' } : {}) }),
+  })
+  const body = (await res.json()) as ServedRun
+  if (res.status !== 201) throw new Error(`POST /v1/runs: ${res.status} ${JSON.stringify(body)}`)
+  if (wait && body.result?.status !== 'ok')
+    throw new Error(`served run failed: ${body.state} ${JSON.stringify(body.result)}`)
+  return body
+}
+
+/**
+ * Submits STAMP_CMD, follows its events, and answers how long after the program wrote its line the first
+ * `output` event was read here (ms), then waits for the run's end.
+ */
+async function sseFirstOutput(s: Served): Promise<number> {
+  const { id } = await httpRun(s, STAMP_CMD, false)
+  const res = await httpCall(s, `/v1/runs/${id}/events`)
+  if (res.status !== 200) throw new Error(`GET events: ${res.status}`)
+  const reader = (res.body as ReadableStream<Uint8Array>).getReader()
+  const decoder = new TextDecoder()
+  let buffer = ''
+  let delay: number | null = null
+  while (delay === null) {
+    const { value, done } = await reader.read()
+    const seen = wallMs()
+    if (done) throw new Error('the event stream ended before any output')
+    buffer += decoder.decode(value, { stream: true })
+    for (let end = buffer.indexOf('\n\n'); end >= 0 && delay === null; end = buffer.indexOf('\n\n')) {
+      const block = buffer.slice(0, end)
+      buffer = buffer.slice(end + 2)
+      if (!/^event: output$/m.test(block)) continue
+      const data = /^data: (.*)$/m.exec(block)?.[1] ?? '{}'
+      delay = seen - stampOf((JSON.parse(data) as { data: string }).data)
+    }
+  }
+  await reader.cancel().catch(() => {})
+  const done = (await (await httpCall(s, `/v1/runs/${id}?wait=60s`)).json()) as ServedRun
+  if (done.result?.status !== 'ok') throw new Error(`served run failed: ${JSON.stringify(done.result)}`)
+  return delay
+}
+
+/** The same through the library's start(): when its first output chunk reached this process. */
+async function libFirstOutput(): Promise<number> {
+  const handle = start(STAMP_CMD, { stdin: '' })
+  let delay: number | null = null
+  for await (const chunk of handle.output) {
+    if (delay === null) delay = wallMs() - stampOf(chunk.data)
+  }
+  const result = await handle.result
+  if (result.status !== 'ok' || delay === null) throw new Error(`library run failed: ${result.status}`)
+  return delay
+}
+
+/** Each task's own figure (not its wall time), interleaved as interleavedLatency interleaves. */
+async function interleavedFigures(tasks: readonly (() => Promise<number>)[], runs: number, warmup: number) {
+  const samples: number[][] = tasks.map(() => [])
+  gc()
+  for (let i = 0; i < warmup + runs; i++) {
+    for (let k = 0; k < tasks.length; k++) {
+      const t = (i + k) % tasks.length
+      const figure = await tasks[t]!()
+      if (i >= warmup) samples[t]!.push(figure)
+    }
+  }
+  return samples.map(summarize)
+}
+
 // ---- Measurement ----------------------------------------------------------------------------------------
 
 interface Samples {
@@ -471,8 +615,11 @@ interface Row {
   cordon: string
   baseline: string
   ratio: number
-  /** `<=` when lower is better for cordon (latency), `>=` when higher is; none for context rows. */
-  target?: { op: '<=' | '>='; value: number }
+  /**
+   * `<=` when lower is better for cordon (latency), `>=` when higher is; none for context rows. With
+   * `absolute`, the target is that figure's (in `unit`) rather than the ratio's.
+   */
+  target?: { op: '<=' | '>='; value: number; absolute?: { figure: number; unit: string } }
 }
 
 const ms = (x: number) => `${x.toFixed(2)} ms`
@@ -481,17 +628,15 @@ const mibs = (x: number) => `${x.toFixed(0)} MiB/s`
 
 function printTable(rows: readonly Row[]): void {
   const cells = rows.map((r) => {
-    const met = r.target
-      ? r.target.op === '<='
-        ? r.ratio <= r.target.value
-        : r.ratio >= r.target.value
-      : null
+    const figure = r.target?.absolute?.figure ?? r.ratio
+    const met = r.target ? (r.target.op === '<=' ? figure <= r.target.value : figure >= r.target.value) : null
+    const unit = r.target?.absolute ? ` ${r.target.absolute.unit}` : '×'
     return [
       r.metric,
       r.cordon,
       r.baseline,
       `${r.ratio.toFixed(2)}×`,
-      r.target ? `${r.target.op} ${r.target.value.toFixed(2)}×` : '—',
+      r.target ? `${r.target.op} ${r.target.value.toFixed(2)}${unit}` : '—',
       met === null ? '(info)' : met ? 'yes' : 'NO',
     ]
   })
@@ -543,7 +688,12 @@ async function main(): Promise<void> {
   const asUid = caps.isRoot ? `, as uids ${RAW_UID_FIRST}-${RAW_UID_FIRST + RAW_UIDS - 1} gid ${RAW_GID}` : ''
   console.log(
     `raw baselines launch cordon's own plan (argv checked, same seccomp program) minus the cgroup${asUid}; ` +
-      'namespace targets are against the same rlimits and bwrap flags through prlimit (util-linux)\n',
+      'namespace targets are against the same rlimits and bwrap flags through prlimit (util-linux)',
+  )
+  console.log(
+    `service: createService + its app on a loopback port in this process (concurrency ${CONCURRENCY}, ` +
+      `default options); first SSE output: ${FIRST_OUTPUT_RUNS} runs after ${FIRST_OUTPUT_WARMUP} warm-up, ` +
+      "the program's CLOCK_REALTIME at its write against this process's on receipt (one host)\n",
   )
   const rows: Row[] = []
 
@@ -728,7 +878,7 @@ async function main(): Promise<void> {
     throw new Error('the ballast must be gone before the next runs')
   await spawner.close()
 
-  // 6. The CLI's start-up: agents start `cordon` once per command. `cordon run -- true` is held against a
+  // 7. The CLI's start-up: agents start `cordon` once per command. `cordon run -- true` is held against a
   // bare Node's start plus the library's own run of the same command (auto tier, as the CLI runs it).
   const [nodeStart, version, cliRun, libRun] = await interleavedLatency(
     [
@@ -748,6 +898,62 @@ async function main(): Promise<void> {
       1,
     ),
   )
+
+  // 8. The HTTP service (createService + the app on loopback, in this process: client and server share
+  // its event loop) against the library doing the same, interleaved. The service starts its runs through
+  // its spawner; the library's run() forks this process, as a plain caller's does, so this process's size
+  // (grown by the rows above) is in the baseline. Through a spawner too, the rows show the HTTP layer,
+  // queue and store alone.
+  const served = await startService(CONCURRENCY)
+  const libSpawner = await openSpawner()
+  const libTasks = [() => cordonRun(trueCmd, {}), () => cordonRun(trueCmd, { spawner: libSpawner })]
+  const [viaHttp, viaLib, viaLibSpawner] = await interleavedLatency(
+    [() => httpRun(served, trueCmd, true), ...libTasks],
+    LATENCY_RUNS,
+    LATENCY_WARMUP,
+  )
+  rows.push(...latencyRows('HTTP POST /v1/runs wait `true` vs run()', viaHttp!, viaLib!, 1.3))
+  rows.push(...latencyRows('  same, vs run() through a spawner:', viaHttp!, viaLibSpawner!).slice(0, 1))
+  const [httpTput, libTput, libSpawnerTput] = await interleavedThroughput(
+    [() => httpRun(served, trueCmd, true), ...libTasks],
+    THROUGHPUT_RUNS,
+  )
+  await libSpawner.close()
+  rows.push({
+    metric: `HTTP runs/s @${CONCURRENCY} vs run() @${CONCURRENCY}`,
+    cordon: perSec(httpTput!),
+    baseline: perSec(libTput!),
+    ratio: httpTput! / libTput!,
+    target: { op: '>=', value: 0.8 },
+  })
+  rows.push({
+    metric: '  same, vs run() through a spawner',
+    cordon: perSec(httpTput!),
+    baseline: perSec(libSpawnerTput!),
+    ratio: httpTput! / libSpawnerTput!,
+  })
+  // From the program's write to the first `output` event read here: the program prints the CLOCK_REALTIME
+  // it writes at, this process reads its own (timeOrigin + monotonic) on receipt, one host, one clock. It
+  // keeps running after the line, so its exit does not flush the output early. Baseline: the first chunk
+  // of the same program through the library's start(). The service's worker gathers output for up to 25 ms
+  // before it stores an event (OUTPUT_FLUSH_MS in src/service/worker.ts), so a lone line waits that long.
+  const [sseFirst, libFirst] = await interleavedFigures(
+    [() => sseFirstOutput(served), libFirstOutput],
+    FIRST_OUTPUT_RUNS,
+    FIRST_OUTPUT_WARMUP,
+  )
+  await served.close()
+  for (const q of ['median', 'p90'] as const) {
+    rows.push({
+      metric: `first SSE output after the write ${q} vs start()`,
+      cordon: ms(sseFirst![q]),
+      baseline: ms(libFirst![q]),
+      ratio: sseFirst![q] / libFirst![q],
+      ...(q === 'median'
+        ? { target: { op: '<=' as const, value: 5, absolute: { figure: sseFirst![q], unit: 'ms' } } }
+        : {}),
+    })
+  }
 
   printTable(rows)
 
