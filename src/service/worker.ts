@@ -125,10 +125,10 @@ async function runIn(ctx: WorkerContext, workspace: string): Promise<RunResult> 
   // Only a run of one stream is gathered, so the events keep the interleaving of stdout and stderr.
   const offsets = { stdout: 0, stderr: 0 }
   let pending: { stream: 'stdout' | 'stderr'; parts: Buffer[]; bytes: number } | null = null
-  let timer: NodeJS.Timeout | undefined
+  // The first chunk after a quiet spell goes out at once (a live reader sees it within milliseconds);
+  // what follows it within OUTPUT_FLUSH_MS is gathered into the next event, so the bound holds.
+  let gathering: NodeJS.Timeout | undefined
   const flush = () => {
-    clearTimeout(timer)
-    timer = undefined
     if (!pending) return
     const { stream, parts } = pending
     pending = null
@@ -141,6 +141,14 @@ async function runIn(ctx: WorkerContext, workspace: string): Promise<RunResult> 
     })
     offsets[stream] += bytes.length
   }
+  const openWindow = () => {
+    gathering = setTimeout(() => {
+      gathering = undefined
+      if (!pending) return
+      flush()
+      openWindow()
+    }, OUTPUT_FLUSH_MS)
+  }
   try {
     for await (const chunk of handle.output) {
       const bytes = Buffer.from(chunk.data, 'utf8')
@@ -148,12 +156,16 @@ async function runIn(ctx: WorkerContext, workspace: string): Promise<RunResult> 
       if (!pending) pending = { stream: chunk.stream, parts: [], bytes: 0 }
       pending.parts.push(bytes)
       pending.bytes += bytes.length
-      if (pending.bytes >= OUTPUT_FLUSH_BYTES) flush()
-      else timer ??= setTimeout(flush, OUTPUT_FLUSH_MS)
+      if (gathering === undefined) {
+        flush()
+        openWindow()
+      } else if (pending.bytes >= OUTPUT_FLUSH_BYTES) flush()
     }
+    clearTimeout(gathering)
     flush()
     return await handle.result
   } catch (error) {
+    clearTimeout(gathering)
     flush()
     handle.kill()
     await handle.result.catch(() => undefined)
