@@ -25,7 +25,9 @@ const RANKS: Record<string, number> = {
   sandbox: 6,
   'index.ts': 7,
   service: 8,
-  cli: 9,
+  // The typed client of the service: above it only to read its types (service/types.ts).
+  client: 9,
+  cli: 10,
 }
 /** Base modules every layer may use; the rest of rank 0 (host/) may not import them back but these. */
 const BASE = new Set(['errors.ts', 'lazy.ts'])
@@ -38,14 +40,20 @@ function sources(): string[] {
 
 /** Every relative import or re-export of `file` (value or type), as src-relative paths. */
 function importsOf(file: string): string[] {
+  return importStatements(file).map((i) => i.to)
+}
+
+/** Each relative import or re-export of `file`, and whether it is of types only (`import type …`). */
+function importStatements(file: string): { to: string; typeOnly: boolean }[] {
   const text = readFileSync(path.join(SRC, file), 'utf8')
-  const out: string[] = []
+  const out: { to: string; typeOnly: boolean }[] = []
   for (const m of text.matchAll(
-    /(?:^|\n)\s*(?:import|export)\b[^'"]*?from\s*'(\.[^']+)'|import\(\s*'(\.[^']+)'\s*\)/g,
+    /(?:^|\n)\s*((?:import|export)\b[^'"]*?)from\s*'(\.[^']+)'|import\(\s*'(\.[^']+)'\s*\)/g,
   )) {
-    const spec = (m[1] ?? m[2]) as string
+    const spec = (m[2] ?? m[3]) as string
     const target = path.posix.normalize(path.posix.join(path.posix.dirname(file), spec))
-    out.push(target.replace(/\.c?js$/, (ext) => (ext === '.cjs' ? '.cts' : '.ts')))
+    const to = target.replace(/\.c?js$/, (ext) => (ext === '.cjs' ? '.cts' : '.ts'))
+    out.push({ to, typeOnly: m[1] !== undefined && /^(?:import|export)\s+type\s/.test(m[1]) })
   }
   return out
 }
@@ -73,13 +81,19 @@ describe('layers', () => {
     assert.deepEqual(wrong, [])
   })
 
-  it('the faces (CLI, service) import the engine only through index.ts (and errors.ts)', () => {
-    const FACES = new Set(['cli', 'service'])
+  it('the faces (CLI, service, client) import the engine only through index.ts (and errors.ts)', () => {
+    const FACES = new Set(['cli', 'service', 'client'])
     const wrong: string[] = []
-    for (const [from, targets] of graph) {
-      if (!FACES.has(unit(from))) continue
-      for (const to of targets) {
-        if (!FACES.has(unit(to)) && to !== 'index.ts' && to !== 'errors.ts') wrong.push(`${from} -> ${to}`)
+    for (const from of files) {
+      const face = unit(from)
+      if (!FACES.has(face)) continue
+      for (const { to, typeOnly } of importStatements(from)) {
+        if (unit(to) === face || to === 'index.ts' || to === 'errors.ts') continue
+        // The client runs beside no service: it may read the service's types, never load its code.
+        if (face === 'client') {
+          if (to === 'service/types.ts' && typeOnly) continue
+        } else if (FACES.has(unit(to))) continue
+        wrong.push(`${from} -> ${to}${typeOnly ? ' (type)' : ''}`)
       }
     }
     assert.deepEqual(wrong, [])
