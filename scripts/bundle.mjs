@@ -5,7 +5,8 @@
 // zod is imported as a namespace (`import * as z`) so esbuild keeps only the schemas cordon uses: its
 // locales, JSON Schema and codecs stay out (a bundle ~25% smaller, ~8 ms less to start on Node 24).
 // The service (`cordon serve`, `cordon keys`: hono, SQLite, pino…) stays out too: the CLI imports it only
-// when one of those runs, from dist/service/ as plain modules, so a `cordon run` never reads it.
+// when one of those runs, from dist/service/ as plain modules, so a `cordon run` never reads it. So does the
+// client (dist/client/), which only `cordon run --server` imports.
 import { createHash } from 'node:crypto'
 import { readFileSync, writeFileSync } from 'node:fs'
 import { build } from 'esbuild'
@@ -21,7 +22,17 @@ await build({
   charset: 'ascii',
   define: { 'import.meta.url': '__cordonModuleUrl' },
   banner: { js: "var __cordonModuleUrl = require('node:url').pathToFileURL(__filename).href;" },
-  external: ['../service/*'],
+  // By the import's own text: esbuild's `external: ['../client/*']` is also matched against resolved paths,
+  // made absolute from the working directory, so a checkout in a folder named client (or service) would
+  // leave every module out of the bundle.
+  plugins: [
+    {
+      name: 'faces-apart',
+      setup(b) {
+        b.onResolve({ filter: /^\.\.\/(?:service|client)\// }, (args) => ({ path: args.path, external: true }))
+      },
+    },
+  ],
   logLevel: 'warning',
 })
 

@@ -185,7 +185,7 @@ export function renderOptions({ policySchema, cli }) {
     'Sizes are binary (`64K` = 65536 bytes; `B`, `K`, `M`, `G`, also `KB`/`KiB`…); durations take `ms`, `s`, `m`,',
     '`h`. In the library a bare number is bytes or milliseconds; on the command line a size or duration needs',
     'its unit. What each option does in depth: [policy.md](policy.md). Flags that set no option (`--json`,',
-    '`--stdin`, `--env-from`, `--args`): [cli.md](cli.md).',
+    '`--stdin`, `--env-from`, `--args`, `--server`): [cli.md](cli.md).',
     '',
   ]
   for (const group of groups) {

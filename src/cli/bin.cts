@@ -81,6 +81,16 @@ function loadCached(file: string, dir: string | null): Cli {
   return module.exports
 }
 
+/** `cordon run --server URL …`: a run made by a server, through the client. */
+function remote(argv: string[]): boolean {
+  if (argv[0] !== 'run') return false
+  for (const arg of argv.slice(1)) {
+    if (arg === '--') return false
+    if (arg === '--server' || arg.startsWith('--server=')) return true
+  }
+  return false
+}
+
 async function main(argv: string[]): Promise<void> {
   if (argv.length === 1 && (argv[0] === '--version' || argv[0] === '-V')) {
     const pkg = JSON.parse(readFileSync(path.join(__dirname, '../../package.json'), 'utf8')) as {
@@ -91,7 +101,9 @@ async function main(argv: string[]): Promise<void> {
   }
   // The service's commands import it (kept out of the bundle) at run time, which code compiled by vm.Script
   // with a code cache cannot do on Node 20: they take the modules, whose start-up matters less.
-  if (argv[0] === 'serve' || argv[0] === 'keys') return ((await import('./program.js')) as Cli).cli(argv)
+  // So does `run --server`, for the client (its flags come before `--`; a false match is only slower).
+  if (argv[0] === 'serve' || argv[0] === 'keys' || remote(argv))
+    return ((await import('./program.js')) as Cli).cli(argv)
   const bundle = path.join(__dirname, 'cordon.cjs')
   // Without the bundle (a build without esbuild), the modules themselves: slower, the same commands.
   if (!existsSync(bundle)) return ((await import('./program.js')) as Cli).cli(argv)

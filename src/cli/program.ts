@@ -69,6 +69,7 @@ Examples:
   cordon run --timeout 2s --memory 256M --net none -- sh -c 'make test'
   cordon run --net 'allow:pypi.org,*.pythonhosted.org' --writable . -- pip download requests
   cordon run --json --max-output 64K -- ./untrusted   (one JSON result on stdout)
+  CORDON_API_KEY=cordon_… cordon run --server http://127.0.0.1:7070 -- make test
 ${EXIT_CODES}`
 
 const CALL_HELP = `
@@ -108,6 +109,12 @@ export async function main(argv: string[]): Promise<number> {
       ),
     )
     .addOption(new Option('--json', 'print exactly one JSON result on stdout'))
+    .addOption(
+      new Option(
+        '--server <URL>',
+        'run it on a `cordon serve` at URL instead (the API key from $CORDON_API_KEY)',
+      ),
+    )
     .action(async (command: string[], values: Record<string, unknown>) => {
       code = await runCommand(command, values)
     })

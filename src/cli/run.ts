@@ -5,6 +5,7 @@ import { PolicyError } from '../errors.js'
 import { type OutputData, type RunResult, run, signalNumber } from '../index.js'
 import { policyInput } from './flags.js'
 import { EXIT_BROKEN_PIPE, pipeBroken, print, whileCancelable } from './pipes.js'
+import { remoteRun } from './remote.js'
 
 export const EXIT = { limit: 124, cordon: 125, denied: 126, notFound: 127, canceled: 130 } as const
 
@@ -68,7 +69,9 @@ export async function runCommand(command: string[], values: Record<string, unkno
   const json = values.json === true
   const stdin = openStdin(values.stdin)
   try {
-    const result = await whileCancelable<RunResult<OutputData>>((signal) => {
+    const server = typeof values.server === 'string' ? values.server : null
+    const result = await whileCancelable<RunResult<OutputData> | null>((signal) => {
+      if (server !== null) return remoteRun(server, command, values, stdin, signal)
       const options = { ...policyInput(values), ...(stdin ? { stdin } : {}), signal }
       if (json) return run(command, options)
       // The program's bytes go through as they are (gzip's output must still gunzip): no decoding at all.
@@ -78,6 +81,8 @@ export async function runCommand(command: string[], values: Record<string, unkno
         onOutput: (chunk) => print(chunk.stream === 'stdout' ? process.stdout : process.stderr, chunk.data),
       })
     })
+    // A remote run canceled, whose end the server could not tell.
+    if (result === null) return pipeBroken() ? EXIT_BROKEN_PIPE : EXIT.canceled
     if (json) print(process.stdout, `${JSON.stringify(result)}\n`)
     else if (result.violation)
       print(process.stderr, `cordon: ${result.status}: ${result.violation.message}\n`)
