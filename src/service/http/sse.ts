@@ -1,8 +1,13 @@
 // A run's events as Server-Sent Events: `id: <seq>`, `event: <type>`, `data: <json>`, the stored ones after
 // the client's last, then each new one as it comes, a `: heartbeat` comment between, closed only after
-// `end` or `interrupted` (or when the client goes). Output is stored as base64; it is sent as text unless
-// `?encoding=base64`, decoded by one streaming UTF-8 decoder per stream, so that a character split between
-// two chunks comes out whole.
+// `end` or `interrupted` (or when the client goes, or its key is revoked). Output is stored as base64; it is
+// sent as text unless `?encoding=base64`, decoded by one streaming UTF-8 decoder per stream, so that a
+// character split between two chunks comes out whole.
+//
+// The stream is pulled: what this process holds for a client is bounded by `maxQueuedBytes`, however slowly
+// it reads. Events are written only while the client keeps up; once it falls behind, live events are no
+// longer followed (the store keeps them) and, when it has caught up, the stream reads on from the store
+// after the last event it sent, by seq, then follows again.
 import type { KeyRecord, RunEvent, Service } from '../types.js'
 
 export interface SseOptions {
@@ -10,7 +15,15 @@ export interface SseOptions {
   heartbeatMs: number
   /** The request's: aborted when the client goes. */
   signal?: AbortSignal
+  /** Bytes queued for a slow client before the stream stops following (default 256 KiB). */
+  maxQueuedBytes?: number
+  /** Checked at each heartbeat: false (the key was revoked) ends the stream. */
+  stillValid?: () => boolean
+  /** Called once when the stream ends, however it ends. */
+  onClose?: () => void
 }
+
+export const DEFAULT_SSE_QUEUED_BYTES = 256 * 1024
 
 const encoder = new TextEncoder()
 
@@ -34,8 +47,11 @@ export function sseStream(
   let last = after
   let closed = false
   let controller: ReadableStreamDefaultController<Uint8Array> | null = null
-  const early: RunEvent[] = []
   let heartbeat: NodeJS.Timeout | undefined
+  // Stored events not sent yet, from `next` on; `behind`: live events were let go, read on from the store.
+  let pending: RunEvent[] = []
+  let next = 0
+  let behind = false
 
   const dataOf = (event: RunEvent): Record<string, unknown> => {
     if (event.type !== 'output' || opts.encoding === 'base64' || typeof event.data.data !== 'string') {
@@ -51,48 +67,89 @@ export function sseStream(
     return { ...event.data, data: text }
   }
 
-  const close = () => {
-    if (closed) return
+  const stopped = () => {
+    if (closed) return false
     closed = true
     clearInterval(heartbeat)
     sub.stop()
-    opts.signal?.removeEventListener('abort', close)
+    pending = []
+    opts.signal?.removeEventListener('abort', onAbort)
+    opts.onClose?.()
+    return true
+  }
+  function close(reason?: string) {
+    if (!stopped()) return
     try {
+      if (reason) controller?.enqueue(encoder.encode(`: closed: ${reason}\n\n`))
       controller?.close()
     } catch {
       // the client canceled it already
     }
   }
 
-  const send = (event: RunEvent) => {
+  const onAbort = () => close()
+
+  const write = (event: RunEvent) => {
     // Each event once: a live one may also be among the stored ones read at the start.
     if (closed || event.seq <= last) return
-    if (!controller) return void early.push(event)
     last = event.seq
-    controller.enqueue(encoder.encode(formatEvent(event, dataOf(event))))
+    controller?.enqueue(encoder.encode(formatEvent(event, dataOf(event))))
     if (event.type === 'end' || event.type === 'interrupted') close()
   }
+  const room = () => !closed && controller !== null && (controller.desiredSize ?? 0) > 0
 
-  const sub = service.events(key, id, after, send)
+  const live = (event: RunEvent) => {
+    if (closed || event.seq <= last || behind) return
+    if (next >= pending.length && room()) return write(event)
+    // The client is behind: stop following; the store has this event for when it catches up.
+    behind = true
+    sub.stop()
+  }
 
-  return new ReadableStream<Uint8Array>({
-    start(c) {
-      controller = c
-      // A comment first: the client sees the stream open even before the run says anything.
-      c.enqueue(encoder.encode(': stream\n\n'))
-      for (const event of [...sub.past, ...early.sort((a, b) => a.seq - b.seq)]) send(event)
-      if (closed) return
-      heartbeat = setInterval(() => {
-        if (!closed) controller?.enqueue(encoder.encode(': heartbeat\n\n'))
-      }, opts.heartbeatMs)
-      if (opts.signal?.aborted) close()
-      else opts.signal?.addEventListener('abort', close, { once: true })
+  let sub = service.events(key, id, after, live)
+  pending = sub.past
+
+  /** Writes what is pending while the client has room, reading on from the store when behind. */
+  const fill = () => {
+    while (room()) {
+      if (next < pending.length) {
+        write(pending[next++] as RunEvent)
+        continue
+      }
+      pending = []
+      next = 0
+      if (!behind) return
+      behind = false
+      try {
+        sub = service.events(key, id, last, live)
+      } catch {
+        return close('the run is gone')
+      }
+      pending = sub.past
+      if (pending.length === 0) return
+    }
+  }
+
+  return new ReadableStream<Uint8Array>(
+    {
+      start(c) {
+        controller = c
+        // A comment first: the client sees the stream open even before the run says anything.
+        c.enqueue(encoder.encode(': stream\n\n'))
+        heartbeat = setInterval(() => {
+          if (opts.stillValid && !opts.stillValid()) return close('the key was revoked')
+          if (room()) controller?.enqueue(encoder.encode(': heartbeat\n\n'))
+        }, opts.heartbeatMs)
+        if (opts.signal?.aborted) close()
+        else opts.signal?.addEventListener('abort', onAbort, { once: true })
+      },
+      pull() {
+        fill()
+      },
+      cancel() {
+        stopped()
+      },
     },
-    cancel() {
-      closed = true
-      clearInterval(heartbeat)
-      sub.stop()
-      opts.signal?.removeEventListener('abort', close)
-    },
-  })
+    { highWaterMark: opts.maxQueuedBytes ?? DEFAULT_SSE_QUEUED_BYTES, size: (chunk) => chunk.byteLength },
+  )
 }
