@@ -3,9 +3,13 @@
 // buffer must be watched (a service that counts what the stream took).
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
+import { createApp } from '../../src/service/http/app.js'
 import { sseStream } from '../../src/service/http/sse.js'
+import { createService } from '../../src/service/service.js'
 import type { KeyRecord, RunEvent, Service } from '../../src/service/types.js'
+import { tempDir } from '../helpers.js'
 
+type Json = Record<string, unknown>
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 
 /** A service with one run whose events are `stored`; counts the events a stream formatted. */
@@ -58,5 +62,92 @@ describe('http limits', () => {
       stored.map((e) => e.seq),
       'each event once, in order, the end last',
     )
+  })
+
+  describe('over the real service', () => {
+    let created: Awaited<ReturnType<typeof createService>>
+    let app: ReturnType<typeof createApp>['app']
+    let admin: string
+
+    before(async () => {
+      created = await createService({
+        dataDir: tempDir('cordon-http-limits-'),
+        concurrency: 2,
+        maxQueued: 20,
+      })
+      app = createApp(created.service, {
+        heartbeatMs: 100,
+        maxStreamsPerKey: 2,
+        maxWaitsPerKey: 1,
+      }).app
+      admin = created.adminKey as string
+    })
+    after(async () => {
+      await created.service.close()
+    })
+
+    const call = (path: string, init: RequestInit & { key?: string } = {}) => {
+      const { key = admin, ...rest } = init
+      const headers = new Headers(rest.headers)
+      headers.set('authorization', `Bearer ${key}`)
+      return app.request(path, { ...rest, headers })
+    }
+    const submit = async (cmd: string[], key = admin) =>
+      (
+        (await (
+          await call('/v1/runs', { method: 'POST', body: JSON.stringify({ cmd }), key })
+        ).json()) as Json
+      ).id as string
+
+    it('ends the event stream of a key revoked meanwhile, within a heartbeat or so', async () => {
+      const made = (await (
+        await call('/v1/keys', {
+          method: 'POST',
+          body: JSON.stringify({ name: 'r', scopes: ['runs:write', 'runs:read'] }),
+        })
+      ).json()) as Json
+      const key = made.key as string
+      const id = await submit(['sleep', '3'], key)
+      const res = await call(`/v1/runs/${id}/events`, { key })
+      assert.equal(res.status, 200)
+      const started = Date.now()
+      assert.equal((await call(`/v1/keys/${made.id}`, { method: 'DELETE' })).status, 204)
+      const text = await res.text()
+      assert.ok(Date.now() - started < 2000, `streamed ${Date.now() - started} ms after the revocation`)
+      assert.match(text, /revoked/)
+      assert.doesNotMatch(text, /event: end/)
+      await call(`/v1/runs/${id}/cancel`, { method: 'POST' })
+    })
+
+    it('bounds the event streams a key holds open (429), and frees one when it ends', async () => {
+      const id = await submit(['sleep', '3'])
+      const aborts = [new AbortController(), new AbortController()]
+      const open = await Promise.all(aborts.map((a) => call(`/v1/runs/${id}/events`, { signal: a.signal })))
+      for (const r of open) assert.equal(r.status, 200)
+      const third = await call(`/v1/runs/${id}/events`)
+      assert.equal(third.status, 429)
+      assert.equal(((await third.json()) as { error: Json }).error.code, 'quota')
+      assert.ok(Number(third.headers.get('retry-after')) >= 1)
+      aborts[0]?.abort()
+      await open[0]?.body?.cancel().catch(() => {})
+      await sleep(20)
+      const again = await call(`/v1/runs/${id}/events`)
+      assert.equal(again.status, 200)
+      await again.body?.cancel()
+      await open[1]?.body?.cancel()
+      await call(`/v1/runs/${id}/cancel`, { method: 'POST' })
+    })
+
+    it('bounds the long polls a key holds (429)', async () => {
+      const id = await submit(['sleep', '3'])
+      const held = call(`/v1/runs/${id}?wait=1s`)
+      await sleep(20)
+      const second = await call(`/v1/runs/${id}?wait=1s`)
+      assert.equal(second.status, 429)
+      assert.equal((await held).status, 200)
+      const after = await call(`/v1/runs/${id}?wait=10ms`)
+      assert.equal(after.status, 200, 'freed once answered')
+      await call(`/v1/runs/${id}/cancel`, { method: 'POST' })
+    })
   })
 })

@@ -31,6 +31,14 @@ export interface AppOptions {
   maxWaitMs?: number
   /** Between SSE heartbeat comments, ms. Default 15 s. */
   heartbeatMs?: number
+  /** Event streams open at once, per key (default 8) and in all (default 256); past it 429. */
+  maxStreamsPerKey?: number
+  maxStreams?: number
+  /** Long polls (`wait`) held at once, per key (default 32) and in all (default 1024); past it 429. */
+  maxWaitsPerKey?: number
+  maxWaits?: number
+  /** Bytes an event stream holds for a client that reads slowly (default 256 KiB). */
+  maxStreamQueuedBytes?: number
   /** Where request and error lines go; none by default. */
   logger?: AppLogger
 }
@@ -56,7 +64,7 @@ const STATUS: Record<ErrorCode, ContentfulStatusCode> = {
   'not-implemented': 501,
 }
 
-type Env = { Variables: { key: KeyRecord } }
+type Env = { Variables: { key: KeyRecord; token: string } }
 
 function errorBody(code: ErrorCode, message: string, field?: string) {
   return { error: { code, message, ...(field ? { field } : {}) } }
@@ -94,6 +102,46 @@ export function createApp(service: AppService, opts: AppOptions = {}): App {
   const maxWaitMs = opts.maxWaitMs ?? DEFAULT_MAX_WAIT_MS
   const heartbeatMs = opts.heartbeatMs ?? 15_000
   const log = opts.logger
+
+  /**
+   * Held requests (event streams, long polls) counted per key and in all: each holds a socket, timers and
+   * a follower in this process, so a key (or every key together) may hold only so many.
+   */
+  const holds = (perKey: number, total: number, what: string) => {
+    const byKey = new Map<string, number>()
+    let all = 0
+    return (key: KeyRecord): (() => void) => {
+      const mine = byKey.get(key.id) ?? 0
+      if (mine >= perKey || all >= total)
+        throw new ServiceError(
+          'quota',
+          mine >= perKey ? `this key holds ${perKey} ${what} already` : `the server holds ${total} ${what}`,
+          undefined,
+          1,
+        )
+      byKey.set(key.id, mine + 1)
+      all++
+      let released = false
+      return () => {
+        if (released) return
+        released = true
+        all--
+        const left = (byKey.get(key.id) ?? 1) - 1
+        if (left > 0) byKey.set(key.id, left)
+        else byKey.delete(key.id)
+      }
+    }
+  }
+  const holdStream = holds(opts.maxStreamsPerKey ?? 8, opts.maxStreams ?? 256, 'event streams')
+  const holdWait = holds(opts.maxWaitsPerKey ?? 32, opts.maxWaits ?? 1024, 'long polls')
+  const waitHeld = async (key: KeyRecord, id: string, ms: number) => {
+    const release = holdWait(key)
+    try {
+      return await service.wait(key, id, ms)
+    } finally {
+      release()
+    }
+  }
 
   const registry = new Registry()
   const latency = new Histogram({
@@ -184,6 +232,7 @@ export function createApp(service: AppService, opts: AppOptions = {}): App {
       )
     }
     c.set('key', key)
+    c.set('token', m?.[1] as string)
     await next()
   }
   app.use('/v1/*', auth)
@@ -218,7 +267,7 @@ export function createApp(service: AppService, opts: AppOptions = {}): App {
     let run = service.submit(key, body)
     submitted.inc()
     countEnd(key, run.id)
-    if (wait !== null && run.state !== 'finished') run = await service.wait(key, run.id, wait)
+    if (wait !== null && run.state !== 'finished') run = await waitHeld(key, run.id, wait)
     c.header('Location', `/v1/runs/${run.id}`)
     return c.json(runView(run), 201)
   })
@@ -248,8 +297,7 @@ export function createApp(service: AppService, opts: AppOptions = {}): App {
     const key = c.get('key')
     const id = c.req.param('id')
     const { wait } = parseQuery(getQuerySchema, c.req.query())
-    const run =
-      wait === undefined ? service.get(key, id) : await service.wait(key, id, Math.min(wait, maxWaitMs))
+    const run = wait === undefined ? service.get(key, id) : await waitHeld(key, id, Math.min(wait, maxWaitMs))
     return c.json(runView(run))
   })
 
@@ -301,11 +349,24 @@ export function createApp(service: AppService, opts: AppOptions = {}): App {
         throw new ServiceError('invalid', 'Last-Event-ID: must be an event id', 'Last-Event-ID')
       after = Number(header.trim())
     }
-    const body = sseStream(service, c.get('key'), c.req.param('id'), after, {
-      encoding: q.encoding,
-      heartbeatMs,
-      signal: c.req.raw.signal,
-    })
+    const key = c.get('key')
+    const token = c.get('token')
+    const release = holdStream(key)
+    let body: ReadableStream<Uint8Array>
+    try {
+      body = sseStream(service, key, c.req.param('id'), after, {
+        encoding: q.encoding,
+        heartbeatMs,
+        signal: c.req.raw.signal,
+        ...(opts.maxStreamQueuedBytes !== undefined ? { maxQueuedBytes: opts.maxStreamQueuedBytes } : {}),
+        // A stream outlives the check its request passed: the key is checked again at each heartbeat.
+        stillValid: () => service.authenticate(token) !== null,
+        onClose: release,
+      })
+    } catch (error) {
+      release()
+      throw error
+    }
     return c.body(body, 200, {
       'Content-Type': 'text/event-stream; charset=utf-8',
       'Cache-Control': 'no-cache',
