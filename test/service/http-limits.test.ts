@@ -149,5 +149,20 @@ describe('http limits', () => {
       assert.equal(after.status, 200, 'freed once answered')
       await call(`/v1/runs/${id}/cancel`, { method: 'POST' })
     })
+
+    it('answers a malformed escape in a file path with 404, not 500', async () => {
+      const id = await submit(['true'])
+      for (const p of [
+        '%zz',
+        '%E0%A4%A',
+        'a%00b',
+        '%2e%2e%2f%2e%2e%2fcordon.db',
+        '%252e%252e%252fcordon.db',
+      ]) {
+        const res = await call(`/v1/runs/${id}/files/${p}`)
+        assert.equal(res.status, 404, p)
+        assert.equal(((await res.json()) as { error: Json }).error.code, 'not-found')
+      }
+    })
   })
 })

@@ -334,8 +334,15 @@ export function createApp(service: AppService, opts: AppOptions = {}): App {
   })
   app.get('/v1/runs/:id/files/*', (c) => {
     if (!service.file) throw new ServiceError('not-found', 'this service keeps no files')
-    const prefix = `/v1/runs/${c.req.param('id')}/files/`
-    const filePath = decodeURIComponent(c.req.path.slice(prefix.length))
+    // From the raw path, decoded once: hono's c.req.path is decoded already (a second decoding would turn
+    // `%252e` into `.`), and a malformed escape is a file that is not there, not a 500.
+    const raw = new URL(c.req.url).pathname.split('/').slice(5).join('/')
+    let filePath: string
+    try {
+      filePath = decodeURIComponent(raw)
+    } catch {
+      throw new ServiceError('not-found', 'no such collected file')
+    }
     const bytes = service.file(c.get('key'), c.req.param('id'), filePath)
     return c.body(new Uint8Array(bytes), 200, { 'Content-Type': 'application/octet-stream' })
   })
