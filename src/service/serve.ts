@@ -19,6 +19,8 @@ export interface ServeOptions {
   dataDir?: string
   concurrency?: number
   maxQueued?: number
+  /** Connections held at once (default 1024): past it a new one is closed at once. */
+  maxConnections?: number
   /** Let webhooks go to loopback or private addresses (refused by default: SSRF). */
   allowPrivateWebhooks?: boolean
 }
@@ -44,7 +46,20 @@ export async function serve(options: ServeOptions = {}): Promise<Server> {
   const { app } = createApp(service, { logger: log })
 
   const server = await new Promise<ReturnType<typeof listen>>((resolve, reject) => {
-    const s = listen({ fetch: app.fetch, hostname: host, port: options.port ?? 7070 }, () => resolve(s))
+    const s = listen(
+      {
+        fetch: app.fetch,
+        hostname: host,
+        port: options.port ?? 7070,
+        // A client that sends its headers or its body slowly (slowloris) is cut off: 20 s for the
+        // headers, 2 min for a whole request (Node's defaults: 60 s and 5 min). A response, an event
+        // stream included, is not bounded by these.
+        serverOptions: { headersTimeout: 20_000, requestTimeout: 120_000 },
+      },
+      () => resolve(s),
+    )
+    // Each connection is a socket and its buffers here, key or no key: only so many at once.
+    s.maxConnections = options.maxConnections ?? 1024
     s.once('error', reject)
   })
   const address = server.address() as AddressInfo
