@@ -1,6 +1,6 @@
 // Shared test helpers: capability checks (a test that cannot run here is skipped with its reason) and
 // ways to look at real processes.
-import { spawn, spawnSync } from 'node:child_process'
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process'
 import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
@@ -172,4 +172,49 @@ export function testLimits(over: Partial<Limits> = {}): Limits {
     killGraceMs: 100,
     ...over,
   }
+}
+
+export interface Served {
+  child: ChildProcess
+  url: string
+  /** Printed on a data dir's first start only. */
+  adminKey: string | null
+  stdout: () => string
+  /** The last 4 KiB of its stderr (a JSON log line per request), for a failure's message. */
+  stderr: () => string
+  exited: Promise<number | null>
+}
+
+const served: ChildProcess[] = []
+process.once('exit', () => {
+  for (const child of served) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
+})
+
+/** The built CLI's `cordon serve --port 0` on `dataDir`, once it printed the address it listens on. */
+export async function startServe(dataDir: string, args: string[] = []): Promise<Served> {
+  const cli = new URL('../dist/cli/bin.cjs', import.meta.url).pathname
+  const child = spawn(process.execPath, [cli, 'serve', '--port', '0', '--data-dir', dataDir, ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
+  served.push(child)
+  let stdout = ''
+  let stderr = ''
+  child.stderr?.setEncoding('utf8').on('data', (s: string) => {
+    stderr = (stderr + s).slice(-4096)
+  })
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)))
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no address in 20 s: ${stdout}${stderr}`)), 20_000)
+    child.stdout?.setEncoding('utf8').on('data', (s: string) => {
+      stdout += s
+      const m = /^cordon: listening on (http:\/\/\S+)$/m.exec(stdout)
+      if (m) {
+        clearTimeout(timer)
+        resolve(m[1] as string)
+      }
+    })
+    child.on('exit', () => reject(new Error(`exited: ${stdout}${stderr}`)))
+  })
+  const adminKey = /^cordon: admin key: (cordon_\S+)$/m.exec(stdout)?.[1] ?? null
+  return { child, url, adminKey, stdout: () => stdout, stderr: () => stderr, exited }
 }

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict'
 import { type ChildProcess, spawn } from 'node:child_process'
 import { after, before, describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
-import { tempDir } from '../helpers.js'
+import { startServe, tempDir } from '../helpers.js'
 
 const CLI = fileURLToPath(new URL('../../dist/cli/bin.cjs', import.meta.url))
 
@@ -24,29 +24,11 @@ describe('cordon run --server', { timeout: 180_000 }, () => {
   let key: string
 
   before(async () => {
-    server = spawn(
-      process.execPath,
-      [CLI, 'serve', '--port', '0', '--data-dir', tempDir('cordon-cli-server-')],
-      {
-        stdio: ['ignore', 'pipe', 'ignore'],
-      },
-    )
-    started.push(server)
-    let stdout = ''
-    url = await new Promise<string>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`no address in 20 s: ${stdout}`)), 20_000)
-      server.stdout?.setEncoding('utf8').on('data', (s: string) => {
-        stdout += s
-        const m = /^cordon: listening on (http:\/\/\S+)$/m.exec(stdout)
-        if (m) {
-          clearTimeout(timer)
-          resolve(m[1] as string)
-        }
-      })
-      server.on('exit', () => reject(new Error(`exited: ${stdout}`)))
-    })
-    key = /^cordon: admin key: (cordon_\S+)$/m.exec(stdout)?.[1] as string
-    assert.ok(key, stdout)
+    const served = await startServe(tempDir('cordon-cli-server-'))
+    server = served.child
+    url = served.url
+    key = served.adminKey as string
+    assert.ok(key, served.stdout())
   })
   after(async () => {
     const exited = new Promise((resolve) => server.on('exit', resolve))

@@ -4,22 +4,16 @@
 // were after a warm-up batch. About 15 s on a 2-core machine. (Probed over 5 000 runs: fds stay within a
 // few, RSS rises ~25 MiB over the first few hundred runs after the warm-up, then levels off near +40 MiB.)
 import assert from 'node:assert/strict'
-import { type ChildProcess, spawn } from 'node:child_process'
 import { readdirSync, readFileSync } from 'node:fs'
-import { after, describe, it } from 'node:test'
+import { describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
-import { tempDir } from '../helpers.js'
+import { startServe, tempDir } from '../helpers.js'
 
-const CLI = fileURLToPath(new URL('../../dist/cli/bin.cjs', import.meta.url))
+const _CLI = fileURLToPath(new URL('../../dist/cli/bin.cjs', import.meta.url))
 const RUNS = 1000
 const WARMUP = 100
 const CLIENTS = 32
 const SERVICE_CONCURRENCY = 8
-
-let child: ChildProcess | null = null
-after(() => {
-  if (child && child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
-})
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
@@ -33,42 +27,17 @@ function usage(pid: number): { fds: number; rssMiB: number } {
 describe('cordon serve under load', { timeout: 180_000 }, () => {
   it(`runs ${RUNS} runs from ${CLIENTS} clients: none lost, none twice, fds and RSS flat`, async () => {
     const dataDir = tempDir('cordon-serve-load-')
-    const server = spawn(
-      process.execPath,
-      [
-        CLI,
-        'serve',
-        '--port',
-        '0',
-        '--data-dir',
-        dataDir,
-        '--concurrency',
-        String(SERVICE_CONCURRENCY),
-        '--max-queued',
-        String(RUNS),
-      ],
-      { stdio: ['ignore', 'pipe', 'pipe'] },
-    )
-    child = server
-    let stdout = ''
-    let stderr = ''
-    // The server logs a JSON line per request: keep only the tail, for a failure's message.
-    server.stderr?.setEncoding('utf8').on('data', (s: string) => (stderr = (stderr + s).slice(-4096)))
-    const exited = new Promise<number | null>((resolve) => server.on('exit', (code) => resolve(code)))
-    const url = await new Promise<string>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`no address in 20 s: ${stdout}${stderr}`)), 20_000)
-      server.stdout?.setEncoding('utf8').on('data', (s: string) => {
-        stdout += s
-        const m = /^cordon: listening on (http:\/\/\S+)$/m.exec(stdout)
-        if (m) {
-          clearTimeout(timer)
-          resolve(m[1] as string)
-        }
-      })
-      server.on('exit', () => reject(new Error(`exited: ${stdout}${stderr}`)))
-    })
-    const key = /^cordon: admin key: (cordon_\S+)$/m.exec(stdout)?.[1]
-    assert.ok(key, stdout)
+    const served = await startServe(dataDir, [
+      '--concurrency',
+      String(SERVICE_CONCURRENCY),
+      '--max-queued',
+      String(RUNS),
+    ])
+    const server = served.child
+    const { exited } = served
+    const key = served.adminKey
+    assert.ok(key, served.stdout())
+    const url = served.url
     const call = (path: string, init: RequestInit = {}) => {
       const headers = new Headers(init.headers)
       headers.set('authorization', `Bearer ${key}`)
@@ -168,6 +137,6 @@ describe('cordon serve under load', { timeout: 180_000 }, () => {
     )
 
     server.kill('SIGTERM')
-    assert.equal(await exited, 0, stderr)
+    assert.equal(await exited, 0, served.stderr())
   })
 })

@@ -1,54 +1,17 @@
 // `cordon serve` as an operator runs it: the built CLI, real HTTP on loopback, real runs; `cordon keys` on
 // the same data dir while it serves; SIGTERM drains.
 import assert from 'node:assert/strict'
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process'
+import { spawnSync } from 'node:child_process'
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
-import { after, describe, it } from 'node:test'
+import { describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { SIGNATURE_HEADER, verifyWebhook } from '../../src/service/webhook.js'
-import { tempDir } from '../helpers.js'
+import { type Served, startServe, tempDir } from '../helpers.js'
 
 const CLI = fileURLToPath(new URL('../../dist/cli/bin.cjs', import.meta.url))
 
-interface Served {
-  child: ChildProcess
-  url: string
-  adminKey: string | null
-  stdout: () => string
-  exited: Promise<number | null>
-}
-
-const started: ChildProcess[] = []
-after(() => {
-  for (const child of started) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
-})
-
-/** `cordon serve --port 0` on `dataDir`, once it printed the address it listens on. */
-async function serve(dataDir: string, args: string[] = []): Promise<Served> {
-  const child = spawn(process.execPath, [CLI, 'serve', '--port', '0', '--data-dir', dataDir, ...args], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  })
-  started.push(child)
-  let stdout = ''
-  let stderr = ''
-  child.stderr?.setEncoding('utf8').on('data', (s: string) => (stderr += s))
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)))
-  const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`no address in 20 s: ${stdout}${stderr}`)), 20_000)
-    child.stdout?.setEncoding('utf8').on('data', (s: string) => {
-      stdout += s
-      const m = /^cordon: listening on (http:\/\/\S+)$/m.exec(stdout)
-      if (m) {
-        clearTimeout(timer)
-        resolve(m[1] as string)
-      }
-    })
-    child.on('exit', () => reject(new Error(`exited: ${stdout}${stderr}`)))
-  })
-  const adminKey = /^cordon: admin key: (cordon_\S+)$/m.exec(stdout)?.[1] ?? null
-  return { child, url, adminKey, stdout: () => stdout, exited }
-}
+const serve = startServe
 
 const api =
   (s: Served, key: string) =>
