@@ -4,7 +4,7 @@
 import { randomBytes } from 'node:crypto'
 import { chmodSync, closeSync, mkdirSync, openSync } from 'node:fs'
 import path from 'node:path'
-import Database from 'better-sqlite3'
+import Database, { type Statement } from 'better-sqlite3'
 import { errorResult, type RunResult } from '../index.js'
 import type {
   KeyRecord,
@@ -157,8 +157,15 @@ function decodeCursor(cursor: string): [string, string] | null {
   return null
 }
 
+/**
+ * Every store's database and statements, never released (see SqliteStore.stmt): the database too, since
+ * better-sqlite3 keeps the statements of its transactions (BEGIN, COMMIT…) for as long as it lives.
+ */
+const KEPT: unknown[] = []
+
 export class SqliteStore implements Store {
   readonly db: Database.Database
+  private readonly statements = new Map<string, Statement>()
 
   /** Opens (creating, 0700/0600) `<dataDir>/cordon.db` and brings its schema up to date. */
   constructor(dataDir: string) {
@@ -169,16 +176,17 @@ export class SqliteStore implements Store {
     closeSync(openSync(file, 'a', 0o600))
     chmodSync(file, 0o600)
     this.db = new Database(file)
-    this.db.pragma('journal_mode = WAL')
-    this.db.pragma('busy_timeout = 5000')
-    this.db.pragma('synchronous = NORMAL')
-    this.db.pragma('foreign_keys = ON')
+    KEPT.push(this.db, this.statements)
+    this.db.exec('PRAGMA journal_mode = WAL')
+    this.db.exec('PRAGMA busy_timeout = 5000')
+    this.db.exec('PRAGMA synchronous = NORMAL')
+    this.db.exec('PRAGMA foreign_keys = ON')
     this.migrate()
   }
 
   /** The schema's version: how many MIGRATIONS have run. */
   version(): number {
-    const row = this.db.prepare('SELECT version FROM schema_version').get() as { version: number } | undefined
+    const row = this.stmt('SELECT version FROM schema_version').get() as { version: number } | undefined
     return row?.version ?? 0
   }
 
@@ -186,8 +194,8 @@ export class SqliteStore implements Store {
     this.db.exec('CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)')
     this.db
       .transaction(() => {
-        const { n } = this.db.prepare('SELECT COUNT(*) AS n FROM schema_version').get() as { n: number }
-        if (n === 0) this.db.prepare('INSERT INTO schema_version (version) VALUES (0)').run()
+        const { n } = this.stmt('SELECT COUNT(*) AS n FROM schema_version').get() as { n: number }
+        if (n === 0) this.stmt('INSERT INTO schema_version (version) VALUES (0)').run()
         const from = this.version()
         if (from > MIGRATIONS.length) {
           throw new Error(
@@ -195,23 +203,21 @@ export class SqliteStore implements Store {
           )
         }
         for (let v = from; v < MIGRATIONS.length; v++) this.db.exec(MIGRATIONS[v] as string)
-        this.db.prepare('UPDATE schema_version SET version = ?').run(MIGRATIONS.length)
+        this.stmt('UPDATE schema_version SET version = ?').run(MIGRATIONS.length)
       })
       .immediate()
   }
 
   createRun(run: Omit<RunRecord, 'state' | 'startedAt' | 'finishedAt' | 'result'>): RunRecord {
-    this.db
-      .prepare(
-        `INSERT INTO runs (id, key_id, state, created_at, metadata, request)
+    this.stmt(
+      `INSERT INTO runs (id, key_id, state, created_at, metadata, request)
          VALUES (?, ?, 'queued', ?, ?, ?)`,
-      )
-      .run(run.id, run.keyId, run.createdAt, JSON.stringify(run.metadata), JSON.stringify(run.request))
+    ).run(run.id, run.keyId, run.createdAt, JSON.stringify(run.metadata), JSON.stringify(run.request))
     return { ...run, state: 'queued', startedAt: null, finishedAt: null, result: null }
   }
 
   getRun(id: string): RunRecord | null {
-    const row = this.db.prepare('SELECT * FROM runs WHERE id = ?').get(id) as RunRow | undefined
+    const row = this.stmt('SELECT * FROM runs WHERE id = ?').get(id) as RunRow | undefined
     return row ? toRun(row) : null
   }
 
@@ -248,7 +254,7 @@ export class SqliteStore implements Store {
     const limit = Math.max(1, Math.floor(filter.limit))
     const sql = `SELECT * FROM runs ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
                  ORDER BY created_at DESC, id DESC LIMIT ?`
-    const rows = this.db.prepare(sql).all(...args, limit + 1) as RunRow[]
+    const rows = this.stmt(sql).all(...args, limit + 1) as RunRow[]
     const more = rows.length > limit
     const page = rows.slice(0, limit).map(toRun)
     const last = page.at(-1)
@@ -257,9 +263,10 @@ export class SqliteStore implements Store {
 
   startRun(id: string, at: string): boolean {
     return (
-      this.db
-        .prepare(`UPDATE runs SET state = 'running', started_at = ? WHERE id = ? AND state = 'queued'`)
-        .run(at, id).changes === 1
+      this.stmt(`UPDATE runs SET state = 'running', started_at = ? WHERE id = ? AND state = 'queued'`).run(
+        at,
+        id,
+      ).changes === 1
     )
   }
 
@@ -270,12 +277,10 @@ export class SqliteStore implements Store {
   finishRun(id: string, result: RunResult, at: string): RunEvent | null {
     return this.db
       .transaction((): RunEvent | null => {
-        const changed = this.db
-          .prepare(
-            `UPDATE runs SET state = 'finished', finished_at = ?, status = ?, result = ?
+        const changed = this.stmt(
+          `UPDATE runs SET state = 'finished', finished_at = ?, status = ?, result = ?
              WHERE id = ? AND state != 'finished'`,
-          )
-          .run(at, result.status, JSON.stringify(result), id).changes
+        ).run(at, result.status, JSON.stringify(result), id).changes
         if (changed !== 1) return null
         return this.insertEvent(id, 'end', { result }, at)
       })
@@ -285,29 +290,25 @@ export class SqliteStore implements Store {
   deleteRun(id: string): boolean {
     return this.db
       .transaction((): boolean => {
-        const gone = this.db.prepare(`DELETE FROM runs WHERE id = ? AND state = 'finished'`).run(id).changes
+        const gone = this.stmt(`DELETE FROM runs WHERE id = ? AND state = 'finished'`).run(id).changes
         if (gone !== 1) return false
-        this.db.prepare('DELETE FROM events WHERE run_id = ?').run(id)
-        this.db.prepare('DELETE FROM webhook_attempts WHERE run_id = ?').run(id)
+        this.stmt('DELETE FROM events WHERE run_id = ?').run(id)
+        this.stmt('DELETE FROM webhook_attempts WHERE run_id = ?').run(id)
         return true
       })
       .immediate()
   }
 
   recordWebhookAttempt(runId: string, attempt: WebhookAttempt): void {
-    this.db
-      .prepare(
-        'INSERT OR REPLACE INTO webhook_attempts (run_id, attempt, at, status, error, duration_ms) VALUES (?, ?, ?, ?, ?, ?)',
-      )
-      .run(runId, attempt.attempt, attempt.at, attempt.status, attempt.error, attempt.durationMs)
+    this.stmt(
+      'INSERT OR REPLACE INTO webhook_attempts (run_id, attempt, at, status, error, duration_ms) VALUES (?, ?, ?, ?, ?, ?)',
+    ).run(runId, attempt.attempt, attempt.at, attempt.status, attempt.error, attempt.durationMs)
   }
 
   webhookAttempts(runId: string): WebhookAttempt[] {
-    const rows = this.db
-      .prepare(
-        'SELECT attempt, at, status, error, duration_ms FROM webhook_attempts WHERE run_id = ? ORDER BY attempt',
-      )
-      .all(runId) as {
+    const rows = this.stmt(
+      'SELECT attempt, at, status, error, duration_ms FROM webhook_attempts WHERE run_id = ? ORDER BY attempt',
+    ).all(runId) as {
       attempt: number
       at: string
       status: number | null
@@ -335,38 +336,42 @@ export class SqliteStore implements Store {
     data: Record<string, unknown>,
     at: string,
   ): RunEvent {
-    const { last } = this.db
-      .prepare('SELECT COALESCE(MAX(seq), 0) AS last FROM events WHERE run_id = ?')
-      .get(runId) as { last: number }
+    const { last } = this.stmt('SELECT COALESCE(MAX(seq), 0) AS last FROM events WHERE run_id = ?').get(
+      runId,
+    ) as { last: number }
     const seq = last + 1
-    this.db
-      .prepare('INSERT INTO events (run_id, seq, type, at, data) VALUES (?, ?, ?, ?, ?)')
-      .run(runId, seq, type, at, JSON.stringify(data))
+    this.stmt('INSERT INTO events (run_id, seq, type, at, data) VALUES (?, ?, ?, ?, ?)').run(
+      runId,
+      seq,
+      type,
+      at,
+      JSON.stringify(data),
+    )
     return { runId, seq, type, at, data }
   }
 
   events(runId: string, afterSeq: number, limit: number): RunEvent[] {
-    const rows = this.db
-      .prepare('SELECT * FROM events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?')
-      .all(runId, afterSeq, Math.max(0, Math.floor(limit))) as EventRow[]
+    const rows = this.stmt('SELECT * FROM events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?').all(
+      runId,
+      afterSeq,
+      Math.max(0, Math.floor(limit)),
+    ) as EventRow[]
     return rows.map(toEvent)
   }
 
   interruptRunning(at: string): string[] {
     return this.db
       .transaction((): string[] => {
-        const ids = (
-          this.db.prepare(`SELECT id FROM runs WHERE state = 'running'`).all() as { id: string }[]
-        ).map((r) => r.id)
+        const ids = (this.stmt(`SELECT id FROM runs WHERE state = 'running'`).all() as { id: string }[]).map(
+          (r) => r.id,
+        )
         const reason = 'the server stopped while the run was running'
         for (const id of ids) {
           const result = errorResult('interrupted', reason)
           this.insertEvent(id, 'interrupted', { reason }, at)
-          this.db
-            .prepare(
-              `UPDATE runs SET state = 'finished', finished_at = ?, status = ?, result = ? WHERE id = ?`,
-            )
-            .run(at, result.status, JSON.stringify(result), id)
+          this.stmt(
+            `UPDATE runs SET state = 'finished', finished_at = ?, status = ?, result = ? WHERE id = ?`,
+          ).run(at, result.status, JSON.stringify(result), id)
           this.insertEvent(id, 'end', { result }, at)
         }
         return ids
@@ -375,9 +380,9 @@ export class SqliteStore implements Store {
   }
 
   queuedRuns(): RunRecord[] {
-    const rows = this.db
-      .prepare(`SELECT * FROM runs WHERE state = 'queued' ORDER BY created_at, id`)
-      .all() as RunRow[]
+    const rows = this.stmt(
+      `SELECT * FROM runs WHERE state = 'queued' ORDER BY created_at, id`,
+    ).all() as RunRow[]
     return rows.map(toRun)
   }
 
@@ -385,17 +390,15 @@ export class SqliteStore implements Store {
     return this.db
       .transaction((): number => {
         const ids = (
-          this.db
-            .prepare(
-              `SELECT r.id FROM runs r JOIN keys k ON k.id = r.key_id
+          this.stmt(
+            `SELECT r.id FROM runs r JOIN keys k ON k.id = r.key_id
                WHERE r.state = 'finished' AND k.retention_ms IS NOT NULL
                  AND (julianday(?) - julianday(r.finished_at)) * 86400000.0 > k.retention_ms`,
-            )
-            .all(now) as { id: string }[]
+          ).all(now) as { id: string }[]
         ).map((r) => r.id)
-        const delEvents = this.db.prepare('DELETE FROM events WHERE run_id = ?')
-        const delRun = this.db.prepare('DELETE FROM runs WHERE id = ?')
-        const delAttempts = this.db.prepare('DELETE FROM webhook_attempts WHERE run_id = ?')
+        const delEvents = this.stmt('DELETE FROM events WHERE run_id = ?')
+        const delRun = this.stmt('DELETE FROM runs WHERE id = ?')
+        const delAttempts = this.stmt('DELETE FROM webhook_attempts WHERE run_id = ?')
         for (const id of ids) {
           delEvents.run(id)
           delAttempts.run(id)
@@ -407,46 +410,59 @@ export class SqliteStore implements Store {
   }
 
   createKey(key: KeyRecord): void {
-    this.db
-      .prepare(
-        `INSERT INTO keys (id, name, hash, scopes, ceilings, quota, secrets, retention_ms, webhook_secret,
+    this.stmt(
+      `INSERT INTO keys (id, name, hash, scopes, ceilings, quota, secrets, retention_ms, webhook_secret,
                            created_at, revoked_at)
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-      )
-      .run(
-        key.id,
-        key.name,
-        key.hash,
-        JSON.stringify(key.scopes),
-        JSON.stringify(key.ceilings),
-        JSON.stringify(key.quota),
-        JSON.stringify(key.secrets),
-        key.retentionMs,
-        key.webhookSecret,
-        key.createdAt,
-        key.revokedAt,
-      )
+    ).run(
+      key.id,
+      key.name,
+      key.hash,
+      JSON.stringify(key.scopes),
+      JSON.stringify(key.ceilings),
+      JSON.stringify(key.quota),
+      JSON.stringify(key.secrets),
+      key.retentionMs,
+      key.webhookSecret,
+      key.createdAt,
+      key.revokedAt,
+    )
   }
 
   keyByHash(hash: string): KeyRecord | null {
-    const row = this.db.prepare('SELECT * FROM keys WHERE hash = ?').get(hash) as KeyRow | undefined
+    const row = this.stmt('SELECT * FROM keys WHERE hash = ?').get(hash) as KeyRow | undefined
     return row ? toKey(row) : null
   }
 
   getKey(id: string): KeyRecord | null {
-    const row = this.db.prepare('SELECT * FROM keys WHERE id = ?').get(id) as KeyRow | undefined
+    const row = this.stmt('SELECT * FROM keys WHERE id = ?').get(id) as KeyRow | undefined
     return row ? toKey(row) : null
   }
 
   listKeys(): KeyRecord[] {
-    return (this.db.prepare('SELECT * FROM keys ORDER BY created_at, id').all() as KeyRow[]).map(toKey)
+    return (this.stmt('SELECT * FROM keys ORDER BY created_at, id').all() as KeyRow[]).map(toKey)
   }
 
   revokeKey(id: string, at: string): boolean {
     return (
-      this.db.prepare('UPDATE keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL').run(at, id)
-        .changes === 1
+      this.stmt('UPDATE keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL').run(at, id).changes ===
+      1
     )
+  }
+
+  /**
+   * The statement for `sql`, prepared once and kept for the process's life. better-sqlite3 (12.x) on Node
+   * 24 aborts the process (`RemoveEnvironmentCleanupHook: Assertion failed: (env) != nullptr`) when V8
+   * collects a Statement at the wrong moment, at exit or mid-run; a statement that is never garbage is
+   * never collected. The set is bounded by the SQL this file writes.
+   */
+  private stmt(sql: string): Statement {
+    let made = this.statements.get(sql)
+    if (!made) {
+      made = this.db.prepare(sql)
+      this.statements.set(sql, made)
+    }
+    return made
   }
 
   close(): void {
