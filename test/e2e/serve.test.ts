@@ -6,6 +6,7 @@ import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
+import { parseSse } from '../../src/client/client.js'
 import { SIGNATURE_HEADER, verifyWebhook } from '../../src/service/webhook.js'
 import { type Served, startServe, tempDir } from '../helpers.js'
 
@@ -27,32 +28,14 @@ interface SseEvent {
   data: string
 }
 
-/** Reads SSE events from `res` until `stopAfter` of them came, or the stream ended. */
+/** Reads SSE events from `res` (the client's parser) until `stopAfter` of them came, or the stream ended. */
 async function readEvents(res: Response, stopAfter = Number.POSITIVE_INFINITY): Promise<SseEvent[]> {
   const events: SseEvent[] = []
-  const reader = (res.body as ReadableStream<Uint8Array>).getReader()
-  const decoder = new TextDecoder()
-  let buffer = ''
-  while (events.length < stopAfter) {
-    const { value, done } = await reader.read()
-    if (done) break
-    buffer += decoder.decode(value, { stream: true })
-    let end = buffer.indexOf('\n\n')
-    while (end >= 0) {
-      const block = buffer.slice(0, end)
-      buffer = buffer.slice(end + 2)
-      const fields = new Map<string, string>()
-      for (const line of block.split('\n')) {
-        if (!line || line.startsWith(':')) continue
-        const i = line.indexOf(': ')
-        fields.set(line.slice(0, i), line.slice(i + 2))
-      }
-      if (fields.has('id'))
-        events.push({ id: fields.get('id')!, event: fields.get('event')!, data: fields.get('data')! })
-      end = buffer.indexOf('\n\n')
-    }
+  for await (const m of parseSse(res.body as ReadableStream<Uint8Array>)) {
+    if (m.id === null) continue
+    events.push({ id: m.id, event: m.event, data: m.data })
+    if (events.length >= stopAfter) break
   }
-  await reader.cancel().catch(() => {})
   return events
 }
 

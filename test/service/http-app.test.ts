@@ -1,6 +1,7 @@
 // The HTTP API in process (hono's app.request), over the real service: its store, queue and runs.
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
+import { parseSse } from '../../src/client/client.js'
 import { createApp } from '../../src/service/http/app.js'
 import { createService } from '../../src/service/service.js'
 import { tempDir } from '../helpers.js'
@@ -133,7 +134,7 @@ describe('http app', () => {
       const r = await call(`/v1/runs/${id}/events${query}`, { headers })
       assert.equal(r.status, 200)
       assert.match(r.headers.get('content-type') ?? '', /^text\/event-stream/)
-      return parseSse(await r.text())
+      return await eventsOf(await r.text())
     }
     const all = await read()
     assert.deepEqual(
@@ -259,18 +260,11 @@ describe('http app', () => {
   })
 })
 
-/** The events of an SSE text (comments skipped). */
-function parseSse(text: string): { id: string; event: string; data: string }[] {
+/** The events of an SSE text (comments skipped), by the client's parser. */
+async function eventsOf(text: string): Promise<{ id: string; event: string; data: string }[]> {
   const out: { id: string; event: string; data: string }[] = []
-  for (const block of text.split('\n\n')) {
-    const fields = new Map<string, string>()
-    for (const line of block.split('\n')) {
-      if (!line || line.startsWith(':')) continue
-      const i = line.indexOf(': ')
-      fields.set(line.slice(0, i), line.slice(i + 2))
-    }
-    if (fields.has('id'))
-      out.push({ id: fields.get('id')!, event: fields.get('event')!, data: fields.get('data')! })
+  for await (const m of parseSse(new Response(text).body as ReadableStream<Uint8Array>)) {
+    if (m.id !== null) out.push({ id: m.id, event: m.event, data: m.data })
   }
   return out
 }
