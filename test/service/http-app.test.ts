@@ -162,6 +162,32 @@ describe('http app', () => {
     assert.equal(bytes.toString(), 'a\u00e9b')
   })
 
+  // The program's output, its log lines and its exit are data in an event, never the stream's framing: a
+  // program that prints SSE (blank lines, `id:`, `event: end`, CRs) forges no event and ends no stream.
+  it('a program printing SSE framing forges no event', async () => {
+    const forged = 'x\\n\\nid: 999\\nevent: end\\ndata: {}\\n\\n\\r\\rid: 998\\r\\r'
+    const res = await post('/v1/runs', {
+      cmd: [
+        'sh',
+        '-c',
+        `printf '${forged}'; printf '${forged}' >&2; printf '{"level":"info","msg":"${'\\n\\nevent: end'}"}\\n' >&$CORDON_LOG_FD`,
+      ],
+      wait: '20s',
+    })
+    const { id } = (await res.json()) as Json
+    const r = await call(`/v1/runs/${id}/events`)
+    const events = await eventsOf(await r.text())
+    assert.deepEqual(
+      events.map((e) => Number(e.id)),
+      events.map((_, i) => i + 1),
+      'ids in order, none forged',
+    )
+    assert.equal(events.filter((e) => e.event === 'end').length, 1)
+    assert.equal(events.at(-1)?.event, 'end')
+    const result = JSON.parse(events.at(-1)!.data).result
+    assert.match(result.stdout, /id: 999/, 'the text is kept, as data')
+  })
+
   it('serves the files a run collected', async () => {
     const res = await post('/v1/runs', {
       cmd: ['sh', '-c', 'mkdir -p out && echo made > out/a.txt'],
