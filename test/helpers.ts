@@ -191,9 +191,14 @@ process.once('exit', () => {
 })
 
 /** The built CLI's `cordon serve --port 0` on `dataDir`, once it printed the address it listens on. */
-export async function startServe(dataDir: string, args: string[] = []): Promise<Served> {
+export async function startServe(
+  dataDir: string,
+  args: string[] = [],
+  options: { nodeArgs?: string[] } = {},
+): Promise<Served> {
   const cli = new URL('../dist/cli/bin.cjs', import.meta.url).pathname
-  const child = spawn(process.execPath, [cli, 'serve', '--port', '0', '--data-dir', dataDir, ...args], {
+  const argv = [...(options.nodeArgs ?? []), cli, 'serve', '--port', '0', '--data-dir', dataDir, ...args]
+  const child = spawn(process.execPath, argv, {
     stdio: ['ignore', 'pipe', 'pipe'],
   })
   served.push(child)
