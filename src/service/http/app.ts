@@ -13,6 +13,7 @@ import * as z from 'zod'
 import { durationSchema } from '../../index.js'
 import type { ServiceExtras } from '../service.js'
 import { type KeyRecord, type RunEvent, runView, type Service, ServiceError } from '../types.js'
+import { bodyCost, byteBudget } from './inflight.js'
 import { registerOpenApi } from './openapi.js'
 import { eventsQuerySchema, getQuerySchema, listQuerySchema, outputQuerySchema } from './schemas.js'
 import { sseStream } from './sse.js'
@@ -39,14 +40,17 @@ export interface AppOptions {
   maxWaits?: number
   /** Bytes an event stream holds for a client that reads slowly (default 256 KiB). */
   maxStreamQueuedBytes?: number
+  /** Request bodies held at once, bytes, by their length (default 64 MiB); past it 503. */
+  maxBodyBytesInFlight?: number
   /** Where request and error lines go; none by default. */
   logger?: AppLogger
 }
 
 export const DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
 export const DEFAULT_MAX_WAIT_MS = 60_000
+export const DEFAULT_MAX_BODY_BYTES_IN_FLIGHT = 64 * 1024 * 1024
 
-type ErrorCode = ServiceError['code'] | 'too-large' | 'internal' | 'not-implemented'
+type ErrorCode = ServiceError['code'] | 'too-large' | 'busy' | 'internal' | 'not-implemented'
 
 const STATUS: Record<ErrorCode, ContentfulStatusCode> = {
   invalid: 400,
@@ -59,12 +63,13 @@ const STATUS: Record<ErrorCode, ContentfulStatusCode> = {
   'too-large': 413,
   quota: 429,
   'queue-full': 503,
+  busy: 503,
   draining: 503,
   internal: 500,
   'not-implemented': 501,
 }
 
-type Env = { Variables: { key: KeyRecord; token: string } }
+type Env = { Variables: { key: KeyRecord; token: string; bodyRead: () => void } }
 
 function errorBody(code: ErrorCode, message: string, field?: string) {
   return { error: { code, message, ...(field ? { field } : {}) } }
@@ -236,6 +241,26 @@ export function createApp(service: AppService, opts: AppOptions = {}): App {
     await next()
   }
   app.use('/v1/*', auth)
+  const bodies = byteBudget(opts.maxBodyBytesInFlight ?? DEFAULT_MAX_BODY_BYTES_IN_FLIGHT)
+  app.use('/v1/*', async (c, next) => {
+    if (c.req.method === 'GET' || c.req.method === 'HEAD' || c.req.method === 'DELETE') return next()
+    const cost = bodyCost(c.req.header('content-length'), maxBodyBytes)
+    if (!bodies.take(cost)) {
+      c.header('Retry-After', '1')
+      return c.json(errorBody('busy', 'the server is receiving too many request bodies at once: retry'), 503)
+    }
+    // Given back once the body is read (a submission may then wait a minute for its run), or at the end.
+    let held = true
+    c.set('bodyRead', () => {
+      if (held) bodies.give(cost)
+      held = false
+    })
+    try {
+      await next()
+    } finally {
+      c.get('bodyRead')()
+    }
+  })
   app.use(
     '/v1/*',
     bodyLimit({
@@ -246,6 +271,7 @@ export function createApp(service: AppService, opts: AppOptions = {}): App {
 
   const jsonBody = async (c: Context<Env>): Promise<unknown> => {
     const text = await c.req.text()
+    c.get('bodyRead')?.()
     try {
       return JSON.parse(text)
     } catch (error) {
