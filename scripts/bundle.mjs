@@ -36,9 +36,9 @@ await build({
   logLevel: 'warning',
 })
 
-// bin.cjs reads the bundle as latin1 on Node 20, which is exact only for ASCII.
+// bin.cjs reads the bundle as latin1, which is exact only for ASCII.
 const code = readFileSync('dist/cli/cordon.cjs', 'latin1')
 if (/[^\x00-\x7f]/.test(code)) throw new Error('dist/cli/cordon.cjs is not ASCII: bin.cjs reads it as latin1')
-// The content's hash, first: on Node 20 bin.cjs keys its code cache by it (V8 itself checks only the length).
+// The content's hash, first: bin.cjs keys its code cache by it (V8 itself checks only the length).
 const hash = createHash('sha256').update(code).digest('hex')
 writeFileSync('dist/cli/cordon.cjs', `/* cordon-bundle ${hash} */\n${code}`, 'latin1')

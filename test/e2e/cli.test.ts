@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict'
 import { spawn, spawnSync } from 'node:child_process'
 import { createHash, randomBytes } from 'node:crypto'
-import { chmodSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { chmodSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 import { describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
@@ -540,6 +540,27 @@ describe('cordon start-up', () => {
       writeFileSync(path.join(dir, 'cordon.cjs'), bundle(word))
       for (let i = 0; i < 2; i++) assert.equal(say().stdout, word, `run ${i + 1} after building ${word}`)
     }
+  })
+
+  it("caches the code a run compiled, on every Node, and only this bundle's", () => {
+    // Node 22's compile cache is taken before a module's functions are compiled: bin.cjs takes V8's after.
+    const cache = tempDir('cordon-xdg-')
+    mkdirSync(path.join(cache, 'cordon', 'v8', `${process.version}-x64-0000-0`), {
+      recursive: true,
+      mode: 0o700,
+    })
+    writeFileSync(path.join(cache, 'cordon', 'v8', 'cordon-v0-x64-stale.bin'), '')
+    const env = { ...process.env, XDG_CACHE_HOME: cache }
+    const r = spawnSync(process.execPath, [CLI, 'run', '--', 'true'], { encoding: 'utf8', env })
+    assert.equal(r.status, 0, r.stderr)
+    const files = readdirSync(path.join(cache, 'cordon', 'v8'))
+    assert.equal(files.length, 1, files.join(' '))
+    assert.match(
+      files[0] as string,
+      new RegExp(`^cordon-${process.version}-${process.arch}-[0-9a-f]{64}\\.bin$`),
+    )
+    // Taken after the run: it holds the run's functions, not only the bundle's top level.
+    assert.ok(statSync(path.join(cache, 'cordon', 'v8', files[0] as string)).size > 100_000)
   })
 
   it("the bundle keeps only the zod it uses: none of zod's other locales", () => {
