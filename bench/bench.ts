@@ -69,6 +69,7 @@ const FIRST_OUTPUT_RUNS = scaled(30)
 const FIRST_OUTPUT_WARMUP = scaled(5)
 /** The built CLI, as `npx cordon` runs it. */
 const CLI = new URL('../dist/cli/bin.cjs', import.meta.url).pathname
+const LIB = new URL('../dist/index.js', import.meta.url).href
 
 // A full collection between heavy steps keeps one variant's garbage from being billed to the next.
 setFlagsFromString('--expose-gc')
@@ -879,13 +880,17 @@ async function main(): Promise<void> {
   await spawner.close()
 
   // 7. The CLI's start-up: agents start `cordon` once per command. `cordon run -- true` is held against a
-  // bare Node's start plus the library's own run of the same command (auto tier, as the CLI runs it).
-  const [nodeStart, version, cliRun, libRun] = await interleavedLatency(
+  // bare Node's start plus the library's own run of the same command (auto tier, as the CLI runs it), a
+  // warm one; and, for what an agent's script could do instead, against a fresh Node importing the library
+  // and running it once (whose first run is cold, as the CLI's is).
+  const oneLibRun = `import(${JSON.stringify(LIB)}).then((m) => m.run(['true']))`
+  const [nodeStart, version, cliRun, libRun, freshLibRun] = await interleavedLatency(
     [
       () => spawnPiped(process.execPath, ['-e', '0'], {}, 'collect'),
       () => spawnPiped(process.execPath, [CLI, '--version'], {}, 'collect'),
       () => spawnPiped(process.execPath, [CLI, 'run', '--', 'true'], {}, 'collect'),
       () => cordonRun(trueCmd, {}),
+      () => spawnPiped(process.execPath, ['-e', oneLibRun], {}, 'collect'),
     ],
     STARTUP_RUNS,
     STARTUP_WARMUP,
@@ -897,6 +902,9 @@ async function main(): Promise<void> {
       0,
       1,
     ),
+  )
+  rows.push(
+    ...latencyRows('  same, vs a fresh node running the library once', cliRun!, freshLibRun!).slice(0, 1),
   )
 
   // 8. The HTTP service (createService + the app on loopback, in this process: client and server share
