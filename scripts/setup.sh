@@ -16,6 +16,7 @@ command -v curl >/dev/null || missing+=(curl)       # used by the network tests
 command -v debootstrap >/dev/null || [ -x /usr/sbin/debootstrap ] || missing+=(debootstrap)  # cordon rootfs create
 # libfaketime gives sandboxes a deterministic clock (the `clock` option).
 ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1 || missing+=(faketime)
+command -v chromium >/dev/null || missing+=(chromium)   # the dashboard's browser tests (playwright-core drives it)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     apt-get update -q
