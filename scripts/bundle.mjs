@@ -7,8 +7,9 @@
 // The service (`cordon serve`, `cordon keys`: hono, SQLite, pino…) stays out too: the CLI imports it only
 // when one of those runs, from dist/service/ as plain modules, so a `cordon run` never reads it. So does the
 // client (dist/client/), which only `cordon run --server` imports.
+// It also copies the web dashboard's static files (src/service/ui/) into dist/service/ui/.
 import { createHash } from 'node:crypto'
-import { readFileSync, writeFileSync } from 'node:fs'
+import { cpSync, readFileSync, writeFileSync } from 'node:fs'
 import { build } from 'esbuild'
 
 await build({
@@ -42,3 +43,6 @@ if (/[^\x00-\x7f]/.test(code)) throw new Error('dist/cli/cordon.cjs is not ASCII
 // The content's hash, first: bin.cjs keys its code cache by it (V8 itself checks only the length).
 const hash = createHash('sha256').update(code).digest('hex')
 writeFileSync('dist/cli/cordon.cjs', `/* cordon-bundle ${hash} */\n${code}`, 'latin1')
+
+// The dashboard's files (HTML, ES modules, CSS) are served as they are: copied, never built.
+cpSync('src/service/ui', 'dist/service/ui', { recursive: true })

@@ -17,6 +17,7 @@ import { bodyCost, byteBudget } from './inflight.js'
 import { registerOpenApi } from './openapi.js'
 import { eventsQuerySchema, getQuerySchema, listQuerySchema, outputQuerySchema } from './schemas.js'
 import { sseStream } from './sse.js'
+import { CSRF_HEADER, createSessions, csrfOk, sessionOf, uiRoutes } from './ui.js'
 import { keyView } from './views.js'
 
 /** The log calls the app makes (pino's shape). */
@@ -44,6 +45,8 @@ export interface AppOptions {
   maxBodyBytesInFlight?: number
   /** Where request and error lines go; none by default. */
   logger?: AppLogger
+  /** How long a dashboard session lasts, ms (default 12 h). */
+  sessionTtlMs?: number
 }
 
 export const DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
@@ -225,7 +228,23 @@ export function createApp(service: AppService, opts: AppOptions = {}): App {
     log?.info({ method: c.req.method, path: c.req.path, status: c.res.status, ms: seconds * 1000 }, 'request')
   })
 
+  // The dashboard's sessions: with no Authorization header, its cookie stands for the key it was made with.
+  const sessions = createSessions(service, opts.sessionTtlMs)
   const auth: MiddlewareHandler<Env> = async (c, next) => {
+    const session = c.req.header('authorization') === undefined ? sessionOf(c, sessions) : null
+    if (session) {
+      if (c.req.method !== 'GET' && c.req.method !== 'HEAD' && !csrfOk(c))
+        return c.json(
+          errorBody(
+            'forbidden',
+            `a request signed in by cookie needs the ${CSRF_HEADER} header, from this origin`,
+          ),
+          403,
+        )
+      c.set('key', session.key)
+      c.set('token', session.token)
+      return next()
+    }
     const header = c.req.header('authorization') ?? ''
     const m = /^Bearer\s+(\S+)\s*$/i.exec(header)
     const key = m ? service.authenticate(m[1] as string) : null
@@ -428,6 +447,7 @@ export function createApp(service: AppService, opts: AppOptions = {}): App {
   app.get('/metrics', async (c) =>
     c.body(await registry.metrics(), 200, { 'Content-Type': registry.contentType }),
   )
+  app.route('/', uiRoutes(service, sessions, opts.sessionTtlMs))
   registerOpenApi(app)
   let document: string | null = null
   app.get('/openapi.json', (c) => {

@@ -1,0 +1,217 @@
+// One run's page: its state and verdict, its figures, and its output tailed live from the event stream
+// (the browser's EventSource, which resumes by itself with Last-Event-ID after a dropped connection).
+// Output is appended as text nodes, in batches once per frame, and only the last CAP characters are kept
+// in the page, so a program printing megabytes (or one 10 MB line) leaves the page responsive.
+import {
+  ApiError,
+  ansiReader,
+  api,
+  el,
+  formatBytes,
+  formatMs,
+  formatTime,
+  statusClass,
+  verdictText,
+} from './common.js'
+
+const CAP = 256 * 1024
+
+const id = decodeURIComponent(location.pathname.split('/').pop())
+const $ = (name) => document.getElementById(name)
+const out = $('out')
+const cancel = $('cancel')
+const conn = $('conn')
+const errorBox = $('error')
+
+$('run-id').textContent = id
+document.title = `Run ${id} · cordon`
+$('full').href = `/v1/runs/${encodeURIComponent(id)}/output?stream=output&limit=8388608`
+
+let finished = false
+
+function showRun(run) {
+  $('state').textContent = run.state
+  $('state').className = `badge ${run.state === 'finished' ? '' : 'st-live'}`
+  const status = run.result?.status ?? ''
+  $('status').textContent = status
+  $('status').className = `badge ${statusClass(status)}`
+  cancel.disabled = run.state === 'finished'
+  const verdict = $('verdict')
+  verdict.textContent = verdictText(run.result)
+  verdict.className = `verdict ${statusClass(status)}`
+  const r = run.result
+  const figures = [
+    ['Created', formatTime(run.createdAt)],
+    ['Started', formatTime(run.startedAt)],
+    ['Finished', formatTime(run.finishedAt)],
+    ['Exit code', r ? (r.exitCode ?? '—') : '—'],
+    ['Signal', r?.signal ?? '—'],
+    ['Wall time', formatMs(r?.wallMs)],
+    ['CPU time', formatMs(r?.cpuMs)],
+    ['Peak memory', formatBytes(r?.maxRssBytes)],
+    ['Output kept', r ? `${formatBytes(r.outputBytes)}${r.truncated ? ' (truncated)' : ''}` : '—'],
+    ['Isolation', r?.isolation ?? '—'],
+  ]
+  if (r?.perProcessLimits?.length) figures.push(['Per process only', r.perProcessLimits.join(', ')])
+  for (const [k, v] of Object.entries(run.metadata ?? {})) figures.push([`metadata ${k}`, v])
+  $('figures').replaceChildren(
+    ...figures.map(([name, value]) => {
+      const div = el('div')
+      div.append(el('dt', name), el('dd', value))
+      return div
+    }),
+  )
+  if (r) {
+    $('logs').tBodies[0].replaceChildren(...r.logs.map(logRow))
+    $('network').tBodies[0].replaceChildren(...r.network.map(netRow))
+  }
+}
+
+function logRow(entry) {
+  const { level, msg, ...fields } = entry
+  return rowOf([level, msg, Object.keys(fields).length ? JSON.stringify(fields) : ''])
+}
+function netRow(event) {
+  return rowOf([event.host, event.port, event.allowed ? 'yes' : 'no', event.reason])
+}
+function rowOf(cells) {
+  const tr = el('tr')
+  tr.append(...cells.map((c) => el('td', c)))
+  return tr
+}
+
+// Output: pending chunks, flushed once per animation frame.
+const readers = { stdout: ansiReader(), stderr: ansiReader() }
+let pending = []
+let pendingChars = 0
+let shown = 0
+let scheduled = false
+
+function append(stream, text) {
+  pending.push({ stream, text })
+  pendingChars += text.length
+  // More waiting than the page keeps: what would be cut at once is never put in.
+  while (pendingChars - (pending[0]?.text.length ?? 0) > CAP && pending.length > 1) {
+    pendingChars -= pending.shift().text.length
+    clipped()
+  }
+  if (!scheduled) {
+    scheduled = true
+    requestAnimationFrame(flush)
+  }
+}
+
+function clipped() {
+  $('clipped').hidden = false
+  $('clip-size').textContent = formatBytes(CAP)
+}
+
+function flush() {
+  scheduled = false
+  const atBottom = out.scrollHeight - out.scrollTop - out.clientHeight < 32
+  const batch = pending
+  pending = []
+  pendingChars = 0
+  for (const { stream, text } of batch) {
+    const cut = text.length > CAP ? text.slice(-CAP) : text
+    if (cut !== text) clipped()
+    for (const part of readers[stream].read(cut)) {
+      const cls = `s-${stream}${part.cls ? ` ${part.cls}` : ''}`
+      const last = out.lastChild
+      if (last && last.className === cls) last.firstChild.appendData(part.text)
+      else out.append(el('span', part.text, { class: cls }))
+      shown += part.text.length
+    }
+  }
+  // Keep the last CAP characters: whole spans first, then the front of the oldest.
+  while (shown > CAP && out.firstChild) {
+    clipped()
+    const first = out.firstChild
+    const len = first.textContent.length
+    if (shown - len >= CAP) {
+      out.removeChild(first)
+      shown -= len
+    } else {
+      first.firstChild.deleteData(0, shown - CAP)
+      shown = CAP
+    }
+  }
+  if (atBottom) out.scrollTop = out.scrollHeight
+}
+
+for (const radio of document.querySelectorAll('input[name="show"]')) {
+  radio.addEventListener('change', () => {
+    out.classList.toggle('only-stdout', radio.value === 'stdout' && radio.checked)
+    out.classList.toggle('only-stderr', radio.value === 'stderr' && radio.checked)
+  })
+}
+
+async function refresh() {
+  try {
+    showRun(await api(`/v1/runs/${encodeURIComponent(id)}`))
+  } catch (error) {
+    errorBox.textContent = error instanceof ApiError ? error.message : String(error)
+  }
+}
+
+cancel.addEventListener('click', async () => {
+  cancel.disabled = true
+  try {
+    showRun(await api(`/v1/runs/${encodeURIComponent(id)}/cancel`, { method: 'POST' }))
+  } catch (error) {
+    errorBox.textContent = error instanceof ApiError ? error.message : String(error)
+    cancel.disabled = finished
+  }
+})
+
+function follow() {
+  const source = new EventSource(`/v1/runs/${encodeURIComponent(id)}/events`)
+  const data = (event) => JSON.parse(event.data)
+  source.addEventListener('open', () => {
+    conn.textContent = finished ? '' : 'Live'
+  })
+  source.addEventListener('error', () => {
+    if (finished) return
+    // CONNECTING: the browser retries by itself, from the last event (Last-Event-ID).
+    conn.textContent = source.readyState === EventSource.CLOSED ? 'Not connected' : 'Reconnecting…'
+    if (source.readyState === EventSource.CLOSED) refresh()
+  })
+  source.addEventListener('started', () => {
+    $('state').textContent = 'running'
+    cancel.disabled = false
+  })
+  source.addEventListener('output', (event) => {
+    const d = data(event)
+    append(d.stream === 'stderr' ? 'stderr' : 'stdout', String(d.data))
+  })
+  source.addEventListener('log', (event) => {
+    const { seq, at, ...entry } = data(event)
+    $('logs').tBodies[0].append(logRow(entry))
+  })
+  source.addEventListener('network', (event) => {
+    const { seq, at, ...rest } = data(event)
+    $('network').tBodies[0].append(netRow(rest))
+  })
+  const end = (event) => {
+    finished = true
+    // The server closes the stream after the end; an open EventSource would reconnect to it.
+    source.close()
+    conn.textContent = ''
+    const d = data(event)
+    if (d.result) showRun({ ...current, state: 'finished', result: d.result, finishedAt: d.at })
+    refresh()
+  }
+  source.addEventListener('end', end)
+  source.addEventListener('interrupted', end)
+}
+
+let current = { id, state: '', metadata: {} }
+api(`/v1/runs/${encodeURIComponent(id)}`)
+  .then((run) => {
+    current = run
+    showRun(run)
+    follow()
+  })
+  .catch((error) => {
+    errorBox.textContent = error instanceof ApiError ? error.message : String(error)
+  })

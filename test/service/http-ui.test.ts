@@ -1,0 +1,227 @@
+// The dashboard's server side, in process (hono's app.request) over the real service: the session cookie
+// and its flags, the CSRF check on cookie-authenticated writes, the headers that lock the pages down, a
+// revoked key or an expired session ending its sessions; and the page's ANSI reader, a pure function.
+import assert from 'node:assert/strict'
+import { after, before, describe, it } from 'node:test'
+import { createApp } from '../../src/service/http/app.js'
+import { createService } from '../../src/service/service.js'
+import { tempDir } from '../helpers.js'
+
+type Json = Record<string, unknown>
+
+describe('http ui', () => {
+  let created: Awaited<ReturnType<typeof createService>>
+  let app: ReturnType<typeof createApp>['app']
+  let admin: string
+
+  before(async () => {
+    created = await createService({ dataDir: tempDir('cordon-http-ui-'), concurrency: 2, maxQueued: 20 })
+    app = createApp(created.service, { heartbeatMs: 200 }).app
+    admin = created.adminKey as string
+  })
+  after(async () => {
+    await created.service.close()
+  })
+
+  const signIn = async (key: string, extra: Record<string, string> = {}, headers: HeadersInit = {}) =>
+    app.request('/ui/session', {
+      method: 'POST',
+      headers,
+      body: new URLSearchParams({ key, ...extra }),
+    })
+  /** Signs in and returns the `name=value` of the session cookie. */
+  const session = async (key = admin) => {
+    const res = await signIn(key)
+    assert.equal(res.status, 303)
+    const cookie = /^(cordon_session=[^;]+)/.exec(res.headers.get('set-cookie') ?? '')?.[1]
+    assert.ok(cookie, 'a session cookie')
+    return cookie
+  }
+  const withCookie = (cookie: string, path: string, init: RequestInit = {}) =>
+    app.request(path, { ...init, headers: { cookie, ...(init.headers as Record<string, string>) } })
+  const submit = (cookie: string, headers: Record<string, string>) =>
+    withCookie(cookie, '/v1/runs', {
+      method: 'POST',
+      headers,
+      body: JSON.stringify({ cmd: ['true'], metadata: { from: 'ui-test' } }),
+    })
+
+  it('sends the browser to sign in, with the locked-down headers on every page', async () => {
+    const res = await app.request('/ui')
+    assert.equal(res.status, 303)
+    assert.equal(res.headers.get('location'), '/ui/login?next=%2Fui')
+    const login = await app.request('/ui/login?next=/ui/runs/abc')
+    assert.equal(login.status, 200)
+    for (const r of [res, login]) {
+      const csp = r.headers.get('content-security-policy') ?? ''
+      assert.match(csp, /script-src 'self'/)
+      assert.match(csp, /frame-ancestors 'none'/)
+      assert.doesNotMatch(csp, /unsafe-inline|unsafe-eval/)
+      assert.equal(r.headers.get('x-content-type-options'), 'nosniff')
+    }
+    const html = await login.text()
+    assert.doesNotMatch(html, /\{\{/, 'every slot filled')
+    assert.match(html, /name="next" value="\/ui\/runs\/abc"/)
+    assert.doesNotMatch(html, /<script(?![^>]*\bsrc=)/, 'no inline script')
+  })
+
+  it('puts nothing of the request into the sign-in page but a dashboard path', async () => {
+    for (const next of ['"><script>alert(1)</script>', '//evil.example/ui', 'https://evil.example/']) {
+      const html = await (await app.request(`/ui/login?next=${encodeURIComponent(next)}`)).text()
+      assert.doesNotMatch(html, /evil|alert/)
+      assert.match(html, /name="next" value="\/ui"/)
+      const res = await signIn(admin, { next })
+      assert.equal(res.headers.get('location'), '/ui', 'never redirected elsewhere')
+    }
+  })
+
+  it('refuses an unknown key (401, no cookie) and a sign-in posted from another site', async () => {
+    const bad = await signIn('cordon_nope')
+    assert.equal(bad.status, 401)
+    assert.equal(bad.headers.get('set-cookie'), null)
+    assert.match(await bad.text(), /unknown or revoked/)
+    const cross = await signIn(admin, {}, { origin: 'https://evil.example' })
+    assert.equal(cross.status, 403)
+    assert.equal(cross.headers.get('set-cookie'), null)
+  })
+
+  it('gives an HttpOnly, SameSite=Strict, Path=/ session cookie, Secure over https', async () => {
+    const res = await signIn(admin, { next: '/ui/runs/r1' })
+    assert.equal(res.headers.get('location'), '/ui/runs/r1')
+    const flags = (res.headers.get('set-cookie') ?? '').split(/;\s*/).slice(1)
+    assert.ok(flags.includes('HttpOnly'))
+    assert.ok(flags.includes('SameSite=Strict'))
+    assert.ok(flags.includes('Path=/'))
+    assert.ok(!flags.includes('Secure'), 'not over plain http')
+    assert.match(flags.join(';'), /Max-Age=43200/)
+    const https = await signIn(admin, {}, { 'x-forwarded-proto': 'https' })
+    assert.ok((https.headers.get('set-cookie') ?? '').split(/;\s*/).includes('Secure'))
+  })
+
+  it('lets the cookie read the API and the pages, and stream events', async () => {
+    const cookie = await session()
+    const list = await withCookie(cookie, '/v1/runs')
+    assert.equal(list.status, 200)
+    assert.ok(Array.isArray(((await list.json()) as Json).runs))
+    const page = await withCookie(cookie, '/ui')
+    assert.equal(page.status, 200)
+    assert.match(page.headers.get('content-type') ?? '', /text\/html/)
+    assert.equal(page.headers.get('cache-control'), 'no-store')
+    const run = (await (await submit(cookie, { 'x-cordon-csrf': '1' })).json()) as Json
+    const runPage = await withCookie(cookie, `/ui/runs/${run.id}`)
+    assert.equal(runPage.status, 200)
+    const events = await withCookie(cookie, `/v1/runs/${run.id}/events`)
+    assert.equal(events.status, 200)
+    assert.match(await events.text(), /event: end/)
+  })
+
+  it('refuses a write by cookie without the page header or this origin (CSRF); Bearer is unchanged', async () => {
+    const cookie = await session()
+    const refused: Record<string, string>[] = [{}, { origin: 'https://evil.example' }, { origin: 'null' }]
+    for (const headers of refused) {
+      const res = await submit(cookie, headers)
+      assert.equal(res.status, 403, JSON.stringify(headers))
+      assert.equal(((await res.json()) as { error: Json }).error.code, 'forbidden')
+    }
+    const crossWithHeader = await submit(cookie, { origin: 'https://evil.example', 'x-cordon-csrf': '1' })
+    assert.equal(crossWithHeader.status, 403, 'another origin is refused even with the header')
+    assert.equal((await submit(cookie, { 'x-cordon-csrf': '1' })).status, 201)
+    assert.equal((await submit(cookie, { origin: 'http://localhost' })).status, 201)
+    const bearer = await app.request('/v1/runs', {
+      method: 'POST',
+      headers: { authorization: `Bearer ${admin}` },
+      body: JSON.stringify({ cmd: ['true'] }),
+    })
+    assert.equal(bearer.status, 201)
+  })
+
+  it('ends the sessions of a revoked key', async () => {
+    const made = await app.request('/v1/keys', {
+      method: 'POST',
+      headers: { authorization: `Bearer ${admin}` },
+      body: JSON.stringify({ name: 'ui-revoked', scopes: ['runs:read', 'runs:write'] }),
+    })
+    const { id, key } = (await made.json()) as { id: string; key: string }
+    const cookie = await session(key)
+    assert.equal((await withCookie(cookie, '/v1/runs')).status, 200)
+    const revoked = await app.request(`/v1/keys/${id}`, {
+      method: 'DELETE',
+      headers: { authorization: `Bearer ${admin}` },
+    })
+    assert.equal(revoked.status, 204)
+    assert.equal((await withCookie(cookie, '/v1/runs')).status, 401)
+    const page = await withCookie(cookie, '/ui')
+    assert.equal(page.status, 303)
+    assert.match(page.headers.get('location') ?? '', /m=expired/)
+  })
+
+  it('signs out: the session is gone and the cookie cleared', async () => {
+    const cookie = await session()
+    const out = await withCookie(cookie, '/ui/logout', { method: 'POST' })
+    assert.equal(out.status, 303)
+    assert.match(out.headers.get('set-cookie') ?? '', /cordon_session=;.*Max-Age=0/)
+    assert.equal((await withCookie(cookie, '/v1/runs')).status, 401)
+  })
+
+  it('ends a session at its expiry', async () => {
+    const short = createApp(created.service, { sessionTtlMs: 100 }).app
+    const res = await short.request('/ui/session', {
+      method: 'POST',
+      body: new URLSearchParams({ key: admin }),
+    })
+    const cookie = /^(cordon_session=[^;]+)/.exec(res.headers.get('set-cookie') ?? '')?.[1] as string
+    assert.equal((await short.request('/v1/runs', { headers: { cookie } })).status, 200)
+    await new Promise((r) => setTimeout(r, 150))
+    assert.equal((await short.request('/v1/runs', { headers: { cookie } })).status, 401)
+  })
+
+  it('serves its assets with their types, and nothing else under /ui/assets', async () => {
+    const types = { 'style.css': /text\/css/, 'run.js': /text\/javascript/, 'icon.svg': /image\/svg/ }
+    for (const [name, type] of Object.entries(types)) {
+      const res = await app.request(`/ui/assets/${name}`)
+      assert.equal(res.status, 200, name)
+      assert.match(res.headers.get('content-type') ?? '', type)
+    }
+    for (const path of ['/ui/assets/../http/ui.ts', '/ui/assets/login.html', '/ui/assets/%2e%2e%2fui.ts']) {
+      assert.equal((await app.request(path)).status, 404, path)
+    }
+  })
+})
+
+describe('the page’s ANSI reader', () => {
+  type Part = { text: string; cls: string }
+  let ansiReader: () => { read(chunk: string): Part[] }
+  before(async () => {
+    // The page's own module, plain JS without types: loaded by a computed specifier.
+    const url = new URL('../../src/service/ui/common.js', import.meta.url).href
+    ansiReader = ((await import(url)) as { ansiReader: typeof ansiReader }).ansiReader
+  })
+  const text = (parts: Part[]) => parts.map((p) => p.text).join('')
+
+  it('turns colours into classes and drops every other escape and control character', () => {
+    const r = ansiReader()
+    const parts = r.read(
+      'a\x1b[31mred\x1b[0m \x1b[1;32mgo\x1b[m\x1b]0;title\x07\x1b[2J\x1b[Hz\r\x00\x07\tend\n',
+    )
+    assert.equal(text(parts), 'ared goz\tend\n')
+    assert.deepEqual(parts.slice(0, 3), [
+      { text: 'a', cls: '' },
+      { text: 'red', cls: 'a31' },
+      { text: ' ', cls: '' },
+    ])
+    assert.deepEqual(parts[3], { text: 'go', cls: 'a32 a-b' })
+  })
+
+  it('reads an escape split between two chunks whole, and carries a colour over', () => {
+    const r = ansiReader()
+    assert.equal(text(r.read('x\x1b[3')), 'x')
+    const parts = r.read('4mblue')
+    assert.deepEqual(parts, [{ text: 'blue', cls: 'a34' }])
+    assert.deepEqual(r.read('more'), [{ text: 'more', cls: 'a34' }])
+  })
+
+  it('leaves markup as text: it is never parsed as HTML', () => {
+    const r = ansiReader()
+    assert.equal(text(r.read('<script>alert(1)</script>&amp;')), '<script>alert(1)</script>&amp;')
+  })
+})
