@@ -58,6 +58,8 @@ describe('http ui', () => {
       assert.match(csp, /frame-ancestors 'none'/)
       assert.doesNotMatch(csp, /unsafe-inline|unsafe-eval/)
       assert.equal(r.headers.get('x-content-type-options'), 'nosniff')
+      // Not no-referrer: that makes the browser send `Origin: null` on the page's own posts.
+      assert.equal(r.headers.get('referrer-policy'), 'same-origin')
     }
     const html = await login.text()
     assert.doesNotMatch(html, /\{\{/, 'every slot filled')

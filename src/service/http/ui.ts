@@ -105,7 +105,8 @@ const SECURITY_HEADERS: Record<string, string> = {
     "form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
   'X-Content-Type-Options': 'nosniff',
   'X-Frame-Options': 'DENY',
-  'Referrer-Policy': 'no-referrer',
+  // same-origin, not no-referrer: with no-referrer the browser sends `Origin: null` on the page's own posts.
+  'Referrer-Policy': 'same-origin',
   'Cross-Origin-Opener-Policy': 'same-origin',
 }
 

@@ -1,0 +1,273 @@
+// The dashboard end to end in a real browser: Debian's headless chromium driven by playwright-core, against
+// the built `cordon serve`. Signs in, starts a run from the form and watches its output arrive, cancels a
+// run, reads a timeout in words, renders hostile output as text, and checks that the browser's own
+// EventSource (with the session cookie) gets every event to `end`, resuming by itself with Last-Event-ID
+// after the connection is cut mid-output. Screenshots of both pages go to test-artifacts/ (ignored by git).
+import assert from 'node:assert/strict'
+import { existsSync, mkdirSync } from 'node:fs'
+import net from 'node:net'
+import path from 'node:path'
+import { after, before, describe, it } from 'node:test'
+import { fileURLToPath } from 'node:url'
+import type { BrowserContext, Page } from 'playwright-core'
+import { noNamespace, processesWith, type Served, startServe, tempDir, waitFor } from '../helpers.js'
+
+const CHROMIUM = ['/usr/bin/chromium', '/usr/lib/chromium/chromium'].find((p) => existsSync(p))
+const playwright = await import('playwright-core').catch(() => null)
+const skip = !CHROMIUM
+  ? 'chromium is not installed (Debian: apt-get install chromium)'
+  : !playwright
+    ? 'playwright-core is not installed (npm ci)'
+    : noNamespace
+const ARTIFACTS = fileURLToPath(new URL('../../test-artifacts/', import.meta.url))
+
+type Json = Record<string, unknown>
+
+describe('the dashboard in a browser', { skip, timeout: 120_000 }, () => {
+  let served: Served
+  let context: BrowserContext
+  let page: Page
+  let profile: string
+
+  const api = async (route: string, init: { method?: string; body?: unknown } = {}) => {
+    const res = await fetch(`${served.url}${route}`, {
+      method: init.method ?? 'GET',
+      headers: { authorization: `Bearer ${served.adminKey}` },
+      ...(init.body !== undefined ? { body: JSON.stringify(init.body) } : {}),
+    })
+    assert.ok(res.ok, `${route}: ${res.status} ${await res.clone().text()}`)
+    return (await res.json()) as Json
+  }
+  const text = (selector: string) => page.locator(selector).innerText()
+
+  before(async () => {
+    served = await startServe(tempDir('cordon-ui-browser-'))
+    profile = tempDir('cordon-chromium-')
+    context = await (playwright as typeof import('playwright-core')).chromium.launchPersistentContext(
+      profile,
+      {
+        executablePath: CHROMIUM as string,
+        headless: true,
+        // Chromium's own sandbox cannot start as root (these tests run as root in CI): it refuses to run
+        // without --no-sandbox. The page only ever loads this test's server.
+        args: ['--no-sandbox', '--disable-dev-shm-usage', '--disable-gpu'],
+        viewport: { width: 1100, height: 800 },
+      },
+    )
+    page = context.pages()[0] ?? (await context.newPage())
+    mkdirSync(ARTIFACTS, { recursive: true })
+  })
+  after(async () => {
+    await context?.close()
+    // No chromium of this test is left behind.
+    if (profile)
+      assert.ok(await waitFor(() => processesWith(profile).length === 0, 5000), 'chromium left running')
+    served?.child.kill('SIGTERM')
+    await served?.exited
+  })
+
+  it('signs in with a key, starts a run from the form, and shows its output live, then its verdict', async () => {
+    await page.goto(`${served.url}/ui`)
+    assert.match(page.url(), /\/ui\/login\?next=%2Fui$/)
+    await page.getByLabel('API key').fill(served.adminKey as string)
+    await page.getByRole('button', { name: 'Sign in' }).click()
+    await page.waitForURL(`${served.url}/ui`)
+
+    await page.locator('#start summary').click()
+    await page
+      .getByLabel('Command')
+      .fill(
+        'for i in 1 2 3; do echo tick-$i; sleep 0.5; done; printf "\\033[31mred\\033[0m\\n"; echo oops >&2; exit 3',
+      )
+    await page.getByLabel('Wall time').fill('20s')
+    await page.getByLabel('Metadata').first().fill('from=browser')
+    await page.getByRole('button', { name: 'Start', exact: true }).click()
+    await page.waitForURL(/\/ui\/runs\/[^/]+$/)
+
+    // Live: the first line is on the page while the run still runs.
+    await page.locator('#out', { hasText: 'tick-1' }).waitFor()
+    assert.notEqual(await text('#state'), 'finished', 'output seen before the run ended')
+    await page.locator('#status', { hasText: 'nonzero-exit' }).waitFor({ timeout: 20_000 })
+    assert.equal(await text('#verdict'), 'nonzero-exit: exit code 3')
+    assert.equal(await text('#state'), 'finished')
+    assert.equal(await page.locator('#out .s-stderr').innerText(), 'oops\n')
+    assert.equal(await page.locator('#out .a31').innerText(), 'red')
+    assert.match(await text('#out'), /tick-1\ntick-2\ntick-3\nred\noops\n/)
+    assert.ok(await page.locator('#cancel').isDisabled())
+    await page.screenshot({ path: path.join(ARTIFACTS, 'dashboard-run.png'), fullPage: true })
+    await page.emulateMedia({ colorScheme: 'dark' })
+    await page.screenshot({ path: path.join(ARTIFACTS, 'dashboard-run-dark.png'), fullPage: true })
+    await page.emulateMedia({ colorScheme: 'light' })
+  })
+
+  it('shows new runs and their state changes in the list without a reload, and filters it', async () => {
+    await page.goto(`${served.url}/ui`)
+    await page.locator('#runs tbody tr').first().waitFor()
+    const run = await api('/v1/runs', {
+      method: 'POST',
+      body: { cmd: ['sleep', '1'], metadata: { list: 'live' } },
+    })
+    const row = page.locator('#runs tbody tr', { hasText: String(run.id) })
+    await row.waitFor({ timeout: 10_000 })
+    await row.getByRole('cell', { name: 'ok', exact: true }).waitFor({ timeout: 20_000 })
+    assert.match(await row.innerText(), /finished/)
+    await page.locator('#q-meta').fill('list=live')
+    await page.getByRole('button', { name: 'Filter' }).click()
+    await page.waitForURL(/metadata=list%3Dlive/)
+    // The next answer is the filtered list (one in flight may still show the whole one for a moment).
+    await page.waitForFunction(() => document.querySelectorAll('#runs tbody tr').length === 1)
+    assert.match(await page.locator('#runs tbody tr').innerText(), /list=live/)
+    await page.screenshot({ path: path.join(ARTIFACTS, 'dashboard-runs.png'), fullPage: true })
+  })
+
+  it('cancels a running run with its button and shows it canceled; says a timeout in words', async () => {
+    const run = await api('/v1/runs', { method: 'POST', body: { cmd: ['sh', '-c', 'echo up; sleep 30'] } })
+    await page.goto(`${served.url}/ui/runs/${run.id}`)
+    await page.locator('#out', { hasText: 'up' }).waitFor({ timeout: 10_000 })
+    await page.getByRole('button', { name: 'Cancel run' }).click()
+    await page.locator('#status', { hasText: 'canceled' }).waitFor({ timeout: 10_000 })
+    assert.match(await text('#verdict'), /^canceled: /)
+
+    const slow = await api('/v1/runs', {
+      method: 'POST',
+      body: { cmd: ['sleep', '10'], options: { limits: { wallTimeMs: '1s' } } },
+    })
+    await page.goto(`${served.url}/ui/runs/${slow.id}`)
+    await page.locator('#status', { hasText: 'timeout' }).waitFor({ timeout: 15_000 })
+    assert.equal(await text('#verdict'), 'timeout: wall time exceeded 1s')
+  })
+
+  it('renders hostile output as text and stays responsive past a 10 MB line', async () => {
+    const script = [
+      `printf '<script>window.pwned=1</script><img src=x onerror="window.pwned=2">\\n'`,
+      `printf '\\033]0;retitled\\007\\033[2J\\033[32mgreen\\033[0m\\n'`,
+      `head -c 10000000 /dev/zero | tr '\\0' a`,
+      'echo',
+      'echo done-marker',
+    ].join('; ')
+    const run = await api('/v1/runs', {
+      method: 'POST',
+      body: { cmd: ['sh', '-c', script], options: { limits: { maxOutputBytes: '16M', wallTimeMs: '60s' } } },
+    })
+    await page.goto(`${served.url}/ui/runs/${run.id}`)
+    await page.locator('#out', { hasText: 'done-marker' }).waitFor({ timeout: 45_000 })
+    await page.locator('#status', { hasText: 'ok' }).waitFor({ timeout: 10_000 })
+    const seen = await page.evaluate(() => ({
+      pwned: (window as unknown as { pwned?: number }).pwned,
+      tags: document.querySelectorAll('#out script, #out img').length,
+      chars: document.getElementById('out')?.textContent?.length ?? 0,
+      title: document.title,
+    }))
+    assert.equal(seen.pwned, undefined)
+    assert.equal(seen.tags, 0)
+    assert.ok(seen.chars <= 256 * 1024, `the page keeps at most 256 KiB of output, not ${seen.chars}`)
+    assert.match(seen.title, /^Run /)
+    assert.ok(await page.locator('#clipped').isVisible(), 'it says it shows only the last part')
+    // Responsive: a round trip to the page's main thread is quick once it has it all.
+    const start = Date.now()
+    await page.evaluate(() => new Promise((r) => requestAnimationFrame(r)))
+    assert.ok(Date.now() - start < 2000, `a frame took ${Date.now() - start} ms`)
+
+    // The markup is on the page as text (the first lines were clipped: read them from a fresh run).
+    const small = await api('/v1/runs', {
+      method: 'POST',
+      body: { cmd: ['sh', '-c', script.split('; head')[0] as string] },
+    })
+    await page.goto(`${served.url}/ui/runs/${small.id}`)
+    await page.locator('#out', { hasText: 'green' }).waitFor({ timeout: 10_000 })
+    assert.match(
+      await text('#out'),
+      /^<script>window\.pwned=1<\/script><img src=x onerror="window\.pwned=2">\ngreen\n/,
+    )
+    assert.equal(await page.locator('#out .a32').innerText(), 'green')
+    assert.equal(await page.evaluate(() => (window as unknown as { pwned?: number }).pwned), undefined)
+  })
+
+  it("lets the browser's EventSource read every event to end, resuming exactly once after a cut", async () => {
+    // A proxy in front of the server that cuts the first event stream after its 5th output event.
+    const lastIds: (string | null)[] = []
+    let cut = false
+    const proxy = net.createServer((client) => {
+      const upstream = net.connect(Number(new URL(served.url).port), '127.0.0.1')
+      let request = ''
+      let outputs = 0
+      client.on('data', (b: Buffer) => {
+        // Only GETs come through here: each request is its head.
+        request += b.toString('latin1')
+        let end = request.indexOf('\r\n\r\n')
+        while (end >= 0) {
+          const head = request.slice(0, end)
+          if (/^GET \/v1\/runs\/[^/]+\/events/.test(head))
+            lastIds.push(/^last-event-id: *(\S+)/im.exec(head)?.[1] ?? null)
+          request = request.slice(end + 4)
+          end = request.indexOf('\r\n\r\n')
+        }
+        upstream.write(b)
+      })
+      upstream.on('data', (b: Buffer) => {
+        client.write(b)
+        outputs += b.toString('latin1').split('event: output').length - 1
+        if (!cut && outputs >= 5) {
+          cut = true
+          client.destroy()
+          upstream.destroy()
+        }
+      })
+      const end = () => {
+        client.destroy()
+        upstream.destroy()
+      }
+      client.on('error', end).on('close', end)
+      upstream.on('error', end).on('close', end)
+    })
+    await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve))
+    const proxyUrl = `http://127.0.0.1:${(proxy.address() as net.AddressInfo).port}`
+    try {
+      // The cookie is the host's, whatever the port: a page of the proxy's origin sends it. (The sign-in
+      // page: it runs no script of its own, so only this test's stream goes through the proxy.)
+      await page.goto(`${proxyUrl}/ui/login`)
+      const run = await api('/v1/runs', {
+        method: 'POST',
+        body: { cmd: ['sh', '-c', 'for i in $(seq 1 40); do printf "line-%03d\\n" $i; sleep 0.05; done'] },
+      })
+      // A script as text: tsx would put its own helpers (__name) into a function passed as such.
+      const got = (await page.evaluate(`new Promise((resolve) => {
+        const seqs = []
+        const types = []
+        let text = ''
+        let errors = 0
+        const source = new EventSource('/v1/runs/${run.id}/events?encoding=base64')
+        for (const type of ['queued', 'started', 'output', 'log', 'network', 'end']) {
+          source.addEventListener(type, (e) => {
+            seqs.push(Number(e.lastEventId))
+            types.push(type)
+            const data = JSON.parse(e.data)
+            if (type === 'output' && data.data) text += atob(data.data)
+            if (type === 'end') {
+              source.close()
+              resolve({ seqs, types, text, errors })
+            }
+          })
+        }
+        source.addEventListener('error', () => errors++)
+      })`)) as { seqs: number[]; types: string[]; text: string; errors: number }
+      const expected = Array.from({ length: 40 }, (_, i) => `line-${String(i + 1).padStart(3, '0')}\n`).join(
+        '',
+      )
+      assert.equal(got.text, expected, 'every byte exactly once, in order')
+      assert.deepEqual(
+        got.seqs,
+        got.seqs.map((_, i) => i + 1),
+        'every event once, from the first with no gap',
+      )
+      assert.equal(got.types.at(-1), 'end')
+      assert.ok(cut, 'the stream was cut')
+      assert.ok(got.errors >= 1, 'the browser saw the connection drop')
+      assert.equal(lastIds.length, 2, `two requests: ${JSON.stringify(lastIds)}`)
+      assert.equal(lastIds[0], null)
+      assert.ok(Number(lastIds[1]) >= 1, `resumed with Last-Event-ID ${lastIds[1]}`)
+    } finally {
+      proxy.close()
+    }
+  })
+})
