@@ -77,7 +77,8 @@ describe('the dashboard in a browser', { skip, timeout: 120_000 }, () => {
     await page
       .getByLabel('Command')
       .fill(
-        'for i in 1 2 3; do echo tick-$i; sleep 0.5; done; printf "\\033[31mred\\033[0m\\n"; echo oops >&2; exit 3',
+        'echo \'{"level":"warn","msg":"<b>logged</b>","n":1}\' >&$CORDON_LOG_FD; ' +
+          'for i in 1 2 3; do echo tick-$i; sleep 0.5; done; printf "\\033[31mred\\033[0m\\n"; echo oops >&2; exit 3',
       )
     await page.getByLabel('Wall time').fill('20s')
     await page.getByLabel('Metadata').first().fill('from=browser')
@@ -94,6 +95,7 @@ describe('the dashboard in a browser', { skip, timeout: 120_000 }, () => {
     assert.equal(await page.locator('#out .a31').innerText(), 'red')
     assert.match(await text('#out'), /tick-1\ntick-2\ntick-3\nred\noops\n/)
     assert.ok(await page.locator('#cancel').isDisabled())
+    assert.equal(await page.locator('#logs tbody tr').innerText(), 'warn\t<b>logged</b>\t{"n":1}')
     await page.screenshot({ path: path.join(ARTIFACTS, 'dashboard-run.png'), fullPage: true })
     await page.emulateMedia({ colorScheme: 'dark' })
     await page.screenshot({ path: path.join(ARTIFACTS, 'dashboard-run-dark.png'), fullPage: true })
@@ -117,6 +119,19 @@ describe('the dashboard in a browser', { skip, timeout: 120_000 }, () => {
     // The next answer is the filtered list (one in flight may still show the whole one for a moment).
     await page.waitForFunction(() => document.querySelectorAll('#runs tbody tr').length === 1)
     assert.match(await page.locator('#runs tbody tr').innerText(), /list=live/)
+
+    // Pages: two runs a page, older and back to newer.
+    for (const _ of [1, 2, 3])
+      await api('/v1/runs', { method: 'POST', body: { cmd: ['true'], metadata: { pages: 'p' } } })
+    await page.goto(`${served.url}/ui?metadata=pages%3Dp&limit=2`)
+    await page.waitForFunction(() => document.querySelectorAll('#runs tbody tr').length === 2)
+    const first = await text('#runs tbody')
+    await page.getByRole('button', { name: 'Older' }).click()
+    await page.waitForFunction(() => document.querySelectorAll('#runs tbody tr').length === 1)
+    assert.ok(await page.getByRole('button', { name: 'Older' }).isDisabled())
+    await page.getByRole('button', { name: 'Newer' }).click()
+    await page.waitForFunction(() => document.querySelectorAll('#runs tbody tr').length === 2)
+    assert.equal(await text('#runs tbody'), first)
     await page.screenshot({ path: path.join(ARTIFACTS, 'dashboard-runs.png'), fullPage: true })
   })
 
@@ -124,7 +139,9 @@ describe('the dashboard in a browser', { skip, timeout: 120_000 }, () => {
     const run = await api('/v1/runs', { method: 'POST', body: { cmd: ['sh', '-c', 'echo up; sleep 30'] } })
     await page.goto(`${served.url}/ui/runs/${run.id}`)
     await page.locator('#out', { hasText: 'up' }).waitFor({ timeout: 10_000 })
-    await page.getByRole('button', { name: 'Cancel run' }).click()
+    // From the keyboard.
+    await page.getByRole('button', { name: 'Cancel run' }).focus()
+    await page.keyboard.press('Enter')
     await page.locator('#status', { hasText: 'canceled' }).waitFor({ timeout: 10_000 })
     assert.match(await text('#verdict'), /^canceled: /)
 

@@ -173,10 +173,9 @@ export function uiRoutes(
 
   app.get('/ui', (c) => (sessionOf(c, sessions) ? page(c, 'runs.html') : toLogin(c, '/ui')))
   app.get('/ui/', (c) => c.redirect('/ui', 301))
-  app.get('/ui/runs/:id', (c) => {
-    const path = safeNext(`/ui/runs/${c.req.param('id')}`)
-    return sessionOf(c, sessions) && path !== '/ui' ? page(c, 'run.html') : toLogin(c, path)
-  })
+  app.get('/ui/runs/:id', (c) =>
+    sessionOf(c, sessions) ? page(c, 'run.html') : toLogin(c, safeNext(`/ui/runs/${c.req.param('id')}`)),
+  )
   app.get('/ui/login', (c) => {
     const m = c.req.query('m')
     const message = m === 'expired' || m === 'out' ? m : 'none'

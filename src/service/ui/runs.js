@@ -2,7 +2,9 @@
 // visible: the API has no stream of the whole list) and the form that starts a run.
 import { ApiError, api, el, formatMs, formatTime, parsePairs, statusClass } from './common.js'
 
-const PAGE = 25
+const params = new URLSearchParams(location.search)
+/** Runs a page: 25, or the address's `limit` (1 to 1000). */
+const PAGE = Math.min(1000, Math.max(1, Number(params.get('limit')) || 25))
 const REFRESH_MS = 2000
 
 const tbody = document.querySelector('#runs tbody')
@@ -12,7 +14,6 @@ const live = document.getElementById('live')
 const newer = document.getElementById('newer')
 const older = document.getElementById('older')
 
-const params = new URLSearchParams(location.search)
 filters.state.value = params.get('state') ?? ''
 filters.status.value = params.get('status') ?? ''
 filters.metadata.value = params.get('metadata') ?? ''
