@@ -154,7 +154,7 @@ describe('the dashboard in a browser', { skip, timeout: 120_000 }, () => {
     assert.equal(await text('#verdict'), 'timeout: wall time exceeded 1s')
   })
 
-  it('renders hostile output as text and stays responsive past a 10 MB line', async () => {
+  it('renders hostile output as text and stays responsive past a 10 MB line', async (t) => {
     const script = [
       `printf '<script>window.pwned=1</script><img src=x onerror="window.pwned=2">\\n'`,
       `printf '\\033]0;retitled\\007\\033[2J\\033[32mgreen\\033[0m\\n'`,
@@ -167,6 +167,18 @@ describe('the dashboard in a browser', { skip, timeout: 120_000 }, () => {
       body: { cmd: ['sh', '-c', script], options: { limits: { maxOutputBytes: '16M', wallTimeMs: '60s' } } },
     })
     await page.goto(`${served.url}/ui/runs/${run.id}`)
+    // The longest gap between two frames while the output pours in: the page keeps drawing.
+    const gap = page.evaluate(`new Promise((resolve) => {
+      let last = performance.now()
+      let longest = 0
+      const tick = (now) => {
+        longest = Math.max(longest, now - last)
+        last = now
+        if (document.getElementById('status').textContent) resolve(longest)
+        else requestAnimationFrame(tick)
+      }
+      requestAnimationFrame(tick)
+    })`) as Promise<number>
     await page.locator('#out', { hasText: 'done-marker' }).waitFor({ timeout: 45_000 })
     await page.locator('#status', { hasText: 'ok' }).waitFor({ timeout: 10_000 })
     const seen = await page.evaluate(() => ({
@@ -180,10 +192,9 @@ describe('the dashboard in a browser', { skip, timeout: 120_000 }, () => {
     assert.ok(seen.chars <= 256 * 1024, `the page keeps at most 256 KiB of output, not ${seen.chars}`)
     assert.match(seen.title, /^Run /)
     assert.ok(await page.locator('#clipped').isVisible(), 'it says it shows only the last part')
-    // Responsive: a round trip to the page's main thread is quick once it has it all.
-    const start = Date.now()
-    await page.evaluate(() => new Promise((r) => requestAnimationFrame(r)))
-    assert.ok(Date.now() - start < 2000, `a frame took ${Date.now() - start} ms`)
+    const longest = await gap
+    t.diagnostic(`longest frame gap while 10 MB came in: ${Math.round(longest)} ms`)
+    assert.ok(longest < 2000, `a frame took ${Math.round(longest)} ms`)
 
     // The markup is on the page as text (the first lines were clipped: read them from a fresh run).
     const small = await api('/v1/runs', {
