@@ -132,6 +132,12 @@ describe('the dashboard in a browser', { skip, timeout: 120_000 }, () => {
     await page.getByRole('button', { name: 'Newer' }).click()
     await page.waitForFunction(() => document.querySelectorAll('#runs tbody tr').length === 2)
     assert.equal(await text('#runs tbody'), first)
+    // Every control has a name a screen reader says.
+    const unnamed =
+      await page.evaluate(`[...document.querySelectorAll('input:not([type=hidden]), select, textarea, button')]
+      .filter((e) => e.labels?.length === 0 && !e.textContent.trim() && !e.getAttribute('aria-label'))
+      .map((e) => e.outerHTML)`)
+    assert.deepEqual(unnamed, [])
     await page.screenshot({ path: path.join(ARTIFACTS, 'dashboard-runs.png'), fullPage: true })
   })
 

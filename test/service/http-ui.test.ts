@@ -222,6 +222,14 @@ describe('the page’s ANSI reader', () => {
     assert.deepEqual(r.read('more'), [{ text: 'more', cls: 'a34' }])
   })
 
+  it('skips the numbers of 256-colour and true-colour codes', () => {
+    const r = ansiReader()
+    assert.deepEqual(r.read('\x1b[38;5;31ma\x1b[48;2;1;32;3;1mb'), [
+      { text: 'a', cls: '' },
+      { text: 'b', cls: 'a-b' },
+    ])
+  })
+
   it('leaves markup as text: it is never parsed as HTML', () => {
     const r = ansiReader()
     assert.equal(text(r.read('<script>alert(1)</script>&amp;')), '<script>alert(1)</script>&amp;')

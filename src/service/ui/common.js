@@ -115,8 +115,13 @@ export function ansiReader() {
   const cls = () => [fg, bold ? 'a-b' : '', underline ? 'a-u' : ''].filter(Boolean).join(' ')
   const sgr = (params) => {
     const codes = params === '' ? [0] : params.split(';').map(Number)
-    for (const code of codes) {
-      if (code === 0) {
+    for (let i = 0; i < codes.length; i++) {
+      const code = codes[i]
+      // 256-colour and true-colour forms (38;5;n, 38;2;r;g;b, and 48 for the background): not drawn, and
+      // their numbers are not read as codes of their own.
+      if (code === 38 || code === 48) {
+        i += codes[i + 1] === 5 ? 2 : codes[i + 1] === 2 ? 4 : 0
+      } else if (code === 0) {
         fg = ''
         bold = false
         underline = false
