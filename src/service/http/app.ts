@@ -1,9 +1,10 @@
 // The HTTP API: a thin face over the Service. Every route authenticates the bearer key (or the dashboard's
 // session cookie: ui.ts), hands the request to the service (which checks scopes, ownership, the request
 // schema, server-only options and ceilings) and maps what it throws to one error shape:
-// `{ "error": { "code", "message", "field"? } }`, never a stack trace. The handlers parse bodies themselves rather than through zod-openapi's validators, so a
-// server-only option is the service's 403 (not a strict schema's 400), and the OpenAPI document is still
-// generated from the very schemas the service validates with.
+// `{ "error": { "code", "message", "field"? } }`, never a stack trace. The handlers parse bodies
+// themselves rather than through zod-openapi's validators, so a server-only option is the service's 403
+// (not a strict schema's 400), and the OpenAPI document is still generated from the very schemas the
+// service validates with.
 import { OpenAPIHono } from '@hono/zod-openapi'
 import type { Context, MiddlewareHandler } from 'hono'
 import { bodyLimit } from 'hono/body-limit'
