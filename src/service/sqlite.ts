@@ -8,6 +8,8 @@ import Database, { type Statement } from 'better-sqlite3'
 import { errorResult, type RunResult } from '../index.js'
 import type {
   KeyRecord,
+  OutputSlice,
+  OutputStream,
   RunEvent,
   RunEventType,
   RunFilter,
@@ -65,7 +67,34 @@ const MIGRATIONS: readonly string[] = [
      duration_ms INTEGER NOT NULL,
      PRIMARY KEY (run_id, attempt)
    ) WITHOUT ROWID;`,
+  // Where each output event's bytes end, in its stream and in both interleaved: /output finds the few
+  // events a range needs by index instead of reading the run's whole history. Old events are filled in.
+  `ALTER TABLE events ADD COLUMN out_stream TEXT;
+   ALTER TABLE events ADD COLUMN out_end INTEGER;
+   ALTER TABLE events ADD COLUMN merged_end INTEGER;
+   UPDATE events SET out_stream = json_extract(data, '$.stream'),
+                     out_end = json_extract(data, '$.offset') + json_extract(data, '$.bytes')
+     WHERE type = 'output';
+   UPDATE events SET merged_end = m.e FROM (
+       SELECT run_id AS r, seq AS s,
+              SUM(json_extract(data, '$.bytes')) OVER (PARTITION BY run_id ORDER BY seq) AS e
+         FROM events WHERE type = 'output'
+     ) AS m
+     WHERE events.run_id = m.r AND events.seq = m.s;
+   CREATE INDEX events_by_stream_end ON events (run_id, out_stream, out_end) WHERE out_stream IS NOT NULL;
+   CREATE INDEX events_by_merged_end ON events (run_id, merged_end) WHERE merged_end IS NOT NULL;`,
 ]
+
+/** An output event's place in its stream, from its data (`{ stream, offset, bytes }`); null for any other. */
+function outputPlace(
+  type: RunEventType,
+  data: Record<string, unknown>,
+): { stream: string; end: number; bytes: number } | null {
+  if (type !== 'output') return null
+  const { stream, offset, bytes } = data
+  if (typeof stream !== 'string' || typeof offset !== 'number' || typeof bytes !== 'number') return null
+  return { stream, end: offset + bytes, bytes }
+}
 
 /** A run id: random and URL-safe (128 bits: unguessable, so a leaked list cannot be walked). */
 export function newRunId(): string {
@@ -340,23 +369,59 @@ export class SqliteStore implements Store {
       runId,
     ) as { last: number }
     const seq = last + 1
-    this.stmt('INSERT INTO events (run_id, seq, type, at, data) VALUES (?, ?, ?, ?, ?)').run(
-      runId,
-      seq,
-      type,
-      at,
-      JSON.stringify(data),
-    )
+    const out = outputPlace(type, data)
+    let mergedEnd: number | null = null
+    if (out) {
+      const { end } = this.stmt(
+        'SELECT COALESCE(MAX(merged_end), 0) AS end FROM events WHERE run_id = ? AND merged_end IS NOT NULL',
+      ).get(runId) as { end: number }
+      mergedEnd = end + out.bytes
+    }
+    this.stmt(
+      `INSERT INTO events (run_id, seq, type, at, data, out_stream, out_end, merged_end)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+    ).run(runId, seq, type, at, JSON.stringify(data), out?.stream ?? null, out?.end ?? null, mergedEnd)
     return { runId, seq, type, at, data }
   }
 
-  events(runId: string, afterSeq: number, limit: number): RunEvent[] {
-    const rows = this.stmt('SELECT * FROM events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?').all(
-      runId,
-      afterSeq,
-      Math.max(0, Math.floor(limit)),
-    ) as EventRow[]
-    return rows.map(toEvent)
+  events(runId: string, afterSeq: number, limit: number, maxBytes = Number.POSITIVE_INFINITY): RunEvent[] {
+    const out: RunEvent[] = []
+    let bytes = 0
+    // Lazily, row by row: a page stops at `maxBytes` of stored data without reading the rows past it.
+    for (const row of this.stmt(
+      'SELECT run_id, seq, type, at, data FROM events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?',
+    ).iterate(runId, afterSeq, Math.max(0, Math.floor(limit))) as IterableIterator<EventRow>) {
+      out.push(toEvent(row))
+      bytes += row.data.length
+      if (bytes >= maxBytes) break
+    }
+    return out
+  }
+
+  outputSlices(runId: string, stream: OutputStream, from: number, to: number): OutputSlice[] {
+    if (to <= from) return []
+    // Offsets only grow, so the events ending after `from`, by their end, start with the one holding it.
+    const rows = (
+      stream === 'output'
+        ? this.stmt(
+            `SELECT merged_end AS end, data FROM events
+               WHERE run_id = ? AND merged_end IS NOT NULL AND merged_end > ? ORDER BY merged_end`,
+          ).iterate(runId, from)
+        : this.stmt(
+            `SELECT out_end AS end, data FROM events
+               WHERE run_id = ? AND out_stream = ? AND out_end IS NOT NULL AND out_end > ? ORDER BY out_end`,
+          ).iterate(runId, stream, from)
+    ) as IterableIterator<{ end: number; data: string }>
+    const slices: OutputSlice[] = []
+    for (const row of rows) {
+      const data = JSON.parse(row.data) as { bytes?: unknown; data?: unknown }
+      const bytes = Buffer.from(typeof data.data === 'string' ? data.data : '', 'base64')
+      const start = row.end - bytes.length
+      if (start >= to) break
+      slices.push({ start, bytes })
+      if (row.end >= to) break
+    }
+    return slices
   }
 
   interruptRunning(at: string): string[] {

@@ -45,6 +45,15 @@ export interface RunEvent {
   data: Record<string, unknown>
 }
 
+/** A run's kept output: one stream, or both interleaved in arrival order (`output`). */
+export type OutputStream = 'stdout' | 'stderr' | 'output'
+
+/** One output event's bytes, and where they start in the stream read. */
+export interface OutputSlice {
+  start: number
+  bytes: Buffer
+}
+
 export interface RunFilter {
   /** Only this key's runs; undefined: every key's (admin). */
   keyId?: string
@@ -95,8 +104,16 @@ export interface Store {
   deleteRun(id: string): boolean
   /** Appends the next event of the run and returns it (with its seq). */
   appendEvent(runId: string, type: RunEventType, data: Record<string, unknown>): RunEvent
-  /** Events after `afterSeq`, in order, at most `limit`. */
-  events(runId: string, afterSeq: number, limit: number): RunEvent[]
+  /**
+   * Events after `afterSeq`, in order, at most `limit`, and no more once `maxBytes` of their data were
+   * read (at least one): a page of a history that may be as large as the run's output.
+   */
+  events(runId: string, afterSeq: number, limit: number, maxBytes?: number): RunEvent[]
+  /**
+   * The bytes of output events that hold bytes [from, to) of `stream` (`output`: both, interleaved), in
+   * order, each with where it starts in that stream; only those events are read.
+   */
+  outputSlices(runId: string, stream: OutputStream, from: number, to: number): OutputSlice[]
   /** At start-up: runs left `running` by a dead server end `error`/`interrupted`; returns their ids. */
   interruptRunning(at: string): string[]
   /** Runs still queued, oldest first (re-queued at start-up). */

@@ -36,11 +36,11 @@ describe('SqliteStore', () => {
     assert.equal(statSync(dir).mode & 0o777, 0o700)
     assert.equal(statSync(path.join(dir, 'cordon.db')).mode & 0o777, 0o600)
     assert.equal(store.db.pragma('journal_mode', { simple: true }), 'wal')
-    assert.equal(store.version(), 2)
+    assert.equal(store.version(), 3)
     store.close()
     // Opening again runs no migration twice.
     const again = new SqliteStore(dir)
-    assert.equal(again.version(), 2)
+    assert.equal(again.version(), 3)
     again.close()
   })
 
@@ -108,6 +108,109 @@ describe('SqliteStore', () => {
         [4, 3],
       ],
     )
+  })
+
+  it('pages events by bytes too, at least one a page', () => {
+    const { store } = open()
+    store.createRun({ id: 'r', keyId: 'k', createdAt: '2026-01-01T00:00:00.000Z', metadata: {}, request: {} })
+    for (let i = 0; i < 10; i++) store.appendEvent('r', 'log', { msg: 'x'.repeat(1000) })
+    assert.equal(store.events('r', 0, 100, 3000).length, 3)
+    assert.equal(store.events('r', 0, 100, 1).length, 1)
+    assert.deepEqual(
+      store.events('r', 8, 100, 1_000_000).map((e) => e.seq),
+      [9, 10],
+    )
+  })
+
+  // Output events are found by where their bytes end, per stream and interleaved, so that a range of a
+  // long output is read from the few events holding it.
+  const outputRun = (store: SqliteStore, id: string) => {
+    store.createRun({ id, keyId: 'k', createdAt: '2026-01-01T00:00:00.000Z', metadata: {}, request: {} })
+    const offsets = { stdout: 0, stderr: 0 }
+    store.appendEvent(id, 'started', {})
+    for (const [stream, text] of [
+      ['stdout', 'abc'],
+      ['stderr', 'XY'],
+      ['stdout', 'defg'],
+      ['stderr', 'Z'],
+      ['stdout', 'h'],
+    ] as const) {
+      const bytes = Buffer.from(text)
+      store.appendEvent(id, 'output', {
+        stream,
+        offset: offsets[stream],
+        bytes: bytes.length,
+        data: bytes.toString('base64'),
+      })
+      offsets[stream] += bytes.length
+      store.appendEvent(id, 'log', { msg: 'between' })
+    }
+  }
+  const slices = (
+    store: SqliteStore,
+    id: string,
+    stream: 'stdout' | 'stderr' | 'output',
+    from: number,
+    to: number,
+  ) => store.outputSlices(id, stream, from, to).map((s) => [s.start, s.bytes.toString()])
+
+  it('finds the output events holding a range of one stream or of both', () => {
+    const { store } = open()
+    outputRun(store, 'r')
+    assert.deepEqual(slices(store, 'r', 'stdout', 0, 100), [
+      [0, 'abc'],
+      [3, 'defg'],
+      [7, 'h'],
+    ])
+    assert.deepEqual(slices(store, 'r', 'stdout', 4, 5), [[3, 'defg']])
+    assert.deepEqual(slices(store, 'r', 'stdout', 3, 8), [
+      [3, 'defg'],
+      [7, 'h'],
+    ])
+    assert.deepEqual(slices(store, 'r', 'stderr', 1, 3), [
+      [0, 'XY'],
+      [2, 'Z'],
+    ])
+    assert.deepEqual(slices(store, 'r', 'output', 4, 6), [
+      [3, 'XY'],
+      [5, 'defg'],
+    ])
+    assert.deepEqual(slices(store, 'r', 'output', 9, 10), [[9, 'Z']])
+    assert.deepEqual(slices(store, 'r', 'output', 10, 11), [[10, 'h']])
+    assert.deepEqual(slices(store, 'r', 'output', 11, 100), [])
+    assert.deepEqual(slices(store, 'r', 'stdout', 2, 2), [])
+  })
+
+  it('fills in where the output events of a database from before end (the migration)', () => {
+    const { store, dir } = open()
+    outputRun(store, 'old')
+    // Back to the schema before: the columns and their indexes gone, version 2.
+    store.db.exec(`DROP INDEX events_by_stream_end; DROP INDEX events_by_merged_end;
+      ALTER TABLE events DROP COLUMN out_stream; ALTER TABLE events DROP COLUMN out_end;
+      ALTER TABLE events DROP COLUMN merged_end; UPDATE schema_version SET version = 2`)
+    store.close()
+    const again = new SqliteStore(dir)
+    assert.equal(again.version(), 3)
+    assert.deepEqual(slices(again, 'old', 'output', 0, 100), [
+      [0, 'abc'],
+      [3, 'XY'],
+      [5, 'defg'],
+      [9, 'Z'],
+      [10, 'h'],
+    ])
+    assert.deepEqual(slices(again, 'old', 'stderr', 0, 100), [
+      [0, 'XY'],
+      [2, 'Z'],
+    ])
+    // New events go on from there.
+    again.appendEvent('old', 'output', {
+      stream: 'stderr',
+      offset: 3,
+      bytes: 2,
+      data: Buffer.from('!!').toString('base64'),
+    })
+    assert.deepEqual(slices(again, 'old', 'output', 11, 100), [[11, '!!']])
+    again.close()
   })
 
   it('a failed transaction leaves nothing half-done', () => {
