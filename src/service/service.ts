@@ -358,19 +358,15 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
     },
 
     output(key, id, stream, offset, limit) {
-      const run = own(key, id, 'runs:read')
-      let all: Buffer
-      if (run.result) all = Buffer.from(run.result[stream], 'utf8')
-      else {
-        const parts: Buffer[] = []
-        for (const e of store.events(id, 0, Number.MAX_SAFE_INTEGER)) {
-          if (e.type !== 'output') continue
-          if (stream !== 'output' && e.data.stream !== stream) continue
-          parts.push(Buffer.from(String(e.data.data), 'base64'))
-        }
-        all = Buffer.concat(parts)
+      own(key, id, 'runs:read')
+      // From the stored events, during the run and after it: the program's bytes as kept and redacted.
+      const from = Math.max(0, offset)
+      const to = from + Math.max(0, limit)
+      const parts: Buffer[] = []
+      for (const slice of store.outputSlices(id, stream, from, to)) {
+        parts.push(slice.bytes.subarray(Math.max(0, from - slice.start), to - slice.start))
       }
-      return all.subarray(Math.max(0, offset), Math.max(0, offset) + Math.max(0, limit))
+      return Buffer.concat(parts)
     },
 
     writeStdin(key, id, data) {

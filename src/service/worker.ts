@@ -18,7 +18,16 @@ import {
 
 import path from 'node:path'
 import type { PassThrough } from 'node:stream'
-import { errorResult, PolicyError, type RunOptions, type RunResult, type Spawner, start } from '../index.js'
+import { StringDecoder } from 'node:string_decoder'
+import {
+  errorResult,
+  PolicyError,
+  type RunHandle,
+  type RunOptions,
+  type RunResult,
+  type Spawner,
+  start,
+} from '../index.js'
 import type { RunRequest } from './request.js'
 import type { KeyRecord, RunEvent, RunEventType } from './types.js'
 
@@ -96,7 +105,9 @@ async function runIn(ctx: WorkerContext, workspace: string): Promise<RunResult> 
   const secretValues = Object.values(key.secrets).filter((v) => v.length > 0)
   const guard = dataDirGuard(request.options.isolation, ctx.dataDir, process.getuid?.() === 0)
   if ('refused' in guard) return errorResult('options.isolation', guard.refused)
-  const options: RunOptions = {
+  // Bytes: the events and /output keep the program's output exactly (redacted as bytes); the result's
+  // text is decoded from them below, as the library's text mode would have.
+  const options: RunOptions<Buffer> = {
     ...request.options,
     ...guard,
     env: { ...(request.options.env ?? {}), ...key.secrets },
@@ -105,12 +116,13 @@ async function runIn(ctx: WorkerContext, workspace: string): Promise<RunResult> 
     writable: [workspace],
     signal: ctx.signal,
     stdin: stdinOf(request, ctx.stdin),
+    encoding: 'buffer',
     onLog: (entry) => {
       ctx.emit('log', { ...entry })
     },
   }
   if (ctx.spawner) options.spawner = ctx.spawner
-  let handle: ReturnType<typeof start>
+  let handle: RunHandle<Buffer>
   try {
     handle = start(request.cmd, options)
   } catch (error) {
@@ -118,12 +130,13 @@ async function runIn(ctx: WorkerContext, workspace: string): Promise<RunResult> 
     return errorResult('start', (error as Error).message)
   }
   ctx.emit('started', { pid: handle.pid ?? null })
-  // Output events carry the library's (decoded, redacted) text as its UTF-8 bytes, base64; `offset` counts
-  // those bytes per stream, so the events put together are exactly the result's stdout and stderr.
+  // Output events carry the kept, redacted bytes exactly, base64; `offset` counts them per stream, so the
+  // events put together are exactly the output, and /output serves it from them.
   // Chunks are gathered for up to OUTPUT_FLUSH_MS (or OUTPUT_FLUSH_BYTES): the program decides how its
   // writes are split, and one stored event per one-byte write made ~150 bytes of database per byte.
   // Only a run of one stream is gathered, so the events keep the interleaving of stdout and stderr.
   const offsets = { stdout: 0, stderr: 0 }
+  const text = new TextOfChunks()
   let pending: { stream: 'stdout' | 'stderr'; parts: Buffer[]; bytes: number } | null = null
   // The first chunk after a quiet spell goes out at once (a live reader sees it within milliseconds);
   // what follows it within OUTPUT_FLUSH_MS is gathered into the next event, so the bound holds.
@@ -151,7 +164,8 @@ async function runIn(ctx: WorkerContext, workspace: string): Promise<RunResult> 
   }
   try {
     for await (const chunk of handle.output) {
-      const bytes = Buffer.from(chunk.data, 'utf8')
+      const bytes = chunk.data
+      text.push(chunk.stream, bytes.length)
       if (pending && pending.stream !== chunk.stream) flush()
       if (!pending) pending = { stream: chunk.stream, parts: [], bytes: 0 }
       pending.parts.push(bytes)
@@ -163,13 +177,51 @@ async function runIn(ctx: WorkerContext, workspace: string): Promise<RunResult> 
     }
     clearTimeout(gathering)
     flush()
-    return await handle.result
+    return text.result(await handle.result)
   } catch (error) {
     clearTimeout(gathering)
     flush()
     handle.kill()
     await handle.result.catch(() => undefined)
     return errorResult('worker', (error as Error).message)
+  }
+}
+
+/**
+ * A result of `encoding: 'buffer'` as the library's text mode gives it: each stream decoded as UTF-8 (a
+ * character cut across reads comes out whole, an invalid byte as U+FFFD), and `output` as text mode builds
+ * it, each stream's text appended as its bytes arrive, then what each stream's decoder held at the end.
+ * Only where the streams take turns is kept during the run (not a copy of the text): the kept bytes in
+ * arrival order are the result's `output`, cut there at the end.
+ */
+export class TextOfChunks {
+  private readonly turns: ['stdout' | 'stderr', number][] = []
+
+  /** `bytes` of `stream` arrived (a live chunk, in order). */
+  push(stream: 'stdout' | 'stderr', bytes: number): void {
+    if (bytes === 0) return
+    const last = this.turns.at(-1)
+    if (last && last[0] === stream) last[1] += bytes
+    else this.turns.push([stream, bytes])
+  }
+
+  result(result: RunResult<Buffer>): RunResult {
+    const decoders = { stdout: new StringDecoder('utf8'), stderr: new StringDecoder('utf8') }
+    let output = ''
+    let at = 0
+    for (const [stream, bytes] of this.turns) {
+      output += decoders[stream].write(result.output.subarray(at, at + bytes))
+      at += bytes
+    }
+    // The chunks are the kept bytes, in order; were they not, the streams' texts one after the other.
+    if (at !== result.output.length) output = result.stdout.toString('utf8') + result.stderr.toString('utf8')
+    else output += decoders.stdout.end() + decoders.stderr.end()
+    return {
+      ...result,
+      stdout: result.stdout.toString('utf8'),
+      stderr: result.stderr.toString('utf8'),
+      output,
+    }
   }
 }
 

@@ -1,7 +1,11 @@
 // The HTTP API in process (hono's app.request), over the real service: its store, queue and runs.
 import assert from 'node:assert/strict'
+import { randomBytes } from 'node:crypto'
+import { writeFileSync } from 'node:fs'
+import path from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { parseSse } from '../../src/client/client.js'
+import { run as runLocal } from '../../src/index.js'
 import { createApp } from '../../src/service/http/app.js'
 import { createService } from '../../src/service/service.js'
 import { tempDir } from '../helpers.js'
@@ -186,6 +190,89 @@ describe('http app', () => {
     assert.equal(events.at(-1)?.event, 'end')
     const result = JSON.parse(events.at(-1)!.data).result
     assert.match(result.stdout, /id: 999/, 'the text is kept, as data')
+  })
+
+  // The raw output is the program's bytes, whatever they are: not UTF-8, a character cut across writes and
+  // across streams, a secret among them. `/output` and base64 events carry them exactly (redacted); the
+  // result's text is what the library's text mode says of the same program.
+  it('serves binary output byte for byte: /output, base64 events, and the text result as run() gives it', async () => {
+    const secret = 'tok-S3CRET'
+    const noise = randomBytes(4096)
+    const first = Buffer.concat([
+      noise,
+      Buffer.from(secret),
+      Buffer.from([0xff, 0xfe, 0x00]),
+      Buffer.from('ok\xc3', 'latin1'),
+    ])
+    // Each stream's last bytes are ASCII: redaction holds back a secret's length of each stream's end until
+    // the other stream's output is out, counted in bytes here and in characters in text mode.
+    const second = Buffer.from('\xa9 and the tail\n', 'latin1')
+    const script = 'cat a.bin; sleep 0.1; cat b.bin; sleep 0.1; cat a.bin b.bin >&2'
+    const res = await post('/v1/runs', {
+      cmd: ['sh', '-c', script],
+      files: [
+        { path: 'a.bin', content: first.toString('base64'), encoding: 'base64' },
+        { path: 'b.bin', content: second.toString('base64'), encoding: 'base64' },
+      ],
+      options: { redact: [secret] },
+      wait: '30s',
+    })
+    const run = (await res.json()) as Json & { id: string; result: Record<string, unknown> }
+    assert.equal(run.result.status, 'ok', JSON.stringify(run.result))
+    // The library's own runs of the same program and bytes: as bytes, and in its text mode.
+    const dir = tempDir('cordon-bytes-', { mode: 0o777 })
+    writeFileSync(path.join(dir, 'a.bin'), first)
+    writeFileSync(path.join(dir, 'b.bin'), second)
+    const asBytes = await runLocal(['sh', '-c', script], { cwd: dir, redact: [secret], encoding: 'buffer' })
+    const local = await runLocal(['sh', '-c', script], { cwd: dir, redact: [secret] })
+    assert.equal(local.status, 'ok')
+    const { stdout, stderr } = asBytes
+    assert.ok(stdout.subarray(0, noise.length).equals(noise), 'the bytes as written')
+    assert.ok(!stdout.includes(secret) && !stderr.includes(secret), 'the secret redacted')
+    const raw = async (query: string) => {
+      const r = await call(`/v1/runs/${run.id}/output?${query}`)
+      assert.equal(r.status, 200)
+      assert.equal(r.headers.get('content-type'), 'application/octet-stream')
+      return Buffer.from(await r.arrayBuffer())
+    }
+    assert.ok((await raw('stream=stdout')).equals(stdout), 'stdout byte for byte')
+    assert.ok((await raw('stream=stderr')).equals(stderr), 'stderr byte for byte')
+    assert.ok((await raw('stream=output')).equals(asBytes.output), 'both, in order')
+    assert.ok((await raw('stream=stdout&offset=4000&limit=200')).equals(stdout.subarray(4000, 4200)))
+    assert.ok((await raw('stream=output&offset=4100&limit=100000')).equals(asBytes.output.subarray(4100)))
+    assert.equal((await raw('stream=stdout&offset=999999')).length, 0)
+
+    const events = async (query: string) => {
+      const r = await call(`/v1/runs/${run.id}/events${query}`)
+      return (await eventsOf(await r.text()))
+        .filter((e) => e.event === 'output')
+        .map((e) => JSON.parse(e.data) as { stream: string; data: string; offset: number; bytes: number })
+    }
+    const b64 = await events('?encoding=base64')
+    const joined = (stream: string) =>
+      Buffer.concat(b64.filter((e) => e.stream === stream).map((e) => Buffer.from(e.data, 'base64')))
+    assert.ok(joined('stdout').equals(stdout), 'base64 events put together are the bytes')
+    assert.ok(joined('stderr').equals(stderr))
+    for (const e of b64) assert.equal(Buffer.from(e.data, 'base64').length, e.bytes)
+    const text = await events('')
+    const textOf = (stream: string) =>
+      text
+        .filter((e) => e.stream === stream)
+        .map((e) => e.data)
+        .join('')
+
+    assert.equal(run.result.stdout, local.stdout, 'stdout as text mode decodes it')
+    assert.equal(run.result.stderr, local.stderr)
+    assert.equal(run.result.output, local.output)
+    assert.equal(run.result.outputBytes, local.outputBytes)
+    assert.ok(!String(run.result.output).includes(secret))
+    assert.ok(String(run.result.stdout).includes('\ufffd'), 'invalid UTF-8 decoded as text mode does')
+    assert.ok(
+      String(run.result.stdout).endsWith('ok\u00e9 and the tail\n'),
+      'a character cut across writes decodes whole',
+    )
+    assert.equal(textOf('stdout'), local.stdout, 'text events put together are the text')
+    assert.equal(textOf('stderr'), local.stderr)
   })
 
   it('serves the files a run collected', async () => {
