@@ -61,6 +61,9 @@ function invalid(error: z.ZodError, prefix = ''): ServiceError {
 
 const nowIso = () => new Date().toISOString()
 
+/** The most of a run's stored events read at once: a history may hold as much as the output cap. */
+export const EVENT_PAGE = { events: 1000, bytes: 1024 * 1024 }
+
 /** The result of a run canceled before it started: as the library words one. */
 function canceledResult(): RunResult {
   const message = 'canceled before start'
@@ -317,7 +320,8 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
     events(key, id, afterSeq, follow) {
       own(key, id, 'runs:read')
       // Subscribe first, then read what is stored: an event appended in between is both buffered and
-      // read, and the seq decides which copy is delivered.
+      // read, and the seq decides which copy is delivered. One page at most is read: a full page means
+      // there may be more, and the caller asks again after it, not followed meanwhile.
       let last = afterSeq
       let stopped = false
       let buffered: RunEvent[] | null = []
@@ -333,11 +337,17 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
         followers.set(id, set)
       }
       set.add(listener)
-      const past: RunEvent[] = []
-      for (;;) {
-        const page = store.events(id, past.at(-1)?.seq ?? afterSeq, 1000)
-        past.push(...page)
-        if (page.length < 1000) break
+      const stop = () => {
+        stopped = true
+        const s = followers.get(id)
+        s?.delete(listener)
+        if (s?.size === 0) followers.delete(id)
+      }
+      const past = store.events(id, afterSeq, EVENT_PAGE.events, EVENT_PAGE.bytes)
+      const more = past.length > 0 && store.events(id, past.at(-1)?.seq ?? afterSeq, 1).length > 0
+      if (more) {
+        stop()
+        return { past, more, stop }
       }
       last = past.at(-1)?.seq ?? afterSeq
       // Live events go out only after the caller has `past` in hand, in order.
@@ -346,15 +356,7 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
         buffered = null
         for (const e of early) deliver(e)
       })
-      return {
-        past,
-        stop() {
-          stopped = true
-          const s = followers.get(id)
-          s?.delete(listener)
-          if (s?.size === 0) followers.delete(id)
-        },
-      }
+      return { past, more, stop }
     },
 
     output(key, id, stream, offset, limit) {

@@ -186,13 +186,17 @@ export interface Service {
   wait(key: KeyRecord, id: string, ms: number): Promise<RunRecord>
   cancel(key: KeyRecord, id: string): RunRecord
   remove(key: KeyRecord, id: string): void
-  /** Stored events after `afterSeq`; `follow` is called with each later one until the returned stop(). */
+  /**
+   * Stored events after `afterSeq`, a page at most. When the page is the last (`more` false), `follow` is
+   * called with each later event, after `past` and with no gap or duplicate, until the returned stop().
+   * When `more`, nothing is followed: ask again after the page's last event.
+   */
   events(
     key: KeyRecord,
     id: string,
     afterSeq: number,
     follow: (event: RunEvent) => void,
-  ): { past: RunEvent[]; stop(): void }
+  ): { past: RunEvent[]; more: boolean; stop(): void }
   /** The kept, redacted output as bytes: stdout, stderr or both interleaved (`output`). */
   output(
     key: KeyRecord,

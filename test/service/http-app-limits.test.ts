@@ -3,6 +3,8 @@
 // buffer must be watched (a service that counts what the stream took).
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
+import { parseSse } from '../../src/client/client.js'
+import { errorResult } from '../../src/index.js'
 import { createApp } from '../../src/service/http/app.js'
 import { sseStream } from '../../src/service/http/sse.js'
 import { createService } from '../../src/service/service.js'
@@ -99,6 +101,90 @@ describe('http limits', () => {
         ).json()) as Json
       ).id as string
 
+    // A long history is read a range or a page at a time: the store is asked for the rows a read needs,
+    // not for every event the run has. Counted on the store itself (a wrapped method), not timed.
+    it('reads a range of a long output, and replays a long history, a page at a time', async () => {
+      const store = created.service.store
+      const key = created.service.authenticate(admin) as KeyRecord
+      const id = `run_long${Date.now()}`
+      store.createRun({ id, keyId: key.id, createdAt: new Date().toISOString(), metadata: {}, request: {} })
+      store.startRun(id, new Date().toISOString())
+      const n = 5000
+      const size = 1024
+      const all = Buffer.alloc(n * size)
+      for (let i = 0; i < all.length; i++) all[i] = (i * 7 + (i >> 10)) & 0xff
+      for (let i = 0; i < n; i++) {
+        const bytes = all.subarray(i * size, (i + 1) * size)
+        store.appendEvent(id, 'output', {
+          stream: 'stdout',
+          offset: i * size,
+          bytes: size,
+          data: bytes.toString('base64'),
+        })
+      }
+      let rows = 0
+      const events = store.events.bind(store)
+      const slices = store.outputSlices.bind(store)
+      store.events = (...args) => {
+        const page = events(...args)
+        rows += page.length
+        return page
+      }
+      store.outputSlices = (...args) => {
+        const read = slices(...args)
+        rows += read.length
+        return read
+      }
+      try {
+        // While it runs, then once it finished: the same bytes, from the events holding them.
+        for (const finish of [false, true]) {
+          if (finish)
+            store.finishRun(
+              id,
+              { ...errorResult('x', 'y'), status: 'ok', violation: null },
+              new Date().toISOString(),
+            )
+          rows = 0
+          const r = await call(`/v1/runs/${id}/output?stream=stdout&offset=${3000 * size + 100}&limit=1500`)
+          assert.ok(
+            Buffer.from(await r.arrayBuffer()).equals(all.subarray(3000 * size + 100, 3000 * size + 1600)),
+          )
+          assert.ok(rows <= 3, `${rows} events read for 1500 bytes`)
+        }
+
+        // A replay from event 1000 on: the first page only, until the client reads on; then every event once.
+        rows = 0
+        const res = await call(`/v1/runs/${id}/events?encoding=base64`, {
+          headers: { 'last-event-id': '1000' },
+        })
+        const reader = (res.body as ReadableStream<Uint8Array>).getReader()
+        await reader.read()
+        await sleep(50)
+        assert.ok(rows <= 1001, `${rows} events read before the client read on`)
+        const parts: Uint8Array[] = []
+        for (;;) {
+          const { value, done } = await reader.read()
+          if (done) break
+          parts.push(value)
+        }
+        const seen = await eventsOf(Buffer.concat(parts).toString())
+        const out = seen.filter((e) => e.event === 'output')
+        assert.deepEqual(
+          seen.map((e) => Number(e.id)),
+          Array.from({ length: n + 1 - 1000 }, (_, i) => 1001 + i),
+          'every event after 1000 once, in order, the end last',
+        )
+        assert.equal(seen.at(-1)?.event, 'end')
+        const bytes = Buffer.concat(
+          out.map((e) => Buffer.from((JSON.parse(e.data) as { data: string }).data, 'base64')),
+        )
+        assert.ok(bytes.equals(all.subarray(1000 * size)), 'the bytes after event 1000, once each')
+      } finally {
+        store.events = events
+        store.outputSlices = slices
+      }
+    })
+
     it('ends the event stream of a key revoked meanwhile, within a heartbeat or so', async () => {
       const made = (await (
         await call('/v1/keys', {
@@ -166,3 +252,12 @@ describe('http limits', () => {
     })
   })
 })
+
+/** The events of an SSE text (comments skipped), by the client's parser. */
+async function eventsOf(text: string): Promise<{ id: string; event: string; data: string }[]> {
+  const out: { id: string; event: string; data: string }[] = []
+  for await (const m of parseSse(new Response(text).body as ReadableStream<Uint8Array>)) {
+    if (m.id !== null) out.push({ id: m.id, event: m.event, data: m.data })
+  }
+  return out
+}

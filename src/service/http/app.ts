@@ -187,9 +187,13 @@ export function createApp(service: AppService, opts: AppOptions = {}): App {
       stop?.()
     }
     try {
-      const sub = service.events(key, id, 0, see)
+      let sub = service.events(key, id, 0, see)
+      for (;;) {
+        for (const event of sub.past) see(event)
+        if (!sub.more || done) break
+        sub = service.events(key, id, sub.past.at(-1)?.seq ?? 0, see)
+      }
       stop = sub.stop
-      for (const event of sub.past) see(event)
       if (done) sub.stop()
     } catch {
       // deleted already, or the key lost its read scope: not counted

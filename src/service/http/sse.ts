@@ -7,7 +7,8 @@
 // The stream is pulled: what this process holds for a client is bounded by `maxQueuedBytes`, however slowly
 // it reads. Events are written only while the client keeps up; once it falls behind, live events are no
 // longer followed (the store keeps them) and, when it has caught up, the stream reads on from the store
-// after the last event it sent, by seq, then follows again.
+// after the last event it sent, by seq, then follows again. The store is read a page at a time, the next
+// page only once the client has taken the last: a replay of a long history holds one page, not all of it.
 import type { KeyRecord, RunEvent, Service } from '../types.js'
 
 export interface SseOptions {
@@ -106,10 +107,21 @@ export function sseStream(
     sub.stop()
   }
 
+  /**
+   * The stored events after `from`, one page: followed live after it when it is the last, read on from
+   * the store (`behind`) when there is more.
+   */
+  const open = (from: number) => {
+    sub = service.events(key, id, from, live)
+    pending = sub.past
+    next = 0
+    behind = sub.more
+  }
   let sub = service.events(key, id, after, live)
   pending = sub.past
+  behind = sub.more
 
-  /** Writes what is pending while the client has room, reading on from the store when behind. */
+  /** Writes what is pending while the client has room, reading the next page only once this one is out. */
   const fill = () => {
     while (room()) {
       if (next < pending.length) {
@@ -119,14 +131,12 @@ export function sseStream(
       pending = []
       next = 0
       if (!behind) return
-      behind = false
       try {
-        sub = service.events(key, id, last, live)
+        open(last)
       } catch {
         return close('the run is gone')
       }
-      pending = sub.past
-      if (pending.length === 0) return
+      if (pending.length === 0 && !behind) return
     }
   }
 
