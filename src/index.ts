@@ -30,8 +30,8 @@ export type { CreateRootfsOptions, RootfsInfo } from './rootfs/rootfs.js'
 export { createRootfs, deleteRootfs, listRootfs, rootfsCacheDir } from './rootfs/rootfs.js'
 
 // Schema and shared spellings, for faces (CLI, HTTP, MCP): the options' schema and its CLI names, sizes
-// and durations as cordon writes them, a signal's number, what an IP address reaches, and the one result
-// of a run never made.
+// and durations as cordon writes them, a signal's number, what an IP address reaches, the one result
+// of a run never made, and removing a directory a sandbox wrote in.
 export type { CliMeta } from './policy/schema.js'
 export { cli as cliRegistry, durationSchema, policySchema } from './policy/schema.js'
 export { formatBytes, formatDuration } from './policy/units.js'
@@ -39,6 +39,7 @@ export { signalNumber } from './host/signals.js'
 export type { AddressKind } from './net/host.js'
 export { classifyAddress } from './net/host.js'
 export { errorResult } from './run/result.js'
+export { removeWrittenTree } from './host/scratch.js'
 
 // Errors. Invalid input throws PolicyError, naming the field; what the machine does to a run is its
 // result. Besides: a sandbox past its quota, a closed or dead spawner, a root filesystem that could not

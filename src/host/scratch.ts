@@ -5,6 +5,7 @@
 import { spawn } from 'node:child_process'
 import { lstatSync, rmdirSync } from 'node:fs'
 import path from 'node:path'
+import { LAUNCHER_PATH } from './native.js'
 import { staleEntries } from './stale.js'
 
 /** Not as root: `<prefix><owner pid>-<uuid>` under the host's TMPDIR, so the next cordon finds a dead owner's. */
@@ -22,6 +23,14 @@ export function removeTree(launcher: string, dir: string): Promise<void> {
     remover.once('error', () => resolve())
     remover.once('close', () => resolve())
   })
+}
+
+/**
+ * Remove `dir` (absolute) and all beneath it, as a sandbox of cordon's own uid may have left it, with
+ * cordon's own launcher (see removeTree): for a face that gives sandboxes a directory to write in.
+ */
+export function removeWrittenTree(dir: string): Promise<void> {
+  return removeTree(LAUNCHER_PATH, dir)
 }
 
 /**

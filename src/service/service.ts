@@ -12,7 +12,7 @@ import { newRunId, SqliteStore } from './sqlite.js'
 import type { KeyRecord, RunEvent, RunEventType, RunRecord, Scope, Service, Store } from './types.js'
 import { runView, ServiceError } from './types.js'
 import { checkWebhookUrl, deliverWebhook } from './webhook.js'
-import { executeRun, filesDir } from './worker.js'
+import { executeRun, filesDir, removeWorkspace } from './worker.js'
 
 export interface ServiceOptions {
   /** Holds cordon.db, the runs' workspaces (work/) and their collected files (files/). Made 0700. */
@@ -179,7 +179,7 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
 
   // Start-up: what a dead server left running is over (its workspaces with it); what it left queued runs now.
   store.interruptRunning(nowIso())
-  rmSync(path.join(dataDir, 'work'), { recursive: true, force: true })
+  await removeWorkspace(path.join(dataDir, 'work'))
   for (const run of store.queuedRuns()) {
     if ((run.request as RunRequest).stdin === 'open') stdins.set(run.id, new PassThrough())
     queue.push(run.id, run.keyId)

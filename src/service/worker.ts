@@ -25,6 +25,7 @@ import {
   type RunHandle,
   type RunOptions,
   type RunResult,
+  removeWrittenTree,
   type Spawner,
   start,
 } from '../index.js'
@@ -55,6 +56,7 @@ export async function executeRun(ctx: WorkerContext): Promise<RunResult> {
   const workspace = workspaceDir(ctx.dataDir, ctx.runId)
   try {
     try {
+      await removeWorkspace(workspace) // a leftover of a crash
       makeWorkspace(ctx.dataDir, workspace)
       writeFiles(workspace, ctx.request.files)
     } catch (error) {
@@ -71,7 +73,27 @@ export async function executeRun(ctx: WorkerContext): Promise<RunResult> {
     }
     return result
   } finally {
+    await removeWorkspace(workspace)
+  }
+}
+
+/**
+ * Removes a run's workspace, which its sandbox filled as it liked: a planted symlink (to a directory
+ * outside, in place of a directory) goes as the link it is, and nothing it names goes with it.
+ * - Not as root, the sandbox had the server's own uid: the library's fd-relative remover takes it, which
+ *   follows no symlink even mid-walk, and opens what the sandbox shut (chmod 000) before emptying it.
+ * - As root, the sandbox's files are of a pool uid, which that remover leaves alone (it enters only its
+ *   caller's directories): Node's rm takes them, walking by lstat, unlinking each symlink itself. A path
+ *   walk can be steered only by a directory swapped for a symlink mid-walk, and nothing is mid-anything:
+ *   a run's result comes only once nothing of its sandbox runs.
+ * What cannot go stays (the next start sweeps work/ again), never an exception: the run has its result.
+ */
+export async function removeWorkspace(workspace: string, asRoot = process.getuid?.() === 0): Promise<void> {
+  if (!asRoot) return removeWrittenTree(workspace)
+  try {
     rmSync(workspace, { recursive: true, force: true })
+  } catch {
+    // stays until the next start
   }
 }
 
@@ -240,7 +262,6 @@ function stdinOf(request: RunRequest, open: PassThrough | undefined): RunOptions
 function makeWorkspace(dataDir: string, workspace: string): void {
   const parent = path.join(dataDir, 'work')
   mkdirSync(parent, { recursive: true, mode: 0o700 })
-  rmSync(workspace, { recursive: true, force: true }) // a leftover of a crash
   mkdirSync(workspace, { mode: 0o777 })
   chmodSync(workspace, 0o777)
 }

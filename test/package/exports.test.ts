@@ -30,6 +30,7 @@ const VALUES = [
   'openSpawner',
   'policySchema',
   'probeCapabilities',
+  'removeWrittenTree',
   'rootfsCacheDir',
   'run',
   'signalNumber',

@@ -1,5 +1,15 @@
 import assert from 'node:assert/strict'
-import { existsSync, linkSync, mkdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
+import {
+  chmodSync,
+  existsSync,
+  linkSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs'
 import path from 'node:path'
 import { describe, it } from 'node:test'
 import type { RunRequest } from '../../src/service/request.js'
@@ -10,6 +20,7 @@ import {
   dataDirGuard,
   executeRun,
   globRegExp,
+  removeWorkspace,
   workspaceDir,
   writeFiles,
 } from '../../src/service/worker.js'
@@ -153,6 +164,69 @@ describe('worker', () => {
     assert.equal(out.toString(), result.stdout)
     assert.ok(!JSON.stringify(events).includes('tok-123456'))
   })
+
+  // What the sandbox left in its workspace is untrusted: removing it unlinks each symlink it planted (to a
+  // directory outside, a file outside, one where a directory was, a loop) and follows none.
+  it('removes the workspace without following a symlink the sandbox planted', {
+    skip: noNamespace,
+  }, async () => {
+    const dataDir = tempDir('cordon-data-')
+    const outside = tempDir('cordon-outside-', { mode: 0o755 })
+    mkdirSync(path.join(outside, 'dir'))
+    writeFileSync(path.join(outside, 'precious'), 'keep me\n')
+    writeFileSync(path.join(outside, 'dir', 'inner'), 'me too\n')
+    const script = [
+      'mkdir -p keep/deep swap/inner nest/a && echo x > keep/deep/f && echo y > swap/inner/g',
+      `ln -s ${outside} to-dir && ln -s ${outside}/precious to-file && ln -s ${outside}/dir nest/a/link`,
+      `mv swap swap.old && ln -s ${outside} swap && ln -s .. nest/up && ln -s loop loop`,
+      'chmod 000 keep/deep && chmod 500 nest',
+    ].join('; ')
+    const result = await executeRun({
+      dataDir,
+      runId: 'run_links',
+      request: runRequestSchema.parse({ cmd: ['sh', '-c', script] }),
+      key,
+      spawner: undefined,
+      signal: new AbortController().signal,
+      stdin: undefined,
+      emit: (type: RunEventType, data) => ({ runId: 'run_links', seq: 1, type, at: '', data }),
+      maxCollectBytes: 0,
+    })
+    assert.equal(result.status, 'ok', JSON.stringify(result))
+    assert.equal(existsSync(workspaceDir(dataDir, 'run_links')), false, 'the workspace is removed')
+    assert.equal(readFileSync(path.join(outside, 'precious'), 'utf8'), 'keep me\n')
+    assert.equal(readFileSync(path.join(outside, 'dir', 'inner'), 'utf8'), 'me too\n')
+    assert.deepEqual(readdirSync(outside).sort(), ['dir', 'precious'])
+  })
+
+  // Both ways a workspace goes: as root (the sandbox's files are a pool uid's) and not (they are the
+  // server's own, by the library's fd-relative remover), on what a sandbox may leave: links out, a link
+  // where a directory was, a loop, directories it shut.
+  for (const asRoot of [true, false]) {
+    it(`removeWorkspace follows no link and opens what was shut (${asRoot ? 'as root' : 'not as root'})`, async () => {
+      const outside = tempDir('cordon-outside-')
+      mkdirSync(path.join(outside, 'dir'))
+      writeFileSync(path.join(outside, 'precious'), 'keep me\n')
+      writeFileSync(path.join(outside, 'dir', 'inner'), 'me too\n')
+      const ws = path.join(tempDir('cordon-work-'), 'run_x')
+      mkdirSync(path.join(ws, 'keep', 'deep'), { recursive: true })
+      mkdirSync(path.join(ws, 'nest', 'a'), { recursive: true })
+      writeFileSync(path.join(ws, 'keep', 'deep', 'f'), 'x')
+      symlinkSync(outside, path.join(ws, 'to-dir'))
+      symlinkSync(path.join(outside, 'precious'), path.join(ws, 'to-file'))
+      symlinkSync(path.join(outside, 'dir'), path.join(ws, 'nest', 'a', 'link'))
+      symlinkSync(outside, path.join(ws, 'swap'))
+      symlinkSync('..', path.join(ws, 'nest', 'up'))
+      chmodSync(path.join(ws, 'keep', 'deep'), 0)
+      chmodSync(path.join(ws, 'nest'), 0o500)
+      await removeWorkspace(ws, asRoot)
+      assert.equal(existsSync(ws), false, 'the workspace is gone')
+      assert.equal(readFileSync(path.join(outside, 'precious'), 'utf8'), 'keep me\n')
+      assert.equal(readFileSync(path.join(outside, 'dir', 'inner'), 'utf8'), 'me too\n')
+      assert.deepEqual(readdirSync(outside).sort(), ['dir', 'precious'])
+      await removeWorkspace(ws, asRoot) // gone already: nothing to do, no error
+    })
+  }
 
   it('an invalid option or a bad file is the run’s error result, not an exception', async () => {
     const dataDir = tempDir('cordon-data-')
