@@ -121,6 +121,28 @@ describe('client', { timeout: 120_000 }, () => {
     await assert.rejects(client.get(long.id), (e: ClientError) => e.status === 404 && e.code === 'not-found')
   })
 
+  it("output() and base64 events() give a binary program's bytes exactly", async () => {
+    const client = connect({ url, key: admin })
+    const data = Buffer.from([0, 0xff, 0xfe, 0xc3, 0x28, 0x80, 0x41, 0xe2, 0x82])
+    const done = await client.submit({
+      cmd: ['cat', 'b.bin'],
+      files: [{ path: 'b.bin', content: data.toString('base64'), encoding: 'base64' }],
+      wait: '30s',
+    })
+    assert.equal(done.result?.status, 'ok')
+    assert.deepEqual([...(await client.output(done.id, 'stdout'))], [...data])
+    assert.deepEqual(
+      [...(await client.output(done.id, 'output', { offset: 1, limit: 3 }))],
+      [0xff, 0xfe, 0xc3],
+    )
+    const parts: Buffer[] = []
+    for await (const event of client.events(done.id, { encoding: 'base64' })) {
+      if (event.type === 'output') parts.push(Buffer.from(String(event.data.data), 'base64'))
+    }
+    assert.deepEqual([...Buffer.concat(parts)], [...data])
+    assert.equal(done.result?.stdout, data.toString('utf8'), 'the result: the bytes as text')
+  })
+
   it('events() resumes a dropped connection: every event once, in order', async () => {
     const relay = await proxy(Number(new URL(url).port))
     try {
