@@ -12,10 +12,10 @@ import {
   openSync,
   readdirSync,
   readSync,
-  rmSync,
   writeSync,
 } from 'node:fs'
 
+import { rm } from 'node:fs/promises'
 import path from 'node:path'
 import type { PassThrough } from 'node:stream'
 import { StringDecoder } from 'node:string_decoder'
@@ -91,7 +91,8 @@ export async function executeRun(ctx: WorkerContext): Promise<RunResult> {
 export async function removeWorkspace(workspace: string, asRoot = process.getuid?.() === 0): Promise<void> {
   if (!asRoot) return removeWrittenTree(workspace)
   try {
-    rmSync(workspace, { recursive: true, force: true })
+    // Off the event loop: an rmdir of a directory a sandbox had mounted took ~1 ms, every run.
+    await rm(workspace, { recursive: true, force: true })
   } catch {
     // stays until the next start
   }
