@@ -6,9 +6,10 @@ import type { AddressInfo } from 'node:net'
 import path from 'node:path'
 import { serve as listen } from '@hono/node-server'
 import pino from 'pino'
-import { createApp } from './http/app.js'
+import { type AppMount, createApp } from './http/app.js'
 import { defaultDataDir } from './paths.js'
 import { createService } from './service.js'
+import type { Service } from './types.js'
 
 export interface ServeOptions {
   /** Default 127.0.0.1: the API is meant for this machine unless a proxy fronts it. */
@@ -23,6 +24,8 @@ export interface ServeOptions {
   maxConnections?: number
   /** Let webhooks go to loopback or private addresses (refused by default: SSRF). */
   allowPrivateWebhooks?: boolean
+  /** Routes a higher layer serves on the same service and keys (`/mcp`), given the service once it exists. */
+  mounts?: (service: Service) => AppMount[]
 }
 
 export interface Server {
@@ -43,7 +46,10 @@ export async function serve(options: ServeOptions = {}): Promise<Server> {
     ...(options.concurrency !== undefined ? { concurrency: options.concurrency } : {}),
     ...(options.maxQueued !== undefined ? { maxQueued: options.maxQueued } : {}),
   })
-  const { app } = createApp(service, { logger: log })
+  const { app } = createApp(service, {
+    logger: log,
+    ...(options.mounts ? { mounts: options.mounts(service) } : {}),
+  })
 
   const server = await new Promise<ReturnType<typeof listen>>((resolve, reject) => {
     const s = listen(

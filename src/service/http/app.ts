@@ -48,6 +48,14 @@ export interface AppOptions {
   logger?: AppLogger
   /** How long a dashboard session lasts, ms (default 12 h). */
   sessionTtlMs?: number
+  /** Routes a higher layer adds (the MCP endpoint), behind the same bearer keys and body limit. */
+  mounts?: AppMount[]
+}
+
+/** A route the app serves without knowing what it is: the request as it came, and the caller's key. */
+export interface AppMount {
+  path: string
+  handler(request: Request, key: KeyRecord): Promise<Response>
 }
 
 export const DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
@@ -266,7 +274,7 @@ export function createApp(service: AppService, opts: AppOptions = {}): App {
   }
   app.use('/v1/*', auth)
   const bodies = byteBudget(opts.maxBodyBytesInFlight ?? DEFAULT_MAX_BODY_BYTES_IN_FLIGHT)
-  app.use('/v1/*', async (c, next) => {
+  const holdBody: MiddlewareHandler<Env> = async (c, next) => {
     if (c.req.method === 'GET' || c.req.method === 'HEAD' || c.req.method === 'DELETE') return next()
     const cost = bodyCost(c.req.header('content-length'), maxBodyBytes)
     if (!bodies.take(cost)) {
@@ -284,14 +292,18 @@ export function createApp(service: AppService, opts: AppOptions = {}): App {
     } finally {
       c.get('bodyRead')()
     }
+  }
+  const limitBody = bodyLimit({
+    maxSize: maxBodyBytes,
+    onError: (c) => c.json(errorBody('too-large', `the body must be at most ${maxBodyBytes} bytes`), 413),
   })
-  app.use(
-    '/v1/*',
-    bodyLimit({
-      maxSize: maxBodyBytes,
-      onError: (c) => c.json(errorBody('too-large', `the body must be at most ${maxBodyBytes} bytes`), 413),
-    }),
-  )
+  app.use('/v1/*', holdBody, limitBody)
+
+  // A higher layer's routes (/mcp), behind the same keys and body bounds.
+  for (const mount of opts.mounts ?? []) {
+    app.use(mount.path, auth, holdBody, limitBody)
+    app.all(mount.path, (c) => mount.handler(c.req.raw, c.get('key')))
+  }
 
   const jsonBody = async (c: Context<Env>): Promise<unknown> => {
     const text = await c.req.text()
