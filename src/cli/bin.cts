@@ -109,10 +109,10 @@ async function main(argv: string[]): Promise<void> {
     process.stdout.write(`${typeof pkg.version === 'string' ? pkg.version : 'unknown'}\n`)
     return
   }
-  // The service's commands import it (kept out of the bundle) at run time, which code compiled by vm.Script
-  // cannot do on Node 20: they take the modules, whose start-up matters less.
+  // The service's commands (and `mcp`) import it (kept out of the bundle) at run time, which code compiled
+  // by vm.Script cannot do on Node 20: they take the modules, whose start-up matters less.
   // So does `run --server`, for the client (its flags come before `--`; a false match is only slower).
-  if (argv[0] === 'serve' || argv[0] === 'keys' || remote(argv))
+  if (argv[0] === 'serve' || argv[0] === 'keys' || argv[0] === 'mcp' || remote(argv))
     return ((await import('./program.js')) as Cli).cli(argv)
   const bundle = path.join(__dirname, 'cordon.cjs')
   // Without the bundle (a build without esbuild), the modules themselves: slower, the same commands.

@@ -6,6 +6,7 @@ import { errorResult } from '../index.js'
 import { callCommand } from './call.js'
 import { doctorCommand } from './doctor.js'
 import { commanderOptions, flagFor } from './flags.js'
+import { mcpCommand } from './mcp.js'
 import { EXIT_BROKEN_PIPE, pipeBroken, print, watchOwnPipes } from './pipes.js'
 import { rootfsCreateCommand, rootfsDeleteCommand, rootfsListCommand } from './rootfs.js'
 import { EXIT, runCommand } from './run.js'
@@ -84,6 +85,15 @@ Exit codes:
   125    cordon could not run or the call could not be made (bad flag, module did not load, no such export)
   130    canceled (Ctrl-C, SIGTERM, SIGHUP)
   141    the reader of cordon's output went away`
+
+const MCP_HELP = `
+The flags are the most any tool call may ask: --timeout, --memory … bound each run's limits, --net the
+network it may ask (and its default); --allow, --deny, --env, --redact … are set in every run.
+
+Examples:
+  cordon mcp --timeout 2m --memory 1G --net none
+  cordon mcp --net 'allow:pypi.org,*.pythonhosted.org' --function grade=./grade.mjs#grade
+  Claude Desktop: { "command": "npx", "args": ["cordon", "mcp", "--timeout", "2m"] }`
 
 export async function main(argv: string[]): Promise<number> {
   let code = 0
@@ -191,6 +201,27 @@ export async function main(argv: string[]): Promise<number> {
     .action(async (values: Record<string, unknown>) => {
       code = await serveCommand(values)
     })
+
+  const mcpCmd = program
+    .command('mcp')
+    .description('serve MCP on stdio: tools that run commands in sandboxes, within these flags')
+    .addOption(
+      new Option(
+        '--output-budget <SIZE>',
+        'bytes of output a tool result holds; the rest is paged (default 8K)',
+      ),
+    )
+    .addOption(
+      new Option('--function <NAME=FILE#EXPORT>', 'a function call_function may call (repeatable)').argParser(
+        (value: string, previous: string[] = []) => [...previous, value],
+      ),
+    )
+    .addOption(new Option('--concurrency <N>', 'runs at once (default 2)').argParser(wholeNumber(1, 1024)))
+    .action(async (values: Record<string, unknown>) => {
+      code = await mcpCommand(values, packageVersion())
+    })
+  for (const option of commanderOptions()) mcpCmd.addOption(option)
+  mcpCmd.addHelpText('after', MCP_HELP)
 
   const keys = program.command('keys').description("the service's API keys (no running server needed)")
   keys

@@ -23,7 +23,10 @@ interface ServeValues {
 
 export async function serveCommand(values: ServeValues): Promise<number> {
   const { serveUntilSignal } = await import('../service/serve.js')
+  const { mcpMount } = await import('../mcp/http.js')
   await serveUntilSignal({
+    // MCP (Streamable HTTP) at /mcp, behind the same keys: composed here, the service knows nothing of it.
+    mounts: (service) => [mcpMount(service)],
     ...(values.host !== undefined ? { host: values.host } : {}),
     ...(values.port !== undefined ? { port: values.port } : {}),
     ...(values.dataDir !== undefined ? { dataDir: values.dataDir } : {}),

@@ -25,9 +25,11 @@ const RANKS: Record<string, number> = {
   sandbox: 6,
   'index.ts': 7,
   service: 8,
+  // MCP: tools over the service (`/mcp` on serve, `cordon mcp` on an in-process service of its own).
+  mcp: 9,
   // The typed client of the service: above it only to read its types (service/types.ts).
-  client: 9,
-  cli: 10,
+  client: 10,
+  cli: 11,
 }
 /** Base modules every layer may use; the rest of rank 0 (host/) may not import them back but these. */
 const BASE = new Set(['errors.ts', 'lazy.ts'])
@@ -81,8 +83,8 @@ describe('layers', () => {
     assert.deepEqual(wrong, [])
   })
 
-  it('the faces (CLI, service, client) import the engine only through index.ts (and errors.ts)', () => {
-    const FACES = new Set(['cli', 'service', 'client'])
+  it('the faces (CLI, service, MCP, client) import the engine only through index.ts (and errors.ts)', () => {
+    const FACES = new Set(['cli', 'service', 'client', 'mcp'])
     const wrong: string[] = []
     for (const from of files) {
       const face = unit(from)

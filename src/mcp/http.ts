@@ -1,0 +1,40 @@
+// `/mcp` on `cordon serve`: Streamable HTTP behind the same bearer keys as /v1 (the app authenticates
+// before this runs), each request served by the serving process's service as the caller's key.
+// Stateless: a new server and transport per request, no session to keep, because everything a client
+// comes back for (runs, their output, stdin) lives in the service under the key, not in a session. So
+// any request may go to any process, and a restart loses nothing but the calls in flight.
+import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js'
+import type { KeyRecord, Service } from '../service/types.js'
+import { DEFAULT_OUTPUT_BUDGET } from './budget.js'
+import { createMcpServer } from './tools.js'
+
+export interface McpHttpOptions {
+  /** Bytes of each text a tool returns (default 8 KiB). */
+  budget?: number
+  version?: string
+}
+
+/** The `/mcp` route for createApp's `mounts` (through serve()'s `mounts`). */
+export function mcpMount(
+  service: Service,
+  options: McpHttpOptions = {},
+): { path: string; handler(request: Request, key: KeyRecord): Promise<Response> } {
+  return {
+    path: '/mcp',
+    async handler(request, key) {
+      const server = createMcpServer({
+        service,
+        key,
+        budget: options.budget ?? DEFAULT_OUTPUT_BUDGET,
+        // A long poll holds a connection: the HTTP API's own longest wait.
+        maxWaitMs: 60_000,
+        ...(options.version ? { version: options.version } : {}),
+      })
+      const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined })
+      await server.connect(transport)
+      // The transport ends a streamed (SSE) answer once the call's response is sent; nothing else holds
+      // the server, which goes with it.
+      return transport.handleRequest(request)
+    },
+  }
+}

@@ -1,0 +1,163 @@
+// `cordon mcp`: an MCP server on stdio for a local agent. Sandboxes run in this process, through a service
+// of its own (createService) on a private data dir that is removed at exit, with one key made here whose
+// ceilings are the operator's flags: `--timeout 2m` is the most any tool call may ask, `--net` the most
+// network, and the flags no tool input names (`--allow`, `--env`, `--redact`…) are set in every run. So the
+// stdio face and `/mcp` on `cordon serve` are one implementation (tools.ts) on one Service contract.
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import path from 'node:path'
+import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js'
+import { PolicyError } from '../errors.js'
+import { callFunction, type FunctionResult, policySchema, type RunOptions } from '../index.js'
+import { LIMIT_NAMES, newKeyRecord } from '../service/key-schema.js'
+import { createService } from '../service/service.js'
+import { DEFAULT_OUTPUT_BUDGET } from './budget.js'
+import { createMcpServer, type McpFunctions } from './tools.js'
+
+/** Parses `--output-budget` (a size as the options write one: `8K`, `16K`). */
+export function parseBudget(value: string | number): number {
+  const size = policySchema.shape.limits.unwrap().shape.maxOutputBytes.unwrap()
+  const parsed = size.safeParse(value)
+  if (!parsed.success || parsed.data < 256)
+    throw new PolicyError(
+      'output-budget',
+      `must be a size of at least 256B (such as 8K), got ${String(value)}`,
+    )
+  return parsed.data
+}
+
+/** `NAME=FILE#EXPORT` (`--function`), the file resolved against the working directory. */
+export function parseFunction(text: string): McpFunctionSpec {
+  const m = /^([A-Za-z_][\w.-]*)=(.+)#([^#]+)$/.exec(text)
+  if (!m) throw new PolicyError('function', `must be NAME=FILE#EXPORT, got "${text}"`)
+  return { name: m[1] as string, module: path.resolve(m[2] as string), exportName: m[3] as string }
+}
+
+/** A function `call_function` may call: its name for the model, and FILE#export. */
+export interface McpFunctionSpec {
+  name: string
+  module: string
+  exportName: string
+}
+
+export interface McpStdioOptions {
+  /** The run options as `cordon run`'s flags give them (policyInput): limits are the ceilings. */
+  policy: Record<string, unknown>
+  /** Bytes of each text a tool returns (default 8 KiB). */
+  budget?: number
+  functions?: McpFunctionSpec[]
+  /** Runs at once (default 2). */
+  concurrency?: number
+  version?: string
+  stdin?: NodeJS.ReadableStream & { off(event: string, fn: (...a: unknown[]) => void): unknown }
+  stdout?: NodeJS.WritableStream
+}
+
+/** Fields of the options that name host paths or host state: `cordon mcp` does not take them (yet). */
+const HOST_FIELDS = ['cwd', 'writable', 'readable', 'hide', 'passEnv'] as const
+
+export interface McpStdioServer {
+  /** Resolves once the client went away (stdin ended) or close() was called, and all is cleaned up. */
+  closed: Promise<void>
+  close(): Promise<void>
+}
+
+/** The key's ceilings and every run's fixed options, from the operator's policy. Throws PolicyError. */
+export function operatorPolicy(policy: Record<string, unknown>): {
+  ceilings: Record<string, unknown>
+  fixed: Record<string, unknown>
+} {
+  for (const field of HOST_FIELDS) {
+    if (policy[field] !== undefined)
+      throw new PolicyError(field, 'not taken by cordon mcp yet: each run gets a fresh workspace as its cwd')
+  }
+  // Validated (and defaults applied) by the library's own schema: a bad flag names its field.
+  const result = policySchema.safeParse(policy)
+  if (!result.success) {
+    const issue = result.error.issues[0]
+    throw new PolicyError((issue?.path ?? []).map(String).join('.'), issue?.message ?? 'invalid')
+  }
+  const parsed = result.data
+  const limits = Object.fromEntries(LIMIT_NAMES.map((name) => [name, parsed.limits[name]]))
+  const ceilings: Record<string, unknown> = { limits, network: parsed.network }
+  if (parsed.isolation !== 'auto') ceilings.isolation = parsed.isolation
+  if (typeof parsed.rootfs === 'string') ceilings.rootfs = [parsed.rootfs]
+  const { limits: _limits, ...fixed } = policy
+  return { ceilings, fixed }
+}
+
+export async function startMcpStdio(options: McpStdioOptions): Promise<McpStdioServer> {
+  const { ceilings, fixed } = operatorPolicy(options.policy)
+  const dataDir = mkdtempSync(path.join(tmpdir(), 'cordon-mcp-'))
+  const removeDir = () => rmSync(dataDir, { recursive: true, force: true })
+  try {
+    const { service } = await createService({ dataDir, concurrency: options.concurrency ?? 2 })
+    const { record } = newKeyRecord({ name: 'mcp', scopes: ['runs:write', 'runs:read'], ceilings })
+    service.store.createKey(record)
+
+    const specs = new Map((options.functions ?? []).map((f) => [f.name, f]))
+    const functions: McpFunctions | undefined =
+      specs.size === 0
+        ? undefined
+        : {
+            names: [...specs.keys()],
+            call(name, args, signal): Promise<FunctionResult> {
+              const spec = specs.get(name)
+              if (!spec) throw new Error(`no function ${name}`)
+              return callFunction(spec.module, spec.exportName, args, {
+                ...(options.policy as RunOptions),
+                signal,
+              })
+            },
+          }
+    const server = createMcpServer({
+      service,
+      key: record,
+      budget: options.budget ?? DEFAULT_OUTPUT_BUDGET,
+      fixedOptions: fixed,
+      ...(functions ? { functions } : {}),
+      ...(options.version ? { version: options.version } : {}),
+    })
+    const stdin = options.stdin ?? process.stdin
+    const transport = new StdioServerTransport(
+      stdin as typeof process.stdin,
+      (options.stdout ?? process.stdout) as typeof process.stdout,
+    )
+
+    let closing: Promise<void> | null = null
+    let resolveClosed!: () => void
+    const closed = new Promise<void>((resolve) => {
+      resolveClosed = resolve
+    })
+    const close = () => {
+      closing ??= (async () => {
+        stdin.off('end', onEnd)
+        await server.close().catch(() => undefined)
+        // Runs still going are canceled: their sandboxes end with the server.
+        await service.close()
+        removeDir()
+        resolveClosed()
+      })()
+      return closing
+    }
+    const onEnd = () => void close()
+    // The client closing our stdin is how it says goodbye (the spec's stdio shutdown).
+    stdin.on('end', onEnd)
+    await server.connect(transport)
+    return { closed, close }
+  } catch (error) {
+    removeDir()
+    throw error
+  }
+}
+
+/** The `cordon mcp` command: serve until the client closes stdin, or SIGTERM/SIGINT. */
+export async function mcpUntilClosed(options: McpStdioOptions): Promise<void> {
+  const server = await startMcpStdio(options)
+  const stop = () => void server.close()
+  process.on('SIGTERM', stop)
+  process.on('SIGINT', stop)
+  await server.closed
+  process.removeListener('SIGTERM', stop)
+  process.removeListener('SIGINT', stop)
+}

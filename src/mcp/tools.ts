@@ -1,0 +1,567 @@
+// The MCP tools, one implementation for both transports: `cordon mcp` (stdio, an in-process service of its
+// own) and `/mcp` on `cordon serve` (the serving process's service, the caller's key). Each tool is a call
+// of the Service with the key the server was given, so the key's scopes and ceilings are the policy: a tool
+// can ask for less, never more. Run ids, stored output, paging, stdin, cancel and list are the service's.
+import { McpServer, ResourceTemplate } from '@modelcontextprotocol/sdk/server/mcp.js'
+import type { CallToolResult, ServerNotification } from '@modelcontextprotocol/sdk/types.js'
+import * as z from 'zod'
+import type { FunctionResult, RunResult } from '../index.js'
+import { ceilingsSchema, keyCeilings } from '../service/key-schema.js'
+import { apiOptionsSchema, runRequestSchema } from '../service/request.js'
+import type { KeyRecord, RunRecord, Service } from '../service/types.js'
+import { cutToBudget } from './budget.js'
+
+/** A function the operator registered for `call_function`. */
+export interface McpFunctions {
+  names: string[]
+  call(name: string, args: unknown[], signal: AbortSignal): Promise<FunctionResult>
+}
+
+export interface McpToolsOptions {
+  service: Service
+  /** Every tool acts as this key: its scopes and ceilings bound what a tool may do. */
+  key: KeyRecord
+  /** Bytes of each text (content and the result's text fields) a tool returns; the rest is paged. */
+  budget: number
+  /** Options every run gets, set by the operator (`cordon mcp`'s flags), which no tool input can set. */
+  fixedOptions?: Record<string, unknown>
+  /** The longest a tool call waits (run, read_output, cancel_run), ms. Default 5 min. */
+  maxWaitMs?: number
+  /** The `run` tool's wait when the call names none, ms. Default 20 s (clients time out at about 60 s). */
+  defaultWaitMs?: number
+  /** Functions `call_function` may call; the tool exists only when there are some. */
+  functions?: McpFunctions
+  /** Name and version the server reports. */
+  version?: string
+}
+
+type Stream = 'stdout' | 'stderr' | 'output'
+const STREAMS = ['stdout', 'stderr', 'output'] as const
+const STATES = ['queued', 'running', 'finished'] as const
+
+// Input schemas: the service's own pieces, without the defaults a request would get (a limit the tool
+// call leaves unset must stay unset, so the key's ceiling and default decide it).
+const limitsInput = ceilingsSchema
+  .unwrap()
+  .shape.limits.describe(
+    'limits for this run (wallTimeMs "30s", memoryBytes "256M", maxOutputBytes…): at most the server’s; unset ones get min(default, the server’s)',
+  )
+const networkInput = apiOptionsSchema.shape.network
+  .unwrap()
+  .unwrap()
+  .optional()
+  .describe(
+    '"none", "host", "allow:host1,host2" or { allow: [...] }: within what the server allows; unset: the server’s default',
+  )
+const filesInput = runRequestSchema.shape.files
+  .unwrap()
+  .optional()
+  .describe('files written into the run’s fresh workspace (its cwd) first: { path, content, encoding? }')
+
+const violationOutput = z.looseObject({
+  kind: z.string(),
+  limit: z.union([z.number(), z.string()]),
+  message: z.string(),
+})
+/** The library's RunResult (the text fields within the budget); further fields pass through. */
+const resultOutput = z.looseObject({
+  status: z.string(),
+  exitCode: z.number().nullable(),
+  signal: z.string().nullable(),
+  stdout: z.string(),
+  stderr: z.string(),
+  output: z.string(),
+  truncated: z.boolean(),
+  outputBytes: z.number(),
+  wallMs: z.number(),
+  violation: violationOutput.nullable(),
+})
+const runOutput = z.object({
+  run_id: z.string(),
+  state: z.enum(STATES),
+  result: resultOutput.optional().describe('once finished: the RunResult, its text fields within the budget'),
+  output: z
+    .object({ text: z.string(), bytes: z.number() })
+    .optional()
+    .describe('while not finished: the output so far (within the budget) and its length in bytes'),
+})
+
+/** A refusal of the service (or an invalid input) as a tool error the model can read and act on. */
+function toolError(error: unknown): CallToolResult {
+  if (!(error instanceof Error)) throw error
+  const e = error as Error & { code?: unknown; field?: unknown; reason?: unknown }
+  let text: string
+  if (e.name === 'ServiceError') text = `${String(e.code)}: ${e.message}`
+  else if (e.name === 'PolicyError') text = `invalid: ${String(e.field)}: ${String(e.reason ?? e.message)}`
+  else throw error
+  return { isError: true, content: [{ type: 'text', text }] }
+}
+
+async function guarded(body: () => Promise<CallToolResult> | CallToolResult): Promise<CallToolResult> {
+  try {
+    return await body()
+  } catch (error) {
+    return toolError(error)
+  }
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+/** The last non-empty line of some output, shortened: what a progress notification says. */
+function lastLine(text: string): string {
+  const lines = text.split('\n').filter((l) => l.trim() !== '')
+  const line = lines.at(-1) ?? ''
+  return line.length > 200 ? `${line.slice(0, 200)}…` : line
+}
+
+const uriOf = (runId: string, stream: Stream) => `cordon://runs/${runId}/${stream}`
+
+export function createMcpServer(options: McpToolsOptions): McpServer {
+  const { service, key, budget } = options
+  const maxWaitMs = options.maxWaitMs ?? 300_000
+  const defaultWaitMs = Math.min(options.defaultWaitMs ?? 20_000, maxWaitMs)
+  const fixed = options.fixedOptions ?? {}
+  const ceilings = keyCeilings(key)
+  // Open-world: the runs may reach hosts the server does not control.
+  const networkOn =
+    ceilings.network === undefined
+      ? true
+      : Array.isArray(ceilings.network)
+        ? ceilings.network.some((m) => m !== 'none')
+        : ceilings.network !== 'none'
+  const server = new McpServer(
+    { name: 'cordon', version: options.version ?? '0.0.0' },
+    {
+      instructions:
+        'Runs commands in a sandbox under kernel-enforced limits the server sets. `run` starts one and ' +
+        'waits a while; a run still going is followed with read_output, fed with write_stdin, stopped with ' +
+        'cancel_run. Long output is cut to head and tail; read_output pages the rest.',
+    },
+  )
+
+  const cut = (text: string, runId: string, stream: Stream, offset = 0) =>
+    cutToBudget(text, budget, { runId, stream, offset }).text
+
+  /** The RunResult with its text fields within the budget: what structuredContent carries. */
+  const shownResult = (runId: string, result: RunResult): RunResult => ({
+    ...result,
+    stdout: cut(result.stdout, runId, 'stdout'),
+    stderr: cut(result.stderr, runId, 'stderr'),
+    output: cut(result.output, runId, 'output'),
+  })
+
+  /** A run as a tool result: a short summary and the output within the budget, and the structured run. */
+  const runAnswer = (run: RunRecord, waitedMs: number): CallToolResult => {
+    const link = {
+      type: 'resource_link' as const,
+      uri: uriOf(run.id, 'output'),
+      name: `output of ${run.id}`,
+      mimeType: 'text/plain',
+      description: 'the whole output (stdout and stderr interleaved), as kept',
+    }
+    if (run.result) {
+      const r = run.result
+      const how =
+        r.status === 'ok' || r.status === 'nonzero-exit'
+          ? `exit code ${r.exitCode}`
+          : r.signal
+            ? `signal ${r.signal}`
+            : r.status
+      const lines = [
+        `run ${run.id} finished: ${r.status} (${how}) in ${r.wallMs} ms, ${r.outputBytes} bytes of output${r.truncated ? ' (truncated by the output limit)' : ''}`,
+      ]
+      if (r.violation) lines.push(`${r.violation.kind}: ${r.violation.message}`)
+      const text = r.output === '' ? '(no output)' : cut(r.output, run.id, 'output')
+      return {
+        content: [{ type: 'text', text: `${lines.join('\n')}\n--- output ---\n${text}` }, link],
+        structuredContent: { run_id: run.id, state: run.state, result: shownResult(run.id, r) },
+      }
+    }
+    const so = service.output(key, run.id, 'output', 0, Number.MAX_SAFE_INTEGER)
+    const sofar = so.toString('utf8')
+    const text =
+      `run ${run.id} is ${run.state} after ${(waitedMs / 1000).toFixed(1)} s; ${so.length} bytes of output so far:\n` +
+      `${sofar === '' ? '(none yet)' : cut(sofar, run.id, 'output')}\n` +
+      `Follow it with read_output run_id=${run.id} offset=${so.length} wait_ms=…, or stop it with cancel_run.`
+    return {
+      content: [{ type: 'text', text }, link],
+      structuredContent: {
+        run_id: run.id,
+        state: run.state,
+        output: { text: cut(sofar, run.id, 'output'), bytes: so.length },
+      },
+    }
+  }
+
+  server.registerTool(
+    'run',
+    {
+      title: 'Run a command in a sandbox',
+      description:
+        'Run a command (an argv array `cmd`, or a `shell` line for sh -c) in a fresh sandbox under the ' +
+        'server’s limits, and wait up to wait_ms for it. Returns its result, or, if it is still going, its ' +
+        `run_id and output so far. Output past ${budget} bytes is cut to head and tail; read_output pages it.` +
+        (networkOn ? '' : ' The sandbox has no network.'),
+      inputSchema: {
+        cmd: z.array(z.string()).min(1).optional().describe('the program and its arguments'),
+        shell: z.string().optional().describe('a shell command line, run as sh -c (instead of cmd)'),
+        stdin: z.string().optional().describe('text the program reads on stdin'),
+        stdin_open: z
+          .boolean()
+          .optional()
+          .describe('keep stdin open after `stdin` for write_stdin (close it with write_stdin close=true)'),
+        files: filesInput,
+        limits: limitsInput.optional(),
+        network: networkInput,
+        wait_ms: z
+          .number()
+          .int()
+          .min(0)
+          .max(maxWaitMs)
+          .optional()
+          .describe(`how long to wait for the run to finish, ms (default ${defaultWaitMs})`),
+      },
+      outputSchema: runOutput,
+      annotations: {
+        title: 'Run a command in a sandbox',
+        readOnlyHint: false,
+        destructiveHint: true,
+        idempotentHint: false,
+        openWorldHint: networkOn,
+      },
+    },
+    (input, extra) =>
+      guarded(async () => {
+        if ((input.cmd === undefined) === (input.shell === undefined))
+          return {
+            isError: true,
+            content: [{ type: 'text', text: 'invalid: give either cmd (an argv array) or shell (a line)' }],
+          }
+        const cmd = input.cmd ?? ['sh', '-c', input.shell as string]
+        const runOptions: Record<string, unknown> = { ...fixed }
+        if (input.limits) runOptions.limits = input.limits
+        if (input.network !== undefined) runOptions.network = input.network
+        const body: Record<string, unknown> = { cmd, options: runOptions, metadata: { via: 'mcp' } }
+        if (input.files) body.files = input.files
+        if (input.stdin_open) body.stdin = 'open'
+        else if (input.stdin !== undefined) body.stdin = input.stdin
+        const started = Date.now()
+        const submitted = service.submit(key, body)
+        const id = submitted.id
+        if (input.stdin_open && input.stdin) service.writeStdin(key, id, Buffer.from(input.stdin, 'utf8'))
+
+        // The client gave up on the call: the sandbox goes with it.
+        const onAbort = () => {
+          try {
+            service.cancel(key, id)
+          } catch {
+            // finished or gone meanwhile
+          }
+        }
+        extra.signal.addEventListener('abort', onAbort, { once: true })
+        const stopProgress = followProgress(id, extra)
+        try {
+          const run = await service.wait(key, id, input.wait_ms ?? defaultWaitMs)
+          return runAnswer(run, Date.now() - started)
+        } finally {
+          stopProgress()
+          extra.signal.removeEventListener('abort', onAbort)
+        }
+      }),
+  )
+
+  /**
+   * With a progress token, each new output line (at most one notification per 250 ms) goes to the
+   * client as a progress notification; progress counts output bytes, so it only grows.
+   */
+  const followProgress = (
+    id: string,
+    extra: {
+      _meta?: { progressToken?: string | number }
+      sendNotification(n: ServerNotification): Promise<void>
+    },
+  ): (() => void) => {
+    const token = extra._meta?.progressToken
+    if (token === undefined) return () => undefined
+    let bytes = 0
+    let line = ''
+    let sentAt = 0
+    let timer: NodeJS.Timeout | undefined
+    const send = () => {
+      timer = undefined
+      sentAt = Date.now()
+      extra
+        .sendNotification({
+          method: 'notifications/progress',
+          params: { progressToken: token, progress: bytes, message: line },
+        })
+        .catch(() => undefined)
+    }
+    const { stop } = service.events(key, id, 0, (event) => {
+      if (event.type !== 'output') return
+      const data = Buffer.from(String(event.data.data ?? ''), 'base64')
+      bytes += data.length
+      const newest = lastLine(data.toString('utf8'))
+      if (newest !== '') line = newest
+      if (timer) return
+      timer = setTimeout(send, Math.max(0, 250 - (Date.now() - sentAt)))
+    })
+    return () => {
+      stop()
+      if (timer) clearTimeout(timer)
+    }
+  }
+
+  server.registerTool(
+    'read_output',
+    {
+      title: 'Read a run’s output',
+      description:
+        'Read a page of a run’s kept output from a byte offset: stdout, stderr, or both interleaved ' +
+        '("output", the default). With wait_ms, waits that long for output past the offset (or the end).',
+      inputSchema: {
+        run_id: z.string(),
+        stream: z.enum(STREAMS).optional().describe('default "output": stdout and stderr interleaved'),
+        offset: z.number().int().min(0).optional().describe('bytes to skip (default 0)'),
+        limit: z
+          .number()
+          .int()
+          .min(1)
+          .max(1024 * 1024)
+          .optional()
+          .describe(`bytes to read at most (default ${budget})`),
+        wait_ms: z.number().int().min(0).max(maxWaitMs).optional().describe('wait for new output, ms'),
+      },
+      outputSchema: {
+        run_id: z.string(),
+        state: z.enum(STATES),
+        stream: z.enum(STREAMS),
+        offset: z.number(),
+        next_offset: z.number(),
+        data: z.string(),
+        eof: z.boolean().describe('the run is finished and nothing is left past next_offset'),
+      },
+      annotations: { readOnlyHint: true, openWorldHint: false },
+    },
+    (input, extra) =>
+      guarded(async () => {
+        const stream = input.stream ?? 'output'
+        const offset = input.offset ?? 0
+        const limit = input.limit ?? budget
+        const deadline = Date.now() + (input.wait_ms ?? 0)
+        let run = service.get(key, input.run_id)
+        let page = service.output(key, run.id, stream, offset, limit)
+        // A short poll: output is stored as it comes, and the wait ends at the first byte past the offset.
+        while (
+          page.length === 0 &&
+          run.state !== 'finished' &&
+          Date.now() < deadline &&
+          !extra.signal.aborted
+        ) {
+          await sleep(Math.min(200, deadline - Date.now()))
+          run = service.get(key, run.id)
+          page = service.output(key, run.id, stream, offset, limit)
+        }
+        const next = offset + page.length
+        const eof = run.state === 'finished' && service.output(key, run.id, stream, next, 1).length === 0
+        const data = page.toString('utf8')
+        const tail = eof
+          ? `[end of ${stream}: run ${run.id} ${run.result?.status ?? 'finished'}]`
+          : `[next: read_output run_id=${run.id} stream=${stream} offset=${next}; run is ${run.state}]`
+        return {
+          content: [
+            { type: 'text', text: `${data}${data.endsWith('\n') || data === '' ? '' : '\n'}${tail}` },
+          ],
+          structuredContent: {
+            run_id: run.id,
+            state: run.state,
+            stream,
+            offset,
+            next_offset: next,
+            data,
+            eof,
+          },
+        }
+      }),
+  )
+
+  server.registerTool(
+    'write_stdin',
+    {
+      title: 'Write to a run’s stdin',
+      description:
+        'Write text to the stdin of a run started with stdin_open=true; close=true closes it (EOF) after.',
+      inputSchema: {
+        run_id: z.string(),
+        data: z.string(),
+        close: z.boolean().optional(),
+      },
+      outputSchema: { run_id: z.string(), state: z.enum(STATES), written: z.number(), closed: z.boolean() },
+      annotations: {
+        readOnlyHint: false,
+        destructiveHint: false,
+        idempotentHint: false,
+        openWorldHint: false,
+      },
+    },
+    (input) =>
+      guarded(() => {
+        const data = Buffer.from(input.data, 'utf8')
+        if (data.length > 0) service.writeStdin(key, input.run_id, data)
+        if (input.close) service.closeStdin(key, input.run_id)
+        const run = service.get(key, input.run_id)
+        return {
+          content: [
+            {
+              type: 'text',
+              text: `wrote ${data.length} bytes to run ${run.id}${input.close ? ' and closed its stdin' : ''}`,
+            },
+          ],
+          structuredContent: {
+            run_id: run.id,
+            state: run.state,
+            written: data.length,
+            closed: !!input.close,
+          },
+        }
+      }),
+  )
+
+  server.registerTool(
+    'cancel_run',
+    {
+      title: 'Cancel a run',
+      description: 'Stop a run (its whole sandbox) and return its result.',
+      inputSchema: { run_id: z.string() },
+      outputSchema: runOutput,
+      annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
+    },
+    (input) =>
+      guarded(async () => {
+        const started = Date.now()
+        service.cancel(key, input.run_id)
+        // The sandbox is killed as a whole (SIGTERM, then SIGKILL after the grace): soon over.
+        const run = await service.wait(key, input.run_id, Math.min(10_000, maxWaitMs))
+        return runAnswer(run, Date.now() - started)
+      }),
+  )
+
+  server.registerTool(
+    'list_runs',
+    {
+      title: 'List runs',
+      description: 'The runs of this server (newest first), with their state and status.',
+      inputSchema: {
+        state: z.enum(STATES).optional(),
+        limit: z.number().int().min(1).max(100).optional().describe('default 20'),
+        cursor: z.string().optional().describe('next_cursor of a previous page'),
+      },
+      outputSchema: {
+        runs: z.array(
+          z.object({
+            run_id: z.string(),
+            state: z.enum(STATES),
+            status: z.string().nullable(),
+            created_at: z.string(),
+            cmd: z.array(z.string()),
+          }),
+        ),
+        next_cursor: z.string().nullable(),
+      },
+      annotations: { readOnlyHint: true, openWorldHint: false },
+    },
+    (input) =>
+      guarded(() => {
+        const { runs, nextCursor } = service.list(key, {
+          limit: input.limit ?? 20,
+          ...(input.state ? { state: input.state } : {}),
+          ...(input.cursor ? { cursor: input.cursor } : {}),
+        })
+        const rows = runs.map((r) => ({
+          run_id: r.id,
+          state: r.state,
+          status: r.result?.status ?? null,
+          created_at: r.createdAt,
+          cmd: ((r.request as { cmd?: string[] } | null)?.cmd ?? []).map(String),
+        }))
+        const text =
+          rows
+            .map((r) => `${r.run_id}\t${r.state}\t${r.status ?? '-'}\t${r.created_at}\t${r.cmd.join(' ')}`)
+            .join('\n') || '(no runs)'
+        return {
+          content: [{ type: 'text', text: nextCursor ? `${text}\n[more: cursor=${nextCursor}]` : text }],
+          structuredContent: { runs: rows, next_cursor: nextCursor },
+        }
+      }),
+  )
+
+  const functions = options.functions
+  if (functions && functions.names.length > 0) {
+    const names = functions.names as [string, ...string[]]
+    server.registerTool(
+      'call_function',
+      {
+        title: 'Call a registered function',
+        description: `Call one of the functions the server registered (${names.join(', ')}) in a sandbox with JSON arguments, and return its value.`,
+        inputSchema: {
+          name: z.enum(names),
+          args: z.array(z.unknown()).optional().describe('its arguments (default none)'),
+        },
+        outputSchema: {
+          state: z.literal('finished'),
+          result: resultOutput.extend({ value: z.unknown().optional(), error: z.unknown().optional() }),
+        },
+        annotations: { readOnlyHint: false, destructiveHint: true, openWorldHint: networkOn },
+      },
+      (input, extra) =>
+        guarded(async () => {
+          const result = await functions.call(input.name, input.args ?? [], extra.signal)
+          const id = `function:${input.name}`
+          // A value JSON cannot carry (a BigInt, a cycle) is said as text.
+          let value: unknown = result.value
+          try {
+            value = value === undefined ? undefined : JSON.parse(JSON.stringify(value))
+          } catch {
+            value = String(value)
+          }
+          const shown = {
+            ...result,
+            value,
+            stdout: cut(result.stdout, id, 'stdout'),
+            stderr: cut(result.stderr, id, 'stderr'),
+            output: cut(result.output, id, 'output'),
+          }
+          const text = result.error
+            ? `${input.name} failed (${result.status}): ${JSON.stringify(result.error)}`
+            : result.status === 'ok'
+              ? `${input.name} returned ${cutToBudget(JSON.stringify(value) ?? 'undefined', budget, { runId: id, stream: 'output' }).text}`
+              : `${input.name}: ${result.status}${result.violation ? `: ${result.violation.message}` : ''}`
+          return {
+            content: [{ type: 'text', text }],
+            structuredContent: { state: 'finished', result: shown },
+            ...(result.status === 'ok' && !result.error ? {} : { isError: true }),
+          }
+        }),
+    )
+  }
+
+  // The whole kept output of a run, as a resource the run's results link to.
+  server.registerResource(
+    'run-output',
+    new ResourceTemplate('cordon://runs/{run_id}/{stream}', { list: undefined }),
+    {
+      title: 'A run’s output',
+      description: 'stdout, stderr or output (both interleaved) of a run, as kept',
+      mimeType: 'text/plain',
+    },
+    (uri, variables) => {
+      const id = String(variables.run_id)
+      const stream = String(variables.stream) as Stream
+      if (!STREAMS.includes(stream)) throw new Error(`no stream ${stream}: stdout, stderr or output`)
+      const text = service.output(key, id, stream, 0, Number.MAX_SAFE_INTEGER).toString('utf8')
+      return { contents: [{ uri: uri.href, mimeType: 'text/plain', text }] }
+    },
+  )
+
+  return server
+}

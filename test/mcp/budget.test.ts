@@ -1,0 +1,62 @@
+import assert from 'node:assert/strict'
+import { describe, it } from 'node:test'
+import { cutToBudget } from '../../src/mcp/budget.js'
+
+const source = { runId: 'run_x', stream: 'output' as const }
+
+describe('cutToBudget', () => {
+  it('keeps a text that fits as it is', () => {
+    assert.deepEqual(cutToBudget('hello\n', 8, source), { text: 'hello\n', cut: 0 })
+    assert.deepEqual(cutToBudget('', 8, source), { text: '', cut: 0 })
+  })
+
+  it('keeps head and tail around a marker naming the bytes cut and the read_output call for them', () => {
+    const text = `${'a'.repeat(1000)}${'m'.repeat(8000)}${'z'.repeat(1000)}`
+    const { text: out, cut } = cutToBudget(text, 2000, source)
+    assert.equal(cut, 8000)
+    assert.ok(out.startsWith('a'.repeat(1000)))
+    assert.ok(out.endsWith('z'.repeat(1000)))
+    assert.ok(!out.includes('mm'))
+    assert.match(
+      out,
+      /\[… 8000 bytes cut; read_output run_id=run_x stream=output offset=1000 limit=8000 for them …\]/,
+    )
+  })
+
+  it('counts the offset from where a page began', () => {
+    const { text } = cutToBudget('x'.repeat(100), 20, { ...source, stream: 'stderr', offset: 500 })
+    assert.match(text, /stream=stderr offset=510 limit=80 /)
+  })
+
+  it('cuts on character boundaries: no half of a multi-byte character is kept', () => {
+    // 3-byte characters: a budget of 10 falls inside one at both ends.
+    const text = '€'.repeat(100)
+    const { text: out, cut } = cutToBudget(text, 10, source)
+    assert.ok(!out.includes('\uFFFD'), out)
+    const [head, tail] = out.split(/\n\[…[^\]]*\]\n/)
+    assert.equal(head, '€')
+    assert.equal(tail, '€')
+    assert.equal(cut, 300 - 6)
+  })
+
+  it('the head, the cut bytes and the tail are the whole text again', () => {
+    const text = Array.from({ length: 3000 }, (_, i) => `line ${i} ünïcødé\n`).join('')
+    const bytes = Buffer.from(text)
+    const { text: out } = cutToBudget(text, 4096, source)
+    const m = /offset=(\d+) limit=(\d+)/.exec(out)
+    assert.ok(m)
+    const [head, tail] = out.split(/\n\[…[^\]]*\]\n/) as [string, string]
+    const offset = Number(m[1])
+    const limit = Number(m[2])
+    assert.equal(Buffer.byteLength(head), offset)
+    assert.equal(
+      Buffer.concat([
+        Buffer.from(head),
+        bytes.subarray(offset, offset + limit),
+        Buffer.from(tail),
+      ]).toString(),
+      text,
+    )
+    assert.ok(Buffer.byteLength(head) + Buffer.byteLength(tail) <= 4096)
+  })
+})

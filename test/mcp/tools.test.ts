@@ -1,0 +1,299 @@
+// The tools over the SDK's in-process pair, on a real service (real sandboxes): what each tool answers,
+// the budget and paging, stdin, cancel, list, progress, the client's cancellation, and the key's policy.
+import assert from 'node:assert/strict'
+import path from 'node:path'
+import { after, describe, it } from 'node:test'
+import { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js'
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js'
+import { errorResult } from '../../src/index.js'
+import { createMcpServer, type McpToolsOptions } from '../../src/mcp/tools.js'
+import { createService } from '../../src/service/service.js'
+import type { KeyRecord } from '../../src/service/types.js'
+import { noNamespace, tempDir } from '../helpers.js'
+
+const skip = noNamespace
+
+const closers: (() => Promise<void>)[] = []
+after(async () => {
+  for (const close of closers.reverse()) await close()
+})
+
+let made: Awaited<ReturnType<typeof createService>> | undefined
+async function service() {
+  if (!made) {
+    made = await createService({ dataDir: path.join(tempDir('cordon-mcp-'), 'data'), concurrency: 4 })
+    const s = made.service
+    closers.push(() => s.close())
+  }
+  const { service } = made
+  const admin = service.authenticate(made.adminKey as string) as KeyRecord
+  return { service, admin }
+}
+
+async function connect(key: Record<string, unknown> = {}, options: Partial<McpToolsOptions> = {}) {
+  const { service: s, admin } = await service()
+  const { key: token } = s.createKey(admin, {
+    name: 'mcp',
+    scopes: ['runs:write', 'runs:read'],
+    ceilings: { limits: { wallTimeMs: '20s' }, network: 'none' },
+    ...key,
+  })
+  const record = s.authenticate(token) as KeyRecord
+  const server = createMcpServer({ service: s, key: record, budget: 1024, ...options })
+  const [a, b] = InMemoryTransport.createLinkedPair()
+  const client = new Client({ name: 'test', version: '1' })
+  await Promise.all([server.connect(a), client.connect(b)])
+  closers.push(() => client.close())
+  const call = async (name: string, args: Record<string, unknown>) =>
+    (await client.callTool({ name, arguments: args })) as CallToolResult
+  return { client, call, service: s, key: record }
+}
+
+const text = (r: CallToolResult) => r.content.map((c) => (c.type === 'text' ? c.text : '')).join('')
+const structured = (r: CallToolResult) => r.structuredContent as Record<string, unknown>
+
+describe('MCP tools', { skip }, () => {
+  it('lists the tools with input and output schemas and says what they are', async () => {
+    const { client } = await connect()
+    const { tools } = await client.listTools()
+    assert.deepEqual(tools.map((t) => t.name).sort(), [
+      'cancel_run',
+      'list_runs',
+      'read_output',
+      'run',
+      'write_stdin',
+    ])
+    for (const t of tools) {
+      assert.equal(t.inputSchema.type, 'object', t.name)
+      assert.equal(t.outputSchema?.type, 'object', t.name)
+    }
+    const run = tools.find((t) => t.name === 'run')
+    assert.equal(run?.annotations?.destructiveHint, true)
+    // The key allows no network: the runs reach nothing outside.
+    assert.equal(run?.annotations?.openWorldHint, false)
+    assert.equal(tools.find((t) => t.name === 'read_output')?.annotations?.readOnlyHint, true)
+  })
+
+  it('run is open-world only when the key allows a network', async () => {
+    const { client } = await connect({ ceilings: { network: ['none', 'allow'] } })
+    const { tools } = await client.listTools()
+    assert.equal(tools.find((t) => t.name === 'run')?.annotations?.openWorldHint, true)
+  })
+
+  it('run: a command (argv or shell line) and its RunResult, with a text summary', async () => {
+    const { call } = await connect()
+    const r = await call('run', { cmd: ['sh', '-c', 'echo out; echo err >&2; exit 3'] })
+    assert.equal(r.isError, undefined)
+    const s = structured(r)
+    assert.match(String(s.run_id), /^run_/)
+    assert.equal(s.state, 'finished')
+    const result = s.result as Record<string, unknown>
+    assert.equal(result.status, 'nonzero-exit')
+    assert.equal(result.exitCode, 3)
+    assert.equal(result.stdout, 'out\n')
+    assert.equal(result.stderr, 'err\n')
+    assert.match(text(r), /finished: nonzero-exit \(exit code 3\)/)
+    assert.match(text(r), /out\nerr\n|err\nout\n/)
+    assert.ok(
+      r.content.some((c) => c.type === 'resource_link' && c.uri === `cordon://runs/${s.run_id}/output`),
+    )
+
+    const shell = await call('run', { shell: 'echo "$((6 * 7))"', stdin: 'ignored' })
+    assert.equal((structured(shell).result as { stdout: string }).stdout, '42\n')
+    const both = await call('run', { cmd: ['true'], shell: 'true' })
+    assert.equal(both.isError, true)
+    assert.match(text(both), /either cmd .* or shell/)
+  })
+
+  it('run: files go into the workspace, stdin is read', async () => {
+    const { call } = await connect()
+    const r = await call('run', {
+      cmd: ['sh', '-c', 'cat in.txt; tr a-z A-Z'],
+      files: [{ path: 'in.txt', content: 'from a file\n' }],
+      stdin: 'piped\n',
+    })
+    assert.equal((structured(r).result as { stdout: string }).stdout, 'from a file\nPIPED\n')
+  })
+
+  it('the key is the policy: a limit over its ceiling is refused, naming it; unset limits get the ceiling', async () => {
+    const { call } = await connect()
+    const over = await call('run', { cmd: ['true'], limits: { wallTimeMs: '1m' } })
+    assert.equal(over.isError, true)
+    assert.match(
+      text(over),
+      /over-ceiling: options\.limits\.wallTimeMs: 60s is over this key's ceiling of 20s/,
+    )
+    const net = await call('run', { cmd: ['true'], network: 'host' })
+    assert.equal(net.isError, true)
+    assert.match(text(net), /over-ceiling: options\.network/)
+    const within = await call('run', { cmd: ['sleep', '5'], limits: { wallTimeMs: '300ms' } })
+    assert.equal(within.isError, undefined, text(within))
+    assert.equal((structured(within).result as { status: string }).status, 'timeout')
+  })
+
+  it('a key without runs:write cannot run, and sees only its own runs', async () => {
+    const writer = await connect()
+    const ran = await writer.call('run', { cmd: ['true'] })
+    const reader = await connect({ scopes: ['runs:read'] })
+    const r = await reader.call('run', { cmd: ['true'] })
+    assert.equal(r.isError, true)
+    assert.match(text(r), /forbidden: this key lacks the runs:write scope/)
+    const other = await reader.call('read_output', { run_id: structured(ran).run_id })
+    assert.equal(other.isError, true)
+    assert.match(text(other), /not-found/)
+  })
+
+  it('output past the budget is head and tail with a marker; read_output pages the whole of it', async () => {
+    const { call } = await connect()
+    const r = await call('run', { shell: 'seq 1 20000' })
+    const whole = Array.from({ length: 20000 }, (_, i) => `${i + 1}\n`).join('')
+    const id = String(structured(r).run_id)
+    const summary = text(r)
+    const m = new RegExp(
+      `\\[… (\\d+) bytes cut; read_output run_id=${id} stream=output offset=(\\d+) limit=(\\d+) for them …\\]`,
+    ).exec(summary)
+    assert.ok(m, summary)
+    assert.ok(Buffer.byteLength(summary) < 1024 + 400, `${Buffer.byteLength(summary)} bytes`)
+    const result = structured(r).result as { stdout: string; output: string; outputBytes: number }
+    assert.equal(result.outputBytes, Buffer.byteLength(whole))
+    assert.ok(Buffer.byteLength(result.stdout) < 1024 + 200)
+    assert.match(result.stdout, /bytes cut; read_output .* stream=stdout /)
+
+    // Paging from 0 with the default limit (the budget) gives back every byte.
+    let offset = 0
+    let all = ''
+    for (let i = 0; i < 200; i++) {
+      const page = structured(await call('read_output', { run_id: id, offset }))
+      all += String(page.data)
+      offset = Number(page.next_offset)
+      if (page.eof) break
+    }
+    assert.equal(all, whole)
+    const cutPage = structured(
+      await call('read_output', { run_id: id, offset: Number(m[2]), limit: Number(m[3]) }),
+    )
+    assert.equal(Buffer.byteLength(String(cutPage.data)), Number(m[1]))
+  })
+
+  it('run waits at most wait_ms, then gives the run id and the output so far; read_output follows it', async () => {
+    const { call } = await connect()
+    const r = await call('run', { shell: 'echo started; sleep 1; echo done', wait_ms: 300 })
+    const s = structured(r)
+    assert.equal(s.state, 'running')
+    assert.equal(s.result, undefined)
+    assert.deepEqual(s.output, { text: 'started\n', bytes: 8 })
+    assert.match(text(r), /is running after 0\.\d s; 8 bytes of output so far:\nstarted\n/)
+    const next = structured(await call('read_output', { run_id: s.run_id, offset: 8, wait_ms: 10_000 }))
+    assert.equal(next.data, 'done\n')
+    assert.equal(next.next_offset, 13)
+  })
+
+  it('write_stdin feeds a run started with stdin_open, and close ends its input', async () => {
+    const { call } = await connect()
+    const r = await call('run', {
+      cmd: ['sh', '-c', 'while read l; do echo "got $l"; done; echo eof'],
+      stdin: 'one\n',
+      stdin_open: true,
+      wait_ms: 0,
+    })
+    const id = structured(r).run_id
+    const w = await call('write_stdin', { run_id: id, data: 'two\n', close: true })
+    assert.deepEqual(structured(w), { run_id: id, state: structured(w).state, written: 4, closed: true })
+    const page = structured(await call('read_output', { run_id: id, wait_ms: 10_000 }))
+    // Wait for the end of it.
+    let data = String(page.data)
+    for (let i = 0; i < 50 && !data.includes('eof'); i++)
+      data += String(
+        structured(await call('read_output', { run_id: id, offset: Buffer.byteLength(data), wait_ms: 2000 }))
+          .data,
+      )
+    assert.equal(data, 'got one\ngot two\neof\n')
+    const closed = await call('write_stdin', { run_id: id, data: 'x' })
+    assert.equal(closed.isError, true)
+    assert.match(text(closed), /conflict: .* has no open stdin/)
+  })
+
+  it('cancel_run stops the sandbox and answers its result; list_runs lists the key’s runs', async () => {
+    const { call } = await connect()
+    const r = await call('run', { cmd: ['sleep', '30'], wait_ms: 0 })
+    const id = structured(r).run_id
+    const c = await call('cancel_run', { run_id: id })
+    assert.equal(structured(c).state, 'finished')
+    assert.equal((structured(c).result as { status: string }).status, 'canceled')
+    const list = structured(await call('list_runs', {}))
+    const rows = list.runs as { run_id: string; status: string | null; cmd: string[] }[]
+    assert.equal(rows.length, 1)
+    assert.deepEqual(rows[0], { ...rows[0], run_id: id, status: 'canceled', cmd: ['sleep', '30'] })
+    assert.equal(list.next_cursor, null)
+  })
+
+  it('with a progress token, the newest output line comes as progress notifications', async () => {
+    const { client } = await connect()
+    const seen: { progress: number; message?: string }[] = []
+    const r = (await client.callTool(
+      { name: 'run', arguments: { shell: 'for i in 1 2 3; do echo "step $i"; sleep 0.4; done' } },
+      undefined,
+      { onprogress: (p) => void seen.push(p) },
+    )) as CallToolResult
+    assert.equal((structured(r).result as { status: string }).status, 'ok')
+    assert.ok(seen.length >= 2, JSON.stringify(seen))
+    assert.ok(
+      seen.some((p) => p.message === 'step 2'),
+      JSON.stringify(seen),
+    )
+    for (let i = 1; i < seen.length; i++) assert.ok((seen[i]?.progress ?? 0) > (seen[i - 1]?.progress ?? 0))
+  })
+
+  it('a call the client cancels cancels its sandbox', async () => {
+    const { client, service: s, key } = await connect()
+    const controller = new AbortController()
+    const calling = client.callTool({ name: 'run', arguments: { cmd: ['sleep', '30'] } }, undefined, {
+      signal: controller.signal,
+    })
+    let id: string | undefined
+    for (let i = 0; i < 100 && !id; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 50))
+      id = s.list(key, { limit: 1 }).runs[0]?.id
+    }
+    assert.ok(id)
+    controller.abort()
+    await assert.rejects(calling)
+    const run = await s.wait(key, id, 10_000)
+    assert.equal(run.result?.status, 'canceled')
+  })
+
+  it('a run’s output is a resource', async () => {
+    const { client, call } = await connect()
+    const r = await call('run', { shell: 'echo a; echo b >&2' })
+    const id = structured(r).run_id
+    const out = await client.readResource({ uri: `cordon://runs/${id}/stderr` })
+    assert.deepEqual(out.contents, [
+      { uri: `cordon://runs/${id}/stderr`, mimeType: 'text/plain', text: 'b\n' },
+    ])
+  })
+
+  it('call_function exists only with registered functions, and calls only those', async () => {
+    const calls: string[] = []
+    const { client, call } = await connect(
+      {},
+      {
+        functions: {
+          names: ['add'],
+          async call(name, args) {
+            calls.push(name)
+            const value = (args[0] as number) + (args[1] as number)
+            return { ...errorResult('x', 'x'), status: 'ok', violation: null, value }
+          },
+        },
+      },
+    )
+    const { tools } = await client.listTools()
+    assert.ok(tools.some((t) => t.name === 'call_function'))
+    const r = await call('call_function', { name: 'add', args: [1, 2] })
+    assert.equal(text(r), 'add returned 3')
+    const other = await call('call_function', { name: 'rm', args: [] })
+    assert.equal(other.isError, true)
+    assert.deepEqual(calls, ['add'])
+  })
+})
