@@ -1,0 +1,104 @@
+// `/mcp` on a real `cordon serve` (the built bin, on loopback), through the SDK's Streamable HTTP client
+// with a bearer key: the same keys and ceilings as /v1, runs through the service's queue.
+import assert from 'node:assert/strict'
+import { existsSync } from 'node:fs'
+import path from 'node:path'
+import { after, before, describe, it } from 'node:test'
+import { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js'
+import { noNamespace, type Served, startServe, tempDir } from '../helpers.js'
+
+const CLI = new URL('../../dist/cli/bin.cjs', import.meta.url).pathname
+const skip = noNamespace || (!existsSync(CLI) && 'needs npm run build')
+
+const text = (r: CallToolResult) => r.content.map((c) => (c.type === 'text' ? c.text : '')).join('')
+const structured = (r: CallToolResult) => r.structuredContent as Record<string, unknown>
+
+describe('/mcp on cordon serve', { skip }, () => {
+  let served: Served
+  const clients: Client[] = []
+  before(async () => {
+    served = await startServe(path.join(tempDir('cordon-mcp-http-'), 'data'))
+  })
+  after(async () => {
+    for (const c of clients) await c.close().catch(() => undefined)
+    served?.child.kill('SIGTERM')
+    await served?.exited
+  })
+
+  const newKey = async (body: Record<string, unknown>): Promise<string> => {
+    const res = await fetch(`${served.url}/v1/keys`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${served.adminKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'mcp', ...body }),
+    })
+    assert.equal(res.status, 201, await res.clone().text())
+    return ((await res.json()) as { key: string }).key
+  }
+  const connect = async (key: string | null) => {
+    const transport = new StreamableHTTPClientTransport(new URL(`${served.url}/mcp`), {
+      requestInit: key ? { headers: { authorization: `Bearer ${key}` } } : {},
+    })
+    const client = new Client({ name: 'test', version: '1' })
+    await client.connect(transport)
+    clients.push(client)
+    const call = async (name: string, args: Record<string, unknown>) =>
+      (await client.callTool({ name, arguments: args })) as CallToolResult
+    return { client, call }
+  }
+
+  it('runs a command as the caller’s key, within its ceilings', async () => {
+    const key = await newKey({
+      scopes: ['runs:write', 'runs:read'],
+      ceilings: { limits: { wallTimeMs: '10s' }, network: 'none' },
+    })
+    const { client, call } = await connect(key)
+    const { tools } = await client.listTools()
+    assert.deepEqual(tools.map((t) => t.name).sort(), [
+      'cancel_run',
+      'list_runs',
+      'read_output',
+      'run',
+      'write_stdin',
+    ])
+    const r = await call('run', { cmd: ['sh', '-c', 'echo over http'] })
+    assert.equal((structured(r).result as { stdout: string }).stdout, 'over http\n')
+    const id = String(structured(r).run_id)
+    // The same run through /v1, with the same key.
+    const v1 = await fetch(`${served.url}/v1/runs/${id}`, { headers: { authorization: `Bearer ${key}` } })
+    assert.equal(((await v1.json()) as { state: string }).state, 'finished')
+
+    const over = await call('run', { cmd: ['true'], limits: { wallTimeMs: '1m' } })
+    assert.equal(over.isError, true)
+    assert.match(text(over), /over-ceiling: options\.limits\.wallTimeMs/)
+
+    // A run past wait_ms, followed with read_output; progress comes over the response's event stream.
+    const seen: string[] = []
+    const slow = (await client.callTool(
+      { name: 'run', arguments: { shell: 'echo one; sleep 0.6; echo two; sleep 2', wait_ms: 1500 } },
+      undefined,
+      { onprogress: (p) => void seen.push(String(p.message)) },
+    )) as CallToolResult
+    assert.equal(structured(slow).state, 'running')
+    assert.ok(seen.includes('two') || seen.includes('one'), JSON.stringify(seen))
+    const page = structured(await call('read_output', { run_id: structured(slow).run_id, wait_ms: 5000 }))
+    assert.equal(page.data, 'one\ntwo\n')
+    const canceled = await call('cancel_run', { run_id: structured(slow).run_id })
+    assert.equal((structured(canceled).result as { status: string }).status, 'canceled')
+  })
+
+  it('a key without runs:write cannot run; no key or an unknown one gets 401', async () => {
+    const reader = await newKey({ scopes: ['runs:read'] })
+    const { call } = await connect(reader)
+    const r = await call('run', { cmd: ['true'] })
+    assert.equal(r.isError, true)
+    assert.match(text(r), /forbidden: this key lacks the runs:write scope/)
+
+    await assert.rejects(connect(null), /401|Unauthorized|needs Authorization/i)
+    await assert.rejects(connect('cordon_nope'), /401|Unauthorized|unknown or revoked key/i)
+    const res = await fetch(`${served.url}/mcp`, { method: 'POST', body: '{}' })
+    assert.equal(res.status, 401)
+    assert.equal(res.headers.get('www-authenticate'), 'Bearer')
+  })
+})

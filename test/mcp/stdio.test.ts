@@ -1,0 +1,145 @@
+// `cordon mcp` as a client starts it: the built bin spawned over stdio by the SDK's client.
+import assert from 'node:assert/strict'
+import { spawnSync } from 'node:child_process'
+import { existsSync, readdirSync, writeFileSync } from 'node:fs'
+import path from 'node:path'
+import { describe, it } from 'node:test'
+import { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import { getDefaultEnvironment, StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js'
+import { operatorPolicy, parseBudget, parseFunction } from '../../src/mcp/stdio.js'
+import { noNamespace, tempDir, waitFor, worldWritableDir } from '../helpers.js'
+
+const CLI = new URL('../../dist/cli/bin.cjs', import.meta.url).pathname
+const skip = noNamespace || (!existsSync(CLI) && 'needs npm run build')
+
+async function start(args: string[]) {
+  // Its own TMPDIR: the private data dir lands there, and must be gone after.
+  const tmp = tempDir('cordon-mcp-tmp-')
+  const transport = new StdioClientTransport({
+    command: process.execPath,
+    args: [CLI, 'mcp', ...args],
+    env: { ...getDefaultEnvironment(), TMPDIR: tmp, CORDON_TEST_SECRET: 's3cret' },
+    stderr: 'pipe',
+  })
+  const client = new Client({ name: 'test', version: '1' })
+  await client.connect(transport)
+  const call = async (name: string, args: Record<string, unknown>) =>
+    (await client.callTool({ name, arguments: args })) as CallToolResult
+  return { client, transport, call, tmp }
+}
+
+const text = (r: CallToolResult) => r.content.map((c) => (c.type === 'text' ? c.text : '')).join('')
+const result = (r: CallToolResult) => (r.structuredContent as { result: Record<string, unknown> }).result
+
+describe('operatorPolicy', () => {
+  it('makes the flags the ceilings, and the rest fixed options of every run', () => {
+    const { ceilings, fixed } = operatorPolicy({
+      limits: { wallTimeMs: '2m' },
+      network: 'allow:pypi.org',
+      env: { A: 'b' },
+      isolation: 'namespace',
+    })
+    const limits = ceilings.limits as Record<string, number>
+    assert.equal(limits.wallTimeMs, 120_000)
+    // A limit the operator left alone is bounded by the library's default.
+    assert.equal(limits.memoryBytes, 512 * 1024 * 1024)
+    assert.deepEqual(ceilings.network, {
+      allow: ['pypi.org'],
+      deny: [],
+      allowLoopback: false,
+      allowPrivate: false,
+    })
+    assert.equal(ceilings.isolation, 'namespace')
+    assert.deepEqual(fixed, { network: 'allow:pypi.org', env: { A: 'b' }, isolation: 'namespace' })
+    assert.equal(operatorPolicy({}).ceilings.network, 'none')
+  })
+
+  it('refuses host paths and invalid flags, naming the field', () => {
+    assert.throws(() => operatorPolicy({ writable: ['.'] }), { name: 'PolicyError', field: 'writable' })
+    assert.throws(() => operatorPolicy({ limits: { wallTimeMs: 'soon' } }), {
+      name: 'PolicyError',
+      field: 'limits.wallTimeMs',
+    })
+    assert.equal(parseBudget('16K'), 16 * 1024)
+    assert.throws(() => parseBudget('10B'), { field: 'output-budget' })
+    assert.deepEqual(parseFunction('add=./x.mjs#add'), {
+      name: 'add',
+      module: path.resolve('x.mjs'),
+      exportName: 'add',
+    })
+    assert.throws(() => parseFunction('./x.mjs#add'), { field: 'function' })
+  })
+})
+
+describe('cordon mcp (stdio, the real bin)', { skip }, () => {
+  it('serves the tools within its flags, calls registered functions, and cleans up when the client leaves', async () => {
+    const dir = worldWritableDir()
+    const module = path.join(dir, 'tools.mjs')
+    writeFileSync(module, 'export function add(a, b) { return a + b }\n', { mode: 0o644 })
+    const { client, transport, call, tmp } = await start([
+      '--timeout',
+      '5s',
+      '--env',
+      'GREETING=hello',
+      '--env',
+      'CORDON_TEST_SECRET',
+      '--redact',
+      's3cret',
+      '--function',
+      `add=${module}#add`,
+      '--output-budget',
+      '512B',
+    ])
+    try {
+      const { tools } = await client.listTools()
+      assert.deepEqual(tools.map((t) => t.name).sort(), [
+        'call_function',
+        'cancel_run',
+        'list_runs',
+        'read_output',
+        'run',
+        'write_stdin',
+      ])
+      assert.equal(tools.find((t) => t.name === 'run')?.annotations?.openWorldHint, false)
+
+      // The fixed options (--env, --redact) are in every run.
+      const r = await call('run', { shell: 'echo "$GREETING $CORDON_TEST_SECRET"' })
+      assert.equal(result(r).stdout, 'hello [REDACTED]\n')
+      // The flags are the ceilings.
+      const over = await call('run', { cmd: ['true'], limits: { wallTimeMs: '10s' } })
+      assert.equal(over.isError, true)
+      assert.match(
+        text(over),
+        /over-ceiling: options\.limits\.wallTimeMs: 10s is over this key's ceiling of 5s/,
+      )
+      const net = await call('run', { cmd: ['true'], network: 'host' })
+      assert.equal(net.isError, true)
+      // The budget (--output-budget 512B).
+      const big = await call('run', { shell: 'seq 1 2000' })
+      assert.ok(Buffer.byteLength(String(result(big).stdout)) < 512 + 200)
+      assert.match(text(big), /bytes cut; read_output run_id=run_\S+ stream=output offset=256 /)
+
+      const f = await call('call_function', { name: 'add', args: [2, 3] })
+      assert.equal(text(f), 'add returned 5')
+      assert.equal(result(f).value, 5)
+      assert.ok(readdirSync(tmp).some((n) => n.startsWith('cordon-mcp-')))
+    } finally {
+      await client.close()
+    }
+    // Its stdin closed: the server stopped and removed its private data dir.
+    const pid = transport.pid
+    assert.ok(
+      await waitFor(() => readdirSync(tmp).every((n) => !n.startsWith('cordon-mcp-')), 10_000),
+      String(readdirSync(tmp)),
+    )
+    if (pid) assert.ok(await waitFor(() => !existsSync(`/proc/${pid}`), 10_000))
+  })
+
+  it('refuses a host path flag at start, naming it (exit 125)', () => {
+    const out = spawnSync(process.execPath, [CLI, 'mcp', '--writable', '.'], { encoding: 'utf8', input: '' })
+    assert.equal(out.status, 125, out.stderr)
+    assert.match(out.stderr, /^cordon: --writable: not taken by cordon mcp yet/m)
+    assert.equal(out.stdout, '')
+  })
+})
