@@ -22,6 +22,17 @@ export function mcpMount(
   return {
     path: '/mcp',
     async handler(request, key) {
+      // Stateless: no session to end (DELETE), and no standalone event stream (GET), which would hold a
+      // connection open with nothing ever to say on it. The spec's answer for both is 405.
+      if (request.method !== 'POST')
+        return new Response(
+          JSON.stringify({
+            jsonrpc: '2.0',
+            error: { code: -32000, message: 'Method not allowed.' },
+            id: null,
+          }),
+          { status: 405, headers: { allow: 'POST', 'content-type': 'application/json' } },
+        )
       const server = createMcpServer({
         service,
         key,

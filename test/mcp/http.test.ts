@@ -101,4 +101,13 @@ describe('/mcp on cordon serve', { skip }, () => {
     assert.equal(res.status, 401)
     assert.equal(res.headers.get('www-authenticate'), 'Bearer')
   })
+
+  it('holds no standalone event stream and no session: GET and DELETE are 405', async () => {
+    const headers = { authorization: `Bearer ${served.adminKey}`, accept: 'text/event-stream' }
+    for (const method of ['GET', 'DELETE']) {
+      const res = await fetch(`${served.url}/mcp`, { method, headers, signal: AbortSignal.timeout(5000) })
+      assert.equal(res.status, 405, method)
+      assert.equal(res.headers.get('allow'), 'POST')
+    }
+  })
 })
