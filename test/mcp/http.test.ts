@@ -102,6 +102,19 @@ describe('/mcp on cordon serve', { skip }, () => {
     assert.equal(res.headers.get('www-authenticate'), 'Bearer')
   })
 
+  it('bounds a body as /v1 does (413 past 8 MiB)', async () => {
+    const res = await fetch(`${served.url}/mcp`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${served.adminKey}`,
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+      },
+      body: 'x'.repeat(8 * 1024 * 1024 + 1),
+    })
+    assert.equal(res.status, 413)
+  })
+
   it('holds no standalone event stream and no session: GET and DELETE are 405', async () => {
     const headers = { authorization: `Bearer ${served.adminKey}`, accept: 'text/event-stream' }
     for (const method of ['GET', 'DELETE']) {
