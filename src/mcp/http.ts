@@ -11,6 +11,9 @@ import { createMcpServer } from './tools.js'
 export interface McpHttpOptions {
   /** Bytes of each text a tool returns (default 8 KiB). */
   budget?: number
+  /** Tool calls waiting at once (run, read_output), per key (default 32) and in all (default 1024). */
+  maxWaitsPerKey?: number
+  maxWaits?: number
   version?: string
 }
 
@@ -19,6 +22,27 @@ export function mcpMount(
   service: Service,
   options: McpHttpOptions = {},
 ): { path: string; handler(request: Request, key: KeyRecord): Promise<Response> } {
+  // Each waiting call holds a connection and a timer here: only so many per key, and in all. A call past
+  // the bound answers at once (the run's state and output so far) instead of waiting.
+  const perKey = options.maxWaitsPerKey ?? 32
+  const total = options.maxWaits ?? 1024
+  const waiting = new Map<string, number>()
+  let all = 0
+  const holdsFor = (keyId: string) => ({
+    take() {
+      const mine = waiting.get(keyId) ?? 0
+      if (mine >= perKey || all >= total) return false
+      waiting.set(keyId, mine + 1)
+      all++
+      return true
+    },
+    give() {
+      const mine = (waiting.get(keyId) ?? 1) - 1
+      if (mine <= 0) waiting.delete(keyId)
+      else waiting.set(keyId, mine)
+      all--
+    },
+  })
   return {
     path: '/mcp',
     async handler(request, key) {
@@ -39,6 +63,7 @@ export function mcpMount(
         budget: options.budget ?? DEFAULT_OUTPUT_BUDGET,
         // A long poll holds a connection: the HTTP API's own longest wait.
         maxWaitMs: 60_000,
+        holds: holdsFor(key.id),
         ...(options.version ? { version: options.version } : {}),
       })
       const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined })

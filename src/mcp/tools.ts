@@ -27,6 +27,11 @@ export interface McpToolsOptions {
   fixedOptions?: Record<string, unknown>
   /** The longest a tool call waits (run, read_output, cancel_run), ms. Default 5 min. */
   maxWaitMs?: number
+  /**
+   * Waits held at once (each holds a connection on /mcp): a call that gets no slot answers at once, as
+   * with wait_ms 0, rather than being refused. Default: no bound (stdio has one client).
+   */
+  holds?: { take(): boolean; give(): void }
   /** The `run` tool's wait when the call names none, ms. Default 20 s (clients time out at about 60 s). */
   defaultWaitMs?: number
   /** Functions `call_function` may call; the tool exists only when there are some. */
@@ -138,6 +143,17 @@ export function createMcpServer(options: McpToolsOptions): McpServer {
         'cancel_run. Long output is cut to head and tail; read_output pages the rest.',
     },
   )
+
+  /** `wait()` within a hold slot; without one, `now()` at once. */
+  const held = async <T>(wait: () => Promise<T>, now: () => T): Promise<T> => {
+    if (!options.holds) return wait()
+    if (!options.holds.take()) return now()
+    try {
+      return await wait()
+    } finally {
+      options.holds.give()
+    }
+  }
 
   const cut = (text: string, runId: string, stream: Stream, offset = 0) =>
     cutToBudget(text, budget, { runId, stream, offset }).text
@@ -261,7 +277,10 @@ export function createMcpServer(options: McpToolsOptions): McpServer {
         extra.signal.addEventListener('abort', onAbort, { once: true })
         const stopProgress = followProgress(id, extra)
         try {
-          const run = await service.wait(key, id, input.wait_ms ?? defaultWaitMs)
+          const run = await held(
+            () => service.wait(key, id, input.wait_ms ?? defaultWaitMs),
+            () => service.get(key, id),
+          )
           return runAnswer(run, Date.now() - started)
         } finally {
           stopProgress()
@@ -348,20 +367,23 @@ export function createMcpServer(options: McpToolsOptions): McpServer {
         const stream = input.stream ?? 'output'
         const offset = input.offset ?? 0
         const limit = input.limit ?? budget
-        const deadline = Date.now() + (input.wait_ms ?? 0)
         let run = service.get(key, input.run_id)
         let page = service.output(key, run.id, stream, offset, limit)
         // A short poll: output is stored as it comes, and the wait ends at the first byte past the offset.
-        while (
-          page.length === 0 &&
-          run.state !== 'finished' &&
-          Date.now() < deadline &&
-          !extra.signal.aborted
-        ) {
-          await sleep(Math.min(200, deadline - Date.now()))
-          run = service.get(key, run.id)
-          page = service.output(key, run.id, stream, offset, limit)
+        const poll = async () => {
+          const deadline = Date.now() + (input.wait_ms ?? 0)
+          while (
+            page.length === 0 &&
+            run.state !== 'finished' &&
+            Date.now() < deadline &&
+            !extra.signal.aborted
+          ) {
+            await sleep(Math.min(200, deadline - Date.now()))
+            run = service.get(key, run.id)
+            page = service.output(key, run.id, stream, offset, limit)
+          }
         }
+        if (page.length === 0 && run.state !== 'finished' && input.wait_ms) await held(poll, () => undefined)
         const next = offset + page.length
         const eof = run.state === 'finished' && service.output(key, run.id, stream, next, 1).length === 0
         const data = page.toString('utf8')

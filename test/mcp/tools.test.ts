@@ -189,6 +189,19 @@ describe('MCP tools', { skip }, () => {
     assert.equal(next.next_offset, 13)
   })
 
+  it('a call that gets no wait slot answers at once instead of waiting', async () => {
+    let given = 0
+    const { call } = await connect({}, { holds: { take: () => false, give: () => void given++ } })
+    const started = Date.now()
+    const r = await call('run', { cmd: ['sleep', '5'], wait_ms: 10_000 })
+    assert.equal(structured(r).state === 'finished', false)
+    const page = await call('read_output', { run_id: structured(r).run_id, wait_ms: 10_000 })
+    assert.equal(structured(page).data, '')
+    assert.ok(Date.now() - started < 4000, `${Date.now() - started} ms`)
+    assert.equal(given, 0)
+    await call('cancel_run', { run_id: structured(r).run_id })
+  })
+
   it('write_stdin feeds a run started with stdin_open, and close ends its input', async () => {
     const { call } = await connect()
     const r = await call('run', {
