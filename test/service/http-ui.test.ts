@@ -4,7 +4,9 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import { createApp } from '../../src/service/http/app.js'
+import { createSessions } from '../../src/service/http/ui.js'
 import { createService } from '../../src/service/service.js'
+import type { KeyRecord } from '../../src/service/types.js'
 import { tempDir } from '../helpers.js'
 
 type Json = Record<string, unknown>
@@ -233,5 +235,32 @@ describe('the page’s ANSI reader', () => {
   it('leaves markup as text: it is never parsed as HTML', () => {
     const r = ansiReader()
     assert.equal(text(r.read('<script>alert(1)</script>&amp;')), '<script>alert(1)</script>&amp;')
+  })
+})
+
+describe('the session store', () => {
+  const keyOf = (id: string) => ({ id }) as unknown as KeyRecord
+  const service = { authenticate: (token: string) => keyOf(token.replace('token-', '')) }
+
+  it('holds a bounded number of sessions a key: one key signing in over and over evicts its own only', () => {
+    const sessions = createSessions(service)
+    const victim = sessions.create('token-victim', keyOf('victim'))
+    let last = ''
+    for (let i = 0; i < 10_050; i++) last = sessions.create('token-flood', keyOf('flood'))
+    assert.ok(sessions.check(victim), 'another key’s session survives the flood')
+    assert.ok(sessions.check(last), 'the newest of the flood lives')
+    assert.ok(sessions.size <= 100, `${sessions.size} sessions held`)
+  })
+
+  it('drops expired sessions before evicting a live one when full', () => {
+    let now = 0
+    const sessions = createSessions(service, 1000, () => now)
+    for (let i = 0; i < 10_000; i++) sessions.create(`token-k${i}`, keyOf(`k${i}`))
+    now = 2000
+    const live = sessions.create('token-live', keyOf('live'))
+    const next = sessions.create('token-next', keyOf('next'))
+    assert.ok(sessions.check(live))
+    assert.ok(sessions.check(next))
+    assert.ok(sessions.size <= 2, `${sessions.size} sessions held`)
   })
 })

@@ -19,8 +19,13 @@ export const SESSION_COOKIE = 'cordon_session'
 /** The header the page sets on its state-changing requests (a cross-site form or fetch cannot set it). */
 export const CSRF_HEADER = 'x-cordon-csrf'
 export const DEFAULT_SESSION_TTL_MS = 12 * 60 * 60 * 1000
-/** Sessions held at once; past it the oldest goes (each needed a valid key to make, but memory is memory). */
+/** Sessions held at once; past it the expired go, then the oldest (each needed a valid key to make). */
 const MAX_SESSIONS = 10_000
+/**
+ * Sessions one key holds; past it that key's oldest goes. Without it, any key (one that may only read
+ * its own runs) signing in 10 000 times pushed every other key's sessions out of the table.
+ */
+export const MAX_SESSIONS_PER_KEY = 64
 
 interface Session {
   token: string
@@ -43,11 +48,31 @@ export function createSessions(
   now: () => number = Date.now,
 ): Sessions {
   const sessions = new Map<string, Session>()
+  /** Each key's session ids, oldest first (a Set keeps its insertion order). */
+  const byKey = new Map<string, Set<string>>()
+  const forget = (id: string) => {
+    const session = sessions.get(id)
+    if (!session) return
+    sessions.delete(id)
+    const mine = byKey.get(session.keyId)
+    mine?.delete(id)
+    if (mine?.size === 0) byKey.delete(session.keyId)
+  }
   return {
     create(token, key) {
       const id = randomBytes(32).toString('base64url')
-      if (sessions.size >= MAX_SESSIONS) sessions.delete(sessions.keys().next().value as string)
+      const mine = byKey.get(key.id)
+      if (mine && mine.size >= MAX_SESSIONS_PER_KEY) forget(mine.values().next().value as string)
+      if (sessions.size >= MAX_SESSIONS) {
+        const t = now()
+        for (const [old, session] of sessions) if (session.expiresAt <= t) forget(old)
+        // Still full of live sessions (of more than 150 keys): the oldest goes.
+        if (sessions.size >= MAX_SESSIONS) forget(sessions.keys().next().value as string)
+      }
       sessions.set(id, { token, keyId: key.id, expiresAt: now() + ttlMs })
+      const set = byKey.get(key.id) ?? new Set<string>()
+      set.add(id)
+      byKey.set(key.id, set)
       return id
     },
     check(id) {
@@ -55,13 +80,13 @@ export function createSessions(
       if (!session) return null
       const key = session.expiresAt > now() ? service.authenticate(session.token) : null
       if (!key || key.id !== session.keyId) {
-        sessions.delete(id)
+        forget(id)
         return null
       }
       return { key, token: session.token }
     },
     delete(id) {
-      sessions.delete(id)
+      forget(id)
     },
     get size() {
       return sessions.size
