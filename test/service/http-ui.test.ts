@@ -179,6 +179,33 @@ describe('http ui', () => {
     assert.equal((await short.request('/v1/runs', { headers: { cookie } })).status, 401)
   })
 
+  it('ends the event streams of a session at its sign-out, at the next heartbeat', async () => {
+    const cookie = await session()
+    const made = await withCookie(cookie, '/v1/runs', {
+      method: 'POST',
+      headers: { 'x-cordon-csrf': '1' },
+      body: JSON.stringify({ cmd: ['sleep', '10'] }),
+    })
+    const { id } = (await made.json()) as { id: string }
+    try {
+      const events = await withCookie(cookie, `/v1/runs/${id}/events`)
+      assert.equal(events.status, 200)
+      const reader = (events.body as ReadableStream<Uint8Array>).getReader()
+      await reader.read()
+      await withCookie(cookie, '/ui/logout', { method: 'POST' })
+      const ended = (async () => {
+        for (;;) if ((await reader.read()).done) return true
+      })()
+      const late = new Promise<boolean>((r) => setTimeout(() => r(false), 2000))
+      assert.equal(await Promise.race([ended, late]), true, 'the stream ended after the sign-out')
+    } finally {
+      await app.request(`/v1/runs/${id}/cancel`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${admin}` },
+      })
+    }
+  })
+
   it('serves its assets with their types, and nothing else under /ui/assets', async () => {
     const types = { 'style.css': /text\/css/, 'run.js': /text\/javascript/, 'icon.svg': /image\/svg/ }
     for (const [name, type] of Object.entries(types)) {

@@ -81,7 +81,9 @@ const STATUS: Record<ErrorCode, ContentfulStatusCode> = {
   'not-implemented': 501,
 }
 
-type Env = { Variables: { key: KeyRecord; token: string; bodyRead: () => void } }
+type Env = {
+  Variables: { key: KeyRecord; token: string; bodyRead: () => void; session: string | undefined }
+}
 
 function errorBody(code: ErrorCode, message: string, field?: string) {
   return { error: { code, message, ...(field ? { field } : {}) } }
@@ -256,6 +258,7 @@ export function createApp(service: AppService, opts: AppOptions = {}): App {
         )
       c.set('key', session.key)
       c.set('token', session.token)
+      c.set('session', session.id)
       return next()
     }
     const header = c.req.header('authorization') ?? ''
@@ -420,6 +423,7 @@ export function createApp(service: AppService, opts: AppOptions = {}): App {
     }
     const key = c.get('key')
     const token = c.get('token')
+    const session = c.get('session')
     const release = holdStream(key)
     let body: ReadableStream<Uint8Array>
     try {
@@ -428,8 +432,10 @@ export function createApp(service: AppService, opts: AppOptions = {}): App {
         heartbeatMs,
         signal: c.req.raw.signal,
         ...(opts.maxStreamQueuedBytes !== undefined ? { maxQueuedBytes: opts.maxStreamQueuedBytes } : {}),
-        // A stream outlives the check its request passed: the key is checked again at each heartbeat.
-        stillValid: () => service.authenticate(token) !== null,
+        // A stream outlives the check its request passed: the key (and the session, signed out or not) is
+        // checked again at each heartbeat.
+        stillValid: () =>
+          session === undefined ? service.authenticate(token) !== null : sessions.check(session) !== null,
         onClose: release,
       })
     } catch (error) {

@@ -33,11 +33,17 @@ interface Session {
   expiresAt: number
 }
 
+export interface SessionOf {
+  id: string
+  key: KeyRecord
+  token: string
+}
+
 export interface Sessions {
   /** A new session for a key's token: its id, for the cookie. */
   create(token: string, key: KeyRecord): string
   /** The key and token of a live session whose key is still valid; null otherwise (and it is forgotten). */
-  check(id: string): { key: KeyRecord; token: string } | null
+  check(id: string): SessionOf | null
   delete(id: string): void
   readonly size: number
 }
@@ -83,7 +89,7 @@ export function createSessions(
         forget(id)
         return null
       }
-      return { key, token: session.token }
+      return { id, key, token: session.token }
     },
     delete(id) {
       forget(id)
@@ -95,7 +101,7 @@ export function createSessions(
 }
 
 /** The session a request's cookie names, when it is live and its key valid. */
-export function sessionOf(c: Context, sessions: Sessions): { key: KeyRecord; token: string } | null {
+export function sessionOf(c: Context, sessions: Sessions): SessionOf | null {
   const id = getCookie(c, SESSION_COOKIE)
   return id ? sessions.check(id) : null
 }
