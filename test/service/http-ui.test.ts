@@ -206,6 +206,31 @@ describe('http ui', () => {
     }
   })
 
+  it("serves the API, whose bytes are the programs', unsniffed, sandboxed and unframed", async () => {
+    const bearer = { authorization: `Bearer ${admin}` }
+    const made = await app.request('/v1/runs', {
+      method: 'POST',
+      headers: bearer,
+      body: JSON.stringify({ cmd: ['sh', '-c', 'echo "<script>alert(1)</script>"'], wait: '10s' }),
+    })
+    const { id } = (await made.json()) as { id: string }
+    const paths = [`/v1/runs/${id}/output`, `/v1/runs/${id}`, '/v1/nothing/<b>', '/metrics', '/openapi.json']
+    for (const path of paths) {
+      const res = await app.request(path, { headers: bearer })
+      assert.equal(res.headers.get('x-content-type-options'), 'nosniff', path)
+      const csp = res.headers.get('content-security-policy') ?? ''
+      assert.match(csp, /\bsandbox\b/, path)
+      assert.match(csp, /default-src 'none'/, path)
+      assert.match(csp, /frame-ancestors 'none'/, path)
+    }
+    const page = await app.request('/ui/login')
+    assert.match(
+      page.headers.get('content-security-policy') ?? '',
+      /script-src 'self'/,
+      'the pages keep theirs',
+    )
+  })
+
   it('serves its assets with their types, and nothing else under /ui/assets', async () => {
     const types = { 'style.css': /text\/css/, 'run.js': /text\/javascript/, 'icon.svg': /image\/svg/ }
     for (const [name, type] of Object.entries(types)) {

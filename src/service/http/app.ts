@@ -62,6 +62,9 @@ export const DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
 export const DEFAULT_MAX_WAIT_MS = 60_000
 export const DEFAULT_MAX_BODY_BYTES_IN_FLIGHT = 64 * 1024 * 1024
 
+/** For everything but the pages: nothing loads, nothing runs, nothing frames it. */
+const API_CSP = "default-src 'none'; sandbox; frame-ancestors 'none'"
+
 type ErrorCode = ServiceError['code'] | 'too-large' | 'busy' | 'internal' | 'not-implemented'
 
 const STATUS: Record<ErrorCode, ContentfulStatusCode> = {
@@ -233,6 +236,13 @@ export function createApp(service: AppService, opts: AppOptions = {}): App {
   })
   app.notFound((c) => c.json(errorBody('not-found', `no route ${c.req.method} ${c.req.path}`), 404))
 
+  // What the API serves is often a program's bytes (its output, its collected files), on the dashboard's
+  // origin: no browser may sniff them into a page, run them, or frame them. The pages set their own policy.
+  app.use('*', async (c, next) => {
+    await next()
+    c.res.headers.set('X-Content-Type-Options', 'nosniff')
+    if (!c.res.headers.has('Content-Security-Policy')) c.res.headers.set('Content-Security-Policy', API_CSP)
+  })
   app.use('*', async (c, next) => {
     const start = process.hrtime.bigint()
     await next()
