@@ -20,6 +20,19 @@ describe('byteBudget', () => {
     assert.equal(budget.held, 60)
   })
 
+  it('lets one owner hold at most its share, past its first body', () => {
+    const budget = byteBudget(100, 30)
+    assert.equal(budget.take(50, 'a'), true, 'an owner’s first body goes through')
+    assert.equal(budget.take(1, 'a'), false, 'past its share')
+    assert.equal(budget.take(30, 'b'), true)
+    assert.equal(budget.take(1, 'b'), false)
+    assert.equal(budget.take(20, 'c'), true)
+    budget.give(50, 'a')
+    assert.equal(budget.take(10, 'a'), true)
+    assert.equal(budget.take(20, 'a'), true)
+    assert.equal(budget.held, 80)
+  })
+
   it('costs a body its Content-Length, or the largest body when it declares none or nonsense', () => {
     assert.equal(bodyCost('1234', 8192), 1234)
     assert.equal(bodyCost(' 12 ', 8192), 12)
@@ -96,5 +109,53 @@ describe('bodies in flight over the app', () => {
     const res = await post(small, small.length)
     assert.equal(res.status, 201, await res.text())
     assert.equal((await waiting).status, 201)
+  })
+
+  it('keeps one key from holding the whole budget with bodies that never end', async () => {
+    // Bodies of at most 256 KiB, 1 MiB of them at once: four bodies of one key would fill it.
+    const shared = createApp(created.service, { maxBodyBytes: 1 << 18, maxBodyBytesInFlight: 1 << 20 }).app
+    const made = await shared.request('/v1/keys', {
+      method: 'POST',
+      headers: { authorization: `Bearer ${admin}` },
+      body: JSON.stringify({ name: 'hog', scopes: ['runs:write'] }),
+    })
+    const hog = ((await made.json()) as { key: string }).key
+    // Bodies without a length, each costing the largest body, sent a byte and then held open.
+    const ends: (() => void)[] = []
+    const held: Promise<Response>[] = []
+    const statuses: number[] = []
+    for (let i = 0; i < 4; i++) {
+      const stream = new ReadableStream<Uint8Array>({
+        start(controller) {
+          controller.enqueue(Buffer.from('{'))
+          ends.push(() => controller.close())
+        },
+      })
+      const res = shared.request('/v1/runs', {
+        method: 'POST',
+        body: stream,
+        headers: { authorization: `Bearer ${hog}` },
+        duplex: 'half',
+      } as RequestInit)
+      held.push(Promise.resolve(res))
+      const first = await Promise.race([res, new Promise((r) => setTimeout(() => r(null), 50))])
+      if (first) statuses.push((first as Response).status)
+    }
+    try {
+      assert.ok(
+        statuses.length >= 2 && statuses.every((s) => s === 503),
+        `the hog's later bodies: ${statuses}`,
+      )
+      const small = body(200_000)
+      const res = await shared.request('/v1/runs', {
+        method: 'POST',
+        body: small,
+        headers: { authorization: `Bearer ${admin}`, 'content-length': String(small.length) },
+      })
+      assert.equal(res.status, 201, 'another key still sends its body')
+    } finally {
+      for (const end of ends) end()
+      await Promise.all(held)
+    }
   })
 })

@@ -44,6 +44,8 @@ export interface AppOptions {
   maxStreamQueuedBytes?: number
   /** Request bodies held at once, bytes, by their length (default 64 MiB); past it 503. */
   maxBodyBytesInFlight?: number
+  /** The most of that one key holds past its first body (default a quarter of it). */
+  maxBodyBytesInFlightPerKey?: number
   /** Where request and error lines go; none by default. */
   logger?: AppLogger
   /** How long a dashboard session lasts, ms (default 12 h). */
@@ -286,18 +288,20 @@ export function createApp(service: AppService, opts: AppOptions = {}): App {
     await next()
   }
   app.use('/v1/*', auth)
-  const bodies = byteBudget(opts.maxBodyBytesInFlight ?? DEFAULT_MAX_BODY_BYTES_IN_FLIGHT)
+  const inFlight = opts.maxBodyBytesInFlight ?? DEFAULT_MAX_BODY_BYTES_IN_FLIGHT
+  const bodies = byteBudget(inFlight, opts.maxBodyBytesInFlightPerKey ?? Math.floor(inFlight / 4))
   const holdBody: MiddlewareHandler<Env> = async (c, next) => {
     if (c.req.method === 'GET' || c.req.method === 'HEAD' || c.req.method === 'DELETE') return next()
     const cost = bodyCost(c.req.header('content-length'), maxBodyBytes)
-    if (!bodies.take(cost)) {
+    const owner = c.get('key').id
+    if (!bodies.take(cost, owner)) {
       c.header('Retry-After', '1')
       return c.json(errorBody('busy', 'the server is receiving too many request bodies at once: retry'), 503)
     }
     // Given back once the body is read (a submission may then wait a minute for its run), or at the end.
     let held = true
     c.set('bodyRead', () => {
-      if (held) bodies.give(cost)
+      if (held) bodies.give(cost, owner)
       held = false
     })
     try {

@@ -3,25 +3,38 @@
 // limit bounds one request, not how many arrive together: a few hundred clients sending 8 MiB each would
 // take gigabytes. Each body takes its declared length (or the largest a body may be, when it declares none)
 // from one budget before it is read, and gives it back when its request is answered.
+//
+// One owner (a key) may hold only a share of it: a body is held for as long as its client takes to send
+// it (up to the server's request timeout), so without a share one key sending a few bodies slowly, or
+// sending none of the length it declared, would leave no room for anyone else's.
 
 /** A budget of bytes; `take` refuses what would go past it (one body alone is always let through). */
 export interface ByteBudget {
-  take(bytes: number): boolean
-  give(bytes: number): void
+  take(bytes: number, owner?: string): boolean
+  give(bytes: number, owner?: string): void
   readonly held: number
 }
 
-export function byteBudget(max: number): ByteBudget {
+export function byteBudget(max: number, maxPerOwner = max): ByteBudget {
   let held = 0
+  const byOwner = new Map<string, number>()
   return {
-    take(bytes) {
-      // An idle server takes any one body the body limit allows, so a budget below it cannot refuse all.
+    take(bytes, owner) {
+      // An idle server takes any one body the body limit allows, so a budget below it cannot refuse all;
+      // likewise an owner holding nothing may send one body past its share.
       if (held > 0 && held + bytes > max) return false
+      const mine = owner === undefined ? 0 : (byOwner.get(owner) ?? 0)
+      if (mine > 0 && mine + bytes > maxPerOwner) return false
       held += bytes
+      if (owner !== undefined) byOwner.set(owner, mine + bytes)
       return true
     },
-    give(bytes) {
+    give(bytes, owner) {
       held = Math.max(0, held - bytes)
+      if (owner === undefined) return
+      const left = (byOwner.get(owner) ?? 0) - bytes
+      if (left > 0) byOwner.set(owner, left)
+      else byOwner.delete(owner)
     },
     get held() {
       return held
