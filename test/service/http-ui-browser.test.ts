@@ -217,6 +217,41 @@ describe('the dashboard in a browser', { skip, timeout: 120_000 }, () => {
     assert.equal(await page.evaluate(() => (window as unknown as { pwned?: number }).pwned), undefined)
   })
 
+  it('stays responsive when every other character changes colour', async (t) => {
+    // 4 MB of `a` and `b` in alternating colours: a span for every character or two, were each kept.
+    const script = `yes "$(printf '\\033[31ma\\033[32mb')" | head -c 4000000; echo; echo colour-done`
+    const run = await api('/v1/runs', {
+      method: 'POST',
+      body: { cmd: ['sh', '-c', script], options: { limits: { maxOutputBytes: '16M', wallTimeMs: '60s' } } },
+    })
+    await page.goto(`${served.url}/ui/runs/${run.id}`)
+    if (page.url().includes('/ui/login')) {
+      await page.getByLabel('API key').fill(served.adminKey as string)
+      await page.getByRole('button', { name: 'Sign in' }).click()
+      await page.waitForURL(`${served.url}/ui/runs/${run.id}`)
+    }
+    // The longest gap between two frames until the last line is on the page.
+    const longest = (await page.evaluate(`new Promise((resolve) => {
+      let last = performance.now()
+      let longest = 0
+      const tick = (now) => {
+        longest = Math.max(longest, now - last)
+        last = now
+        if (document.getElementById('out').lastChild?.textContent.includes('colour-done')) resolve(longest)
+        else requestAnimationFrame(tick)
+      }
+      requestAnimationFrame(tick)
+    })`)) as number
+    const spans = await page.evaluate(() => document.getElementById('out')?.childElementCount ?? 0)
+    t.diagnostic(`${spans} spans; longest frame gap: ${Math.round(longest)} ms`)
+    assert.ok(longest < 2000, `a frame took ${Math.round(longest)} ms`)
+    assert.ok(spans <= 5000, `${spans} spans in the page`)
+    // Once it is all in, the page answers at once (with 170 000 spans, a call took a second).
+    const start = Date.now()
+    await page.evaluate(() => document.getElementById('out')?.scrollTo(0, 0))
+    assert.ok(Date.now() - start < 300, `the page took ${Date.now() - start} ms to answer`)
+  })
+
   it("lets the browser's EventSource read every event to end, resuming exactly once after a cut", async () => {
     // A proxy in front of the server that cuts the first event stream after its 5th output event.
     const lastIds: (string | null)[] = []

@@ -15,6 +15,12 @@ import {
 } from './common.js'
 
 const CAP = 256 * 1024
+/**
+ * Spans of output kept at once. Each colour change is a span, and a program changing colour at every
+ * character made 170 000 of them, which stalled the page for a second at a time; past this many, text
+ * joins the last span of its stream, in that span's colour, until the oldest are cut.
+ */
+const MAX_SPANS = 5000
 
 const id = decodeURIComponent(location.pathname.split('/').pop())
 const $ = (name) => document.getElementById(name)
@@ -112,17 +118,36 @@ function flush() {
   const batch = pending
   pending = []
   pendingChars = 0
+  // Text is gathered by span first and put in the page once a span: appending to a text node part by part
+  // copies it each time.
+  let open = null
+  const put = () => {
+    if (!open) return
+    const text = open.texts.join('')
+    const last = out.lastChild
+    const join =
+      last &&
+      (last.className === open.cls ||
+        (out.childElementCount >= MAX_SPANS && last.classList.contains(`s-${open.stream}`)))
+    if (join) last.firstChild.appendData(text)
+    else out.append(el('span', text, { class: open.cls }))
+    open = null
+  }
   for (const { stream, text } of batch) {
     const cut = text.length > CAP ? text.slice(-CAP) : text
     if (cut !== text) clipped()
     for (const part of readers[stream].read(cut)) {
       const cls = `s-${stream}${part.cls ? ` ${part.cls}` : ''}`
-      const last = out.lastChild
-      if (last && last.className === cls) last.firstChild.appendData(part.text)
-      else out.append(el('span', part.text, { class: cls }))
+      const full = out.childElementCount >= MAX_SPANS
+      if (open && (open.cls === cls || (full && open.stream === stream))) open.texts.push(part.text)
+      else {
+        put()
+        open = { cls, stream, texts: [part.text] }
+      }
       shown += part.text.length
     }
   }
+  put()
   // Keep the last CAP characters: whole spans first, then the front of the oldest.
   while (shown > CAP && out.firstChild) {
     clipped()
