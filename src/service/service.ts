@@ -359,6 +359,11 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
       return { past, more, stop }
     },
 
+    tailAfter(key, id, bytes) {
+      own(key, id, 'runs:read')
+      return store.outputTailSeq(id, Math.max(0, bytes))
+    },
+
     output(key, id, stream, offset, limit) {
       own(key, id, 'runs:read')
       // From the stored events, during the run and after it: the program's bytes as kept and redacted.

@@ -398,6 +398,18 @@ export class SqliteStore implements Store {
     return out
   }
 
+  outputTailSeq(runId: string, bytes: number): number {
+    const { end } = this.stmt(
+      'SELECT COALESCE(MAX(merged_end), 0) AS end FROM events WHERE run_id = ? AND merged_end IS NOT NULL',
+    ).get(runId) as { end: number }
+    if (end <= bytes) return 0
+    const first = this.stmt(
+      `SELECT seq FROM events WHERE run_id = ? AND merged_end IS NOT NULL AND merged_end > ?
+         ORDER BY merged_end LIMIT 1`,
+    ).get(runId, end - bytes) as { seq: number } | undefined
+    return first ? first.seq - 1 : 0
+  }
+
   outputSlices(runId: string, stream: OutputStream, from: number, to: number): OutputSlice[] {
     if (to <= from) return []
     // Offsets only grow, so the events ending after `from`, by their end, start with the one holding it.

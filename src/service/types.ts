@@ -114,6 +114,8 @@ export interface Store {
    * order, each with where it starts in that stream; only those events are read.
    */
   outputSlices(runId: string, stream: OutputStream, from: number, to: number): OutputSlice[]
+  /** The seq just before the output event holding the last `bytes` of output (0: all of it fits). */
+  outputTailSeq(runId: string, bytes: number): number
   /** At start-up: runs left `running` by a dead server end `error`/`interrupted`; returns their ids. */
   interruptRunning(at: string): string[]
   /** Runs still queued, oldest first (re-queued at start-up). */
@@ -197,6 +199,11 @@ export interface Service {
     afterSeq: number,
     follow: (event: RunEvent) => void,
   ): { past: RunEvent[]; more: boolean; stop(): void }
+  /**
+   * Where to start a run's events so that they hold its last `bytes` of output (both streams): the seq to
+   * read after, 0 when all of it fits. Earlier events (the run's start, its first logs) are passed over.
+   */
+  tailAfter(key: KeyRecord, id: string, bytes: number): number
   /** The kept, redacted output as bytes: stdout, stderr or both interleaved (`output`). */
   output(
     key: KeyRecord,

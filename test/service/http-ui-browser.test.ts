@@ -121,8 +121,12 @@ describe('the dashboard in a browser', { skip, timeout: 120_000 }, () => {
     assert.match(await page.locator('#runs tbody tr').innerText(), /list=live/)
 
     // Pages: two runs a page, older and back to newer.
+    // Finished before the pages are read, so a page reads the same both times.
     for (const _ of [1, 2, 3])
-      await api('/v1/runs', { method: 'POST', body: { cmd: ['true'], metadata: { pages: 'p' } } })
+      await api('/v1/runs', {
+        method: 'POST',
+        body: { cmd: ['true'], metadata: { pages: 'p' }, wait: '20s' },
+      })
     await page.goto(`${served.url}/ui?metadata=pages%3Dp&limit=2`)
     await page.waitForFunction(() => document.querySelectorAll('#runs tbody tr').length === 2)
     const first = await text('#runs tbody')

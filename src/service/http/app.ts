@@ -436,6 +436,10 @@ export function createApp(service: AppService, opts: AppOptions = {}): App {
       after = Number(header.trim())
     }
     const key = c.get('key')
+    // A reader that wants only the end of a long run's output (the dashboard) starts there; a resume
+    // (Last-Event-ID, after) starts where it left off.
+    if (q.tail !== undefined && q.after === undefined && header === undefined)
+      after = service.tailAfter(key, c.req.param('id'), q.tail)
     const token = c.get('token')
     const session = c.get('session')
     const release = holdStream(key)

@@ -25,6 +25,8 @@ export const outputQuerySchema = z.strictObject({
 
 export const eventsQuerySchema = z.strictObject({
   after: queryInt(0, Number.MAX_SAFE_INTEGER).optional(),
+  /** Start with the events holding the last this many bytes of output (unless resuming). */
+  tail: queryInt(0, Number.MAX_SAFE_INTEGER).optional(),
   encoding: z.enum(['utf8', 'base64']).default('utf8'),
 })
 

@@ -190,7 +190,8 @@ cancel.addEventListener('click', async () => {
 })
 
 function follow() {
-  const source = new EventSource(`/v1/runs/${encodeURIComponent(id)}/events`)
+  // Only the events holding the last CAP bytes: a finished run's megabytes are not replayed to be cut.
+  const source = new EventSource(`/v1/runs/${encodeURIComponent(id)}/events?tail=${CAP}`)
   const data = (event) => JSON.parse(event.data)
   source.addEventListener('open', () => {
     conn.textContent = finished ? '' : 'Live'
@@ -205,9 +206,14 @@ function follow() {
     $('state').textContent = 'running'
     cancel.disabled = false
   })
+  const seen = { stdout: false, stderr: false }
   source.addEventListener('output', (event) => {
     const d = data(event)
-    append(d.stream === 'stderr' ? 'stderr' : 'stdout', String(d.data))
+    const stream = d.stream === 'stderr' ? 'stderr' : 'stdout'
+    // The tail began past the stream's start: the page shows only its end.
+    if (!seen[stream] && Number(d.offset) > 0) clipped()
+    seen[stream] = true
+    append(stream, String(d.data))
   })
   source.addEventListener('log', (event) => {
     const { seq, at, ...entry } = data(event)
