@@ -1,4 +1,4 @@
-import { existsSync, readdirSync, readFileSync, realpathSync, rmSync } from 'node:fs'
+import { existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmSync } from 'node:fs'
 import path from 'node:path'
 import { PassThrough } from 'node:stream'
 import * as z from 'zod'
@@ -6,6 +6,7 @@ import { errorResult, openSpawner, type RunResult, type Spawner } from '../index
 import { applyCeilings } from './ceilings.js'
 import { newKeyRecord } from './key-schema.js'
 import { hashKey } from './keys.js'
+import { lockDataDir } from './lock.js'
 import { RunQueue } from './queue.js'
 import { type RunRequest, runRequestSchema, SERVER_ONLY_OPTIONS } from './request.js'
 import { newRunId, SqliteStore } from './sqlite.js'
@@ -76,7 +77,16 @@ function canceledResult(): RunResult {
 
 export async function createService(options: ServiceOptions): Promise<CreatedService> {
   const dataDir = path.resolve(options.dataDir)
-  const store = new SqliteStore(dataDir)
+  mkdirSync(dataDir, { recursive: true, mode: 0o700 })
+  // Before anything is read: a second server would end the first one's running runs as interrupted.
+  const lock = lockDataDir(dataDir)
+  let store: SqliteStore
+  try {
+    store = new SqliteStore(dataDir)
+  } catch (error) {
+    lock.release()
+    throw error
+  }
   const concurrency = options.concurrency ?? 2
   const maxStdinBuffered = options.maxStdinBuffered ?? 1024 * 1024
   let spawner: Spawner | undefined
@@ -473,6 +483,7 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
       await Promise.allSettled([...delivering])
       storeClosed = true
       store.close()
+      lock.release()
     },
   }
   return { service, ...(adminKey ? { adminKey } : {}) }
