@@ -197,7 +197,14 @@ export async function main(argv: string[]): Promise<number> {
         wholeNumber(0, 1_000_000),
       ),
     )
+    .addOption(
+      new Option(
+        '--max-connections <N>',
+        'connections held at once (default 1024); past it a new one is closed at once',
+      ).argParser(wholeNumber(1, 1_000_000)),
+    )
     .addOption(new Option('--allow-private-webhooks', 'let webhooks go to loopback or private addresses'))
+    .addOption(new Option('--public-metrics', 'serve /metrics without a key (default: an admin key)'))
     .action(async (values: Record<string, unknown>) => {
       code = await serveCommand(values)
     })

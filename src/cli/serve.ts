@@ -18,23 +18,30 @@ interface ServeValues {
   dataDir?: string
   concurrency?: number
   maxQueued?: number
+  maxConnections?: number
   allowPrivateWebhooks?: boolean
+  publicMetrics?: boolean
 }
 
-export async function serveCommand(values: ServeValues): Promise<number> {
-  const { serveUntilSignal } = await import('../service/serve.js')
-  const { mcpMount } = await import('../mcp/http.js')
-  await serveUntilSignal({
-    // MCP (Streamable HTTP) at /mcp, behind the same keys: composed here, the service knows nothing of it.
-    mounts: (service) => [mcpMount(service)],
-    ...(values.host !== undefined ? { host: values.host } : {}),
-    ...(values.port !== undefined ? { port: values.port } : {}),
-    ...(values.dataDir !== undefined ? { dataDir: values.dataDir } : {}),
-    ...(values.concurrency !== undefined ? { concurrency: values.concurrency } : {}),
-    ...(values.maxQueued !== undefined ? { maxQueued: values.maxQueued } : {}),
-    allowPrivateWebhooks: values.allowPrivateWebhooks === true,
+export function serveCommand(values: ServeValues): Promise<number> {
+  // A data dir another server holds is said in one line (exit 125), as any setup error of cordon's.
+  return said(async () => {
+    const { serveUntilSignal } = await import('../service/serve.js')
+    const { mcpMount } = await import('../mcp/http.js')
+    await serveUntilSignal({
+      // MCP (Streamable HTTP) at /mcp, behind the same keys: composed here, the service knows nothing of it.
+      mounts: (service) => [mcpMount(service)],
+      ...(values.host !== undefined ? { host: values.host } : {}),
+      ...(values.port !== undefined ? { port: values.port } : {}),
+      ...(values.dataDir !== undefined ? { dataDir: values.dataDir } : {}),
+      ...(values.concurrency !== undefined ? { concurrency: values.concurrency } : {}),
+      ...(values.maxQueued !== undefined ? { maxQueued: values.maxQueued } : {}),
+      ...(values.maxConnections !== undefined ? { maxConnections: values.maxConnections } : {}),
+      allowPrivateWebhooks: values.allowPrivateWebhooks === true,
+      publicMetrics: values.publicMetrics === true,
+    })
+    return 0
   })
-  return 0
 }
 
 /** A refusal of the service (ServiceError: an unknown key, an invalid field) as one line, exit code 125. */

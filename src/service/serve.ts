@@ -26,6 +26,8 @@ export interface ServeOptions {
   allowPrivateWebhooks?: boolean
   /** Routes a higher layer serves on the same service and keys (`/mcp`), given the service once it exists. */
   mounts?: (service: Service) => AppMount[]
+  /** Serve /metrics without a key (default: it needs a key with the admin scope). */
+  publicMetrics?: boolean
 }
 
 export interface Server {
@@ -48,10 +50,11 @@ export async function serve(options: ServeOptions = {}): Promise<Server> {
   })
   const { app } = createApp(service, {
     logger: log,
+    publicMetrics: options.publicMetrics === true,
     ...(options.mounts ? { mounts: options.mounts(service) } : {}),
   })
 
-  const server = await new Promise<ReturnType<typeof listen>>((resolve, reject) => {
+  const listening = new Promise<ReturnType<typeof listen>>((resolve, reject) => {
     const s = listen(
       {
         fetch: app.fetch,
@@ -68,6 +71,14 @@ export async function serve(options: ServeOptions = {}): Promise<Server> {
     s.maxConnections = options.maxConnections ?? 1024
     s.once('error', reject)
   })
+  let server: Awaited<typeof listening>
+  try {
+    server = await listening
+  } catch (error) {
+    // The port is taken, say: the data dir is let go before the error is told.
+    await service.close()
+    throw error
+  }
   const address = server.address() as AddressInfo
   const shown = address.family === 'IPv6' ? `[${address.address}]` : address.address
   const url = `http://${shown}:${address.port}`

@@ -337,7 +337,7 @@ describe('http app', () => {
   it('serves /healthz, /readyz, /metrics and an OpenAPI 3.1 document with every route', async () => {
     assert.equal((await app.request('/healthz')).status, 200)
     assert.equal((await app.request('/readyz')).status, 200)
-    const metrics = await (await app.request('/metrics')).text()
+    const metrics = await (await call('/metrics')).text()
     assert.match(metrics, /cordon_http_request_duration_seconds_bucket/)
     assert.match(metrics, /cordon_runs_finished_total\{status="ok",isolation="\w+"\} \d/)
     const doc = (await (await app.request('/openapi.json')).json()) as { openapi: string; paths: Json }
@@ -361,6 +361,24 @@ describe('http app', () => {
     for (const [path, methods] of Object.entries(routes)) {
       for (const m of methods) assert.ok((doc.paths[path] as Json | undefined)?.[m], `${m} ${path}`)
     }
+  })
+
+  it('/metrics needs an admin key unless publicMetrics; /openapi.json needs none', async () => {
+    const none = await app.request('/metrics')
+    assert.equal(none.status, 401)
+    assert.equal((await errorOf(none)).code, 'unauthorized')
+    const made = (await (
+      await post('/v1/keys', { name: 'metrics-user', scopes: ['runs:read'], ceilings: {} })
+    ).json()) as { key: string }
+    const user = await call('/metrics', { key: made.key })
+    assert.equal(user.status, 403)
+    assert.equal((await errorOf(user)).code, 'forbidden')
+    assert.equal((await call('/metrics')).status, 200)
+    assert.equal((await app.request('/openapi.json')).status, 200)
+    const open = createApp(created.service, { publicMetrics: true }).app
+    const res = await open.request('/metrics')
+    assert.equal(res.status, 200)
+    assert.match(await res.text(), /cordon_http_request_duration_seconds/)
   })
 
   it('drains: /readyz and new runs answer 503 with Retry-After', async () => {

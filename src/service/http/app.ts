@@ -52,6 +52,8 @@ export interface AppOptions {
   sessionTtlMs?: number
   /** Routes a higher layer adds (the MCP endpoint), behind the same bearer keys and body limit. */
   mounts?: AppMount[]
+  /** Serve /metrics without a key (default false: it needs a key with the admin scope). */
+  publicMetrics?: boolean
 }
 
 /** A route the app serves without knowing what it is: the request as it came, and the caller's key. */
@@ -480,7 +482,16 @@ export function createApp(service: AppService, opts: AppOptions = {}): App {
     return c.body(null, 204)
   })
 
-  // Operations: no key needed (bind them to loopback, or proxy them).
+  // Operations: no key needed (bind them to loopback, or proxy them), but for /metrics: its labels tell
+  // how many runs of which status and isolation this server made, so it takes an admin key unless the
+  // operator opens it (`--public-metrics`, for a scraper that sends no key). /openapi.json stays public:
+  // it is the schema, the same for every cordon of this version, with no data in it.
+  if (opts.publicMetrics !== true)
+    app.use('/metrics', auth, async (c, next) => {
+      if (!c.get('key').scopes.includes('admin'))
+        throw new ServiceError('forbidden', 'this key lacks the admin scope')
+      await next()
+    })
   app.get('/healthz', (c) => c.json({ ok: true }))
   app.get('/readyz', (c) =>
     service.ready() ? c.json({ ready: true }) : c.json({ ready: false, reason: 'draining' }, 503),

@@ -243,9 +243,15 @@ export function registerOpenApi<E extends object>(app: OpenAPIHono<E & { Variabl
   for (const [path, summary] of [
     ['/healthz', 'the process is up'],
     ['/readyz', 'it takes runs (503 while draining)'],
-    ['/metrics', 'Prometheus metrics'],
     ['/openapi.json', 'this document'],
   ] as const) {
     r.registerPath({ method: 'get', path, summary, responses: { 200: { description: 'ok' } } })
   }
+  r.registerPath({
+    method: 'get',
+    path: '/metrics',
+    summary: 'Prometheus metrics (an admin key, unless the server runs with --public-metrics)',
+    security,
+    responses: { 200: { description: 'ok' }, ...errors(401, 403) },
+  })
 }
