@@ -12,10 +12,24 @@ import { print } from './pipes.js'
 /** The server's wait cap: a long-poll asks for it, and again. */
 const POLL = '60s'
 
-async function readAll(stream: Readable): Promise<Buffer> {
-  const chunks: Buffer[] = []
-  for await (const chunk of stream) chunks.push(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk))
-  return Buffer.concat(chunks)
+/** The stream's bytes to its end; null once `signal` aborts (Ctrl-C while a writer holds the pipe open). */
+function readAll(stream: Readable, signal: AbortSignal): Promise<Buffer | null> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = []
+    const onData = (chunk: Buffer | string) =>
+      chunks.push(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk))
+    const settle = (then: () => void) => () => {
+      stream.off('data', onData).off('end', onEnd).off('error', onError)
+      signal.removeEventListener('abort', onAbort)
+      then()
+    }
+    const onEnd = settle(() => resolve(Buffer.concat(chunks)))
+    const onAbort = settle(() => resolve(null))
+    const onError = (error: Error) => settle(() => reject(error))()
+    if (signal.aborted) return onAbort()
+    stream.on('data', onData).once('end', onEnd).once('error', onError)
+    signal.addEventListener('abort', onAbort, { once: true })
+  })
 }
 
 /** The server's refusal as the CLI's own: a field names its flag (`--writable`), the rest is said. */
@@ -57,7 +71,10 @@ export async function remoteRun(
   const key = process.env.CORDON_API_KEY
   if (!key) throw new PolicyError('server', 'needs the API key in CORDON_API_KEY')
   const options = policyInput(values)
-  const input = stdin ? { stdin: { base64: (await readAll(stdin)).toString('base64') } } : {}
+  const bytes = stdin ? await readAll(stdin, signal) : undefined
+  // Canceled before anything was submitted: there is no remote run to cancel.
+  if (bytes === null || signal.aborted) return null
+  const input = bytes ? { stdin: { base64: bytes.toString('base64') } } : {}
 
   const { connect, ClientError } = await import('../client/index.js')
   const client = connect({ url: server, key })
