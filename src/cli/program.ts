@@ -6,6 +6,7 @@ import { errorResult } from '../index.js'
 import { callCommand } from './call.js'
 import { doctorCommand } from './doctor.js'
 import { commanderOptions, flagFor } from './flags.js'
+import { keyCreateOptions } from './keys.js'
 import { mcpCommand } from './mcp.js'
 import { EXIT_BROKEN_PIPE, pipeBroken, print, watchOwnPipes } from './pipes.js'
 import { rootfsCreateCommand, rootfsDeleteCommand, rootfsListCommand } from './rootfs.js'
@@ -231,16 +232,9 @@ export async function main(argv: string[]): Promise<number> {
   mcpCmd.addHelpText('after', MCP_HELP)
 
   const keys = program.command('keys').description("the service's API keys (no running server needed)")
-  keys
-    .command('create')
-    .description('create a key and print it (shown only this once)')
-    .addOption(new Option('--name <NAME>', 'what the key is for').makeOptionMandatory())
-    .addOption(
-      new Option(
-        '--scopes <LIST>',
-        'comma-separated: runs:write, runs:read, admin (default: runs:write,runs:read)',
-      ),
-    )
+  const keysCreate = keys.command('create').description('create a key and print it (shown only this once)')
+  for (const option of keyCreateOptions()) keysCreate.addOption(option)
+  keysCreate
     .addOption(dataDirOption())
     .addOption(new Option('--json', 'print it as JSON'))
     .action(async (values: Record<string, unknown>) => {

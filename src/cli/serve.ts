@@ -2,6 +2,7 @@
 // imported only when one of these runs: it is not in the CLI's bundle (scripts/bundle.mjs keeps
 // ../service/ out), so a plain `cordon run` neither reads nor compiles any of it.
 import { InvalidArgumentError } from 'commander'
+import { KeyFlagError, keyCreateBody, keyFlagFor } from './keys.js'
 
 /** commander's parser for a whole number within bounds. */
 export function wholeNumber(min: number, max: number): (value: string) => number {
@@ -50,11 +51,17 @@ async function said(body: () => Promise<number>): Promise<number> {
     return await body()
   } catch (error) {
     if (!(error instanceof Error)) throw error
-    // An invalid field (zod's error, from the key schema): the first issue, naming its field as a flag.
+    // An invalid field (zod's error, from the key schema): the first issue, naming the flag that set it
+    // (and, for what only --body sets, the field).
     const issue = (error as { issues?: { path: PropertyKey[]; message: string }[] }).issues?.[0]
     if (error.name === 'ZodError' && issue) {
-      const flag = issue.path[0] === undefined ? '' : `--${String(issue.path[0])}: `
-      process.stderr.write(`cordon: ${flag}${issue.message}\n`)
+      const flag = keyFlagFor(issue.path)
+      const field = flag === '--body' && issue.path.length > 0 ? `${issue.path.map(String).join('.')}: ` : ''
+      process.stderr.write(`cordon: ${flag}: ${field}${issue.message}\n`)
+      return 125
+    }
+    if (error instanceof KeyFlagError) {
+      process.stderr.write(`cordon: ${error.flag}: ${error.message}\n`)
       return 125
     }
     if (error.name !== 'ServiceError') throw error
@@ -66,17 +73,15 @@ async function said(body: () => Promise<number>): Promise<number> {
 interface KeysValues {
   dataDir?: string
   json?: boolean
-  name?: string
-  scopes?: string
 }
 
-export function keysCreateCommand(values: KeysValues): Promise<number> {
+export function keysCreateCommand(values: KeysValues & Record<string, unknown>): Promise<number> {
   return said(async () => {
+    // The body first: a bad flag is told before the data dir is opened.
+    const body = keyCreateBody(values)
     const { openKeyAdmin } = await import('../service/admin.js')
     const admin = openKeyAdmin(values.dataDir)
     try {
-      const body: Record<string, unknown> = { name: values.name ?? 'key' }
-      body.scopes = (values.scopes ?? 'runs:write,runs:read').split(',').map((s) => s.trim())
       const { record, key } = admin.create(body)
       // The key and its webhook secret are shown this once.
       const secrets = { key, webhookSecret: record.webhookSecret }
