@@ -123,17 +123,23 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
   const deliveries = new AbortController()
   let storeClosed = false
   const delivering = new Set<Promise<unknown>>()
-  const deliver = (runId: string) => {
+  // What is left to do is stored with each attempt (the store made the delivery pending when the run
+  // finished), so a restarted server resumes it: `from` is where it was.
+  const deliver = (runId: string, from?: { attempt: number; at: string }) => {
     const run = store.getRun(runId)
     const url = (run?.request as RunRequest | undefined)?.webhook?.url
     const key = run && store.getKey(run.keyId)
-    if (!run || !url || !key) return
+    if (!run || !url || !key) {
+      store.dropPendingWebhook(runId)
+      return
+    }
     const sent = deliverWebhook(url, JSON.stringify(runView(run)), key.webhookSecret, {
       allowPrivate: options.allowPrivateWebhooks ?? false,
       signal: deliveries.signal,
       ...(options.webhookBackoff ? { backoff: options.webhookBackoff } : {}),
-      onAttempt: (attempt) => {
-        if (!storeClosed) store.recordWebhookAttempt(runId, attempt)
+      ...(from ? { firstAttempt: from.attempt, delayMs: Math.max(0, Date.parse(from.at) - Date.now()) } : {}),
+      onAttempt: (attempt, next) => {
+        if (!storeClosed) store.recordWebhookAttempt(runId, attempt, next)
       },
     })
     delivering.add(sent)
@@ -194,6 +200,8 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
     if ((run.request as RunRequest).stdin === 'open') stdins.set(run.id, new PassThrough())
     queue.push(run.id, run.keyId)
   }
+  // Webhooks a dead (or stopped) server still owed, the interrupted runs' included.
+  for (const pending of store.pendingWebhooks()) deliver(pending.runId, pending)
 
   let adminKey: string | undefined
   if (store.listKeys().length === 0) {

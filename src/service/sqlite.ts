@@ -10,6 +10,7 @@ import type {
   KeyRecord,
   OutputSlice,
   OutputStream,
+  PendingWebhook,
   RunEvent,
   RunEventType,
   RunFilter,
@@ -83,6 +84,13 @@ const MIGRATIONS: readonly string[] = [
      WHERE events.run_id = m.r AND events.seq = m.s;
    CREATE INDEX events_by_stream_end ON events (run_id, out_stream, out_end) WHERE out_stream IS NOT NULL;
    CREATE INDEX events_by_merged_end ON events (run_id, merged_end) WHERE merged_end IS NOT NULL;`,
+  // A finished run's webhook delivery not over yet: the attempt to make next and when. It survives a
+  // restart, which resumes it; a row is written in the transaction that finishes the run.
+  `CREATE TABLE webhook_pending (
+     run_id TEXT PRIMARY KEY,
+     attempt INTEGER NOT NULL,
+     at TEXT NOT NULL
+   ) WITHOUT ROWID;`,
 ]
 
 /** An output event's place in its stream, from its data (`{ stream, offset, bytes }`); null for any other. */
@@ -311,6 +319,7 @@ export class SqliteStore implements Store {
              WHERE id = ? AND state != 'finished'`,
         ).run(at, result.status, JSON.stringify(result), id).changes
         if (changed !== 1) return null
+        this.pendWebhook(id, at)
         return this.insertEvent(id, 'end', { result }, at)
       })
       .immediate()
@@ -323,15 +332,49 @@ export class SqliteStore implements Store {
         if (gone !== 1) return false
         this.stmt('DELETE FROM events WHERE run_id = ?').run(id)
         this.stmt('DELETE FROM webhook_attempts WHERE run_id = ?').run(id)
+        this.stmt('DELETE FROM webhook_pending WHERE run_id = ?').run(id)
         return true
       })
       .immediate()
   }
 
-  recordWebhookAttempt(runId: string, attempt: WebhookAttempt): void {
+  /** Inside a transaction: the run's webhook, when its request has one, is owed from attempt 1, now. */
+  private pendWebhook(id: string, at: string): void {
     this.stmt(
-      'INSERT OR REPLACE INTO webhook_attempts (run_id, attempt, at, status, error, duration_ms) VALUES (?, ?, ?, ?, ?, ?)',
-    ).run(runId, attempt.attempt, attempt.at, attempt.status, attempt.error, attempt.durationMs)
+      `INSERT OR IGNORE INTO webhook_pending (run_id, attempt, at)
+         SELECT id, 1, ? FROM runs WHERE id = ? AND json_extract(request, '$.webhook.url') IS NOT NULL`,
+    ).run(at, id)
+  }
+
+  recordWebhookAttempt(runId: string, attempt: WebhookAttempt, next?: PendingWebhook | null): void {
+    this.db
+      .transaction(() => {
+        this.stmt(
+          'INSERT OR REPLACE INTO webhook_attempts (run_id, attempt, at, status, error, duration_ms) VALUES (?, ?, ?, ?, ?, ?)',
+        ).run(runId, attempt.attempt, attempt.at, attempt.status, attempt.error, attempt.durationMs)
+        if (next === null) this.dropPendingWebhook(runId)
+        else if (next !== undefined)
+          this.stmt('UPDATE webhook_pending SET attempt = ?, at = ? WHERE run_id = ?').run(
+            next.attempt,
+            next.at,
+            runId,
+          )
+      })
+      .immediate()
+  }
+
+  pendingWebhooks(): ({ runId: string } & PendingWebhook)[] {
+    return (
+      this.stmt('SELECT run_id, attempt, at FROM webhook_pending ORDER BY at, run_id').all() as {
+        run_id: string
+        attempt: number
+        at: string
+      }[]
+    ).map((r) => ({ runId: r.run_id, attempt: r.attempt, at: r.at }))
+  }
+
+  dropPendingWebhook(runId: string): void {
+    this.stmt('DELETE FROM webhook_pending WHERE run_id = ?').run(runId)
   }
 
   webhookAttempts(runId: string): WebhookAttempt[] {
@@ -450,6 +493,8 @@ export class SqliteStore implements Store {
             `UPDATE runs SET state = 'finished', finished_at = ?, status = ?, result = ? WHERE id = ?`,
           ).run(at, result.status, JSON.stringify(result), id)
           this.insertEvent(id, 'end', { result }, at)
+          // Its webhook is owed too: the client waiting on it learns the run ended.
+          this.pendWebhook(id, at)
         }
         return ids
       })
@@ -476,9 +521,11 @@ export class SqliteStore implements Store {
         const delEvents = this.stmt('DELETE FROM events WHERE run_id = ?')
         const delRun = this.stmt('DELETE FROM runs WHERE id = ?')
         const delAttempts = this.stmt('DELETE FROM webhook_attempts WHERE run_id = ?')
+        const delPending = this.stmt('DELETE FROM webhook_pending WHERE run_id = ?')
         for (const id of ids) {
           delEvents.run(id)
           delAttempts.run(id)
+          delPending.run(id)
           delRun.run(id)
         }
         return ids.length

@@ -122,9 +122,17 @@ export interface Store {
   queuedRuns(): RunRecord[]
   /** Finished runs past their key's retention, removed with their events; returns how many. */
   sweep(now: string): number
-  /** One attempt to deliver a run's webhook, kept with the run. */
-  recordWebhookAttempt(runId: string, attempt: WebhookAttempt): void
+  /**
+   * One attempt to deliver a run's webhook, kept with the run, and in the same transaction what is left
+   * to do: `next` (the attempt to make, and when), or null when the delivery is over (delivered, refused or
+   * out of attempts). A finished run with a webhook is pending from the moment it finishes.
+   */
+  recordWebhookAttempt(runId: string, attempt: WebhookAttempt, next?: PendingWebhook | null): void
   webhookAttempts(runId: string): WebhookAttempt[]
+  /** Deliveries not over (a restarted server resumes them), soonest first. */
+  pendingWebhooks(): ({ runId: string } & PendingWebhook)[]
+  /** Gives up a pending delivery (its run or key is gone). */
+  dropPendingWebhook(runId: string): void
 
   createKey(key: KeyRecord): void
   keyByHash(hash: string): KeyRecord | null
@@ -133,6 +141,12 @@ export interface Store {
   revokeKey(id: string, at: string): boolean
 
   close(): void
+}
+
+/** A webhook delivery not over: the attempt to make next, and when (ISO 8601, UTC). */
+export interface PendingWebhook {
+  attempt: number
+  at: string
 }
 
 /** One attempt to deliver a run's webhook, as recorded with the run. */

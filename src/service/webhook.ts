@@ -12,7 +12,7 @@ import http from 'node:http'
 import https from 'node:https'
 import type { LookupFunction } from 'node:net'
 import { classifyAddress } from '../index.js'
-import { ServiceError, type WebhookAttempt } from './types.js'
+import { type PendingWebhook, ServiceError, type WebhookAttempt } from './types.js'
 
 export const SIGNATURE_HEADER = 'Cordon-Signature'
 
@@ -90,10 +90,17 @@ export function checkWebhookUrl(url: string, { allowPrivate = false }: WebhookTa
 }
 
 export interface DeliverOptions extends WebhookTargetOptions {
-  /** Called with each attempt as it ends (the service records each one, so none is lost in a crash). */
-  onAttempt?: (attempt: WebhookAttempt) => void
+  /**
+   * Called with each attempt as it ends, and what comes next: the next attempt and when, or null when the
+   * delivery is over. The service records both at once, so a restarted server resumes where it was.
+   */
+  onAttempt?: (attempt: WebhookAttempt, next: PendingWebhook | null) => void
   /** Tries in all (default 5). */
   attempts?: number
+  /** The attempt to start at (default 1): a delivery resumed after a restart. */
+  firstAttempt?: number
+  /** Milliseconds to wait before the first try (default 0): a resumed delivery's retry not yet due. */
+  delayMs?: number
   /** Milliseconds to wait before try n+1, given n (default 1s, 2s, 4s… capped at 1 min). */
   backoff?: (attempt: number) => number
   /** Per try (default 10s). */
@@ -188,48 +195,54 @@ export async function deliverWebhook(
     signal,
     resolve = defaultResolve,
     onAttempt,
+    firstAttempt = 1,
+    delayMs = 0,
   }: DeliverOptions = {},
 ): Promise<WebhookAttempt[]> {
   const done: WebhookAttempt[] = []
   const lookup = checkedLookup(resolve, allowPrivate)
-  for (let attempt = 1; attempt <= attempts; attempt++) {
+  if (delayMs > 0) await sleep(delayMs, signal)
+  for (let attempt = firstAttempt; attempt <= attempts; attempt++) {
+    if (signal?.aborted) return done
     const started = Date.now()
-    const record = (status: number | null, error: string | null) => {
-      const made = {
-        attempt,
-        at: new Date(started).toISOString(),
-        status,
-        error,
-        durationMs: Date.now() - started,
-      }
-      done.push(made)
-      onAttempt?.(made)
-    }
-    let target: URL
+    let status: number | null = null
+    let error: string | null = null
+    // Over: delivered, or refused (as written, or by what the name resolves to: it would resolve the same
+    // way again), or out of attempts.
+    let over = attempt >= attempts
+    let target: URL | null = null
     try {
       target = checkWebhookUrl(url, { allowPrivate })
-    } catch (error) {
-      record(null, (error as Error).message)
-      return done
+    } catch (refused) {
+      error = (refused as Error).message
+      over = true
     }
-    const headers = {
-      'content-type': 'application/json',
-      'user-agent': 'cordon-webhook',
-      [SIGNATURE_HEADER.toLowerCase()]: signWebhook(secret, body, Math.floor(started / 1000)),
+    if (target) {
+      const headers = {
+        'content-type': 'application/json',
+        'user-agent': 'cordon-webhook',
+        [SIGNATURE_HEADER.toLowerCase()]: signWebhook(secret, body, Math.floor(started / 1000)),
+      }
+      try {
+        status = await post(target, body, headers, lookup, timeoutMs)
+        if (status >= 200 && status < 300) over = true
+      } catch (failed) {
+        error = (failed as Error).message
+        if (failed instanceof TargetRefused) over = true
+      }
     }
-    try {
-      const status = await post(target, body, headers, lookup, timeoutMs)
-      record(status, null)
-      if (status >= 200 && status < 300) return done
-    } catch (error) {
-      record(null, (error as Error).message)
-      if (error instanceof TargetRefused) return done
+    const wait = over ? 0 : backoff(attempt)
+    const made = {
+      attempt,
+      at: new Date(started).toISOString(),
+      status,
+      error,
+      durationMs: Date.now() - started,
     }
-    if (attempt < attempts) {
-      if (signal?.aborted) return done
-      await sleep(backoff(attempt), signal)
-      if (signal?.aborted) return done
-    }
+    done.push(made)
+    onAttempt?.(made, over ? null : { attempt: attempt + 1, at: new Date(Date.now() + wait).toISOString() })
+    if (over) return done
+    await sleep(wait, signal)
   }
   return done
 }

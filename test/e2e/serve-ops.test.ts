@@ -2,11 +2,27 @@
 // back-pressure over real HTTP, --max-connections, and who may read /metrics.
 import assert from 'node:assert/strict'
 import { spawn, spawnSync } from 'node:child_process'
-import { connect, type Socket } from 'node:net'
-import { describe, it } from 'node:test'
+import { createServer } from 'node:http'
+import { type AddressInfo, connect, type Socket } from 'node:net'
+import path from 'node:path'
+import { after, describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
+import Database from 'better-sqlite3'
 import { parseSse } from '../../src/client/client.js'
-import { type Served, startServe, tempDir } from '../helpers.js'
+import { SIGNATURE_HEADER, verifyWebhook } from '../../src/service/webhook.js'
+import { type Served, startServe as startServeOnce, tempDir, waitFor } from '../helpers.js'
+
+// A failed assertion must not leave a server behind (its pipes would keep this file's process alive).
+const servers: Served[] = []
+const startServe = async (dir: string, args: string[] = []) => {
+  const s = await startServeOnce(dir, args)
+  servers.push(s)
+  return s
+}
+after(() => {
+  for (const s of servers)
+    if (s.child.exitCode === null && s.child.signalCode === null) s.child.kill('SIGKILL')
+})
 
 const CLI = fileURLToPath(new URL('../../dist/cli/bin.cjs', import.meta.url))
 
@@ -179,5 +195,74 @@ describe('cordon serve, operated', { timeout: 300_000 }, () => {
     assert.equal(res.status, 200)
     assert.match(await res.text(), /cordon_http_request_duration_seconds/)
     await stop(open)
+  })
+
+  it('a webhook retry survives a SIGKILL: the restarted server delivers it, every attempt kept', async () => {
+    // The target answers 500 until it is told to be up.
+    let up = false
+    const got: { body: string; signature: string }[] = []
+    const target = createServer((req, res) => {
+      let body = ''
+      req.setEncoding('utf8').on('data', (t: string) => (body += t))
+      req.on('end', () => {
+        got.push({ body, signature: String(req.headers[SIGNATURE_HEADER.toLowerCase()]) })
+        res.statusCode = up ? 200 : 500
+        res.end()
+      })
+    })
+    await new Promise<void>((resolve) => target.listen(0, '127.0.0.1', resolve))
+    const hook = `http://127.0.0.1:${(target.address() as AddressInfo).port}/hook`
+    const dir = tempDir('cordon-ops-')
+    const attempts = () => {
+      const db = new Database(path.join(dir, 'cordon.db'), { readonly: true, fileMustExist: true })
+      try {
+        return db.prepare('SELECT attempt, status FROM webhook_attempts ORDER BY attempt').all() as {
+          attempt: number
+          status: number | null
+        }[]
+      } finally {
+        db.close()
+      }
+    }
+    try {
+      const first = await startServe(dir, ['--allow-private-webhooks'])
+      const made = (await (
+        await api(first, first.adminKey as string)('/v1/keys', {
+          method: 'POST',
+          body: JSON.stringify({ name: 'hooks', scopes: ['runs:write', 'runs:read'] }),
+        })
+      ).json()) as { key: string; webhookSecret: string }
+      const res = await api(first, made.key)('/v1/runs', {
+        method: 'POST',
+        body: JSON.stringify({ cmd: ['echo', 'hooked'], webhook: { url: hook }, wait: '30s' }),
+      })
+      const { id } = (await res.json()) as { id: string }
+      assert.ok(await waitFor(() => attempts().length === 1, 20_000), 'the first attempt is recorded')
+      first.child.kill('SIGKILL')
+      await first.exited
+      assert.deepEqual(attempts(), [{ attempt: 1, status: 500 }])
+      assert.equal(got.length, 1)
+
+      up = true
+      const second = await startServe(dir, ['--allow-private-webhooks'])
+      assert.ok(await waitFor(() => got.length === 2, 20_000), 'the retry arrives after the restart')
+      assert.ok(await waitFor(() => attempts().length === 2, 5000))
+      assert.deepEqual(attempts(), [
+        { attempt: 1, status: 500 },
+        { attempt: 2, status: 200 },
+      ])
+      const { body, signature } = got[1] as { body: string; signature: string }
+      assert.ok(verifyWebhook(made.webhookSecret, body, signature), 'signed with the key’s secret')
+      assert.equal((JSON.parse(body) as { id: string }).id, id)
+      await new Promise((r) => setTimeout(r, 1500))
+      assert.equal(got.length, 2, 'delivered once: no retry after the 200')
+      await stop(second)
+      const again = await startServe(dir, ['--allow-private-webhooks'])
+      await new Promise((r) => setTimeout(r, 1500))
+      assert.equal(got.length, 2, 'a delivery that is over is not resumed')
+      await stop(again)
+    } finally {
+      target.close()
+    }
   })
 })

@@ -36,11 +36,60 @@ describe('SqliteStore', () => {
     assert.equal(statSync(dir).mode & 0o777, 0o700)
     assert.equal(statSync(path.join(dir, 'cordon.db')).mode & 0o777, 0o600)
     assert.equal(store.db.pragma('journal_mode', { simple: true }), 'wal')
-    assert.equal(store.version(), 3)
+    assert.equal(store.version(), 4)
     store.close()
     // Opening again runs no migration twice.
     const again = new SqliteStore(dir)
-    assert.equal(again.version(), 3)
+    assert.equal(again.version(), 4)
+    again.close()
+  })
+
+  it('keeps a finished run’s webhook pending, with each attempt, across a reopening', () => {
+    const { store, dir } = open()
+    store.createKey(key('k1'))
+    const at = '2026-01-01T00:00:00.000Z'
+    const hooked = store.createRun({
+      id: 'run_hooked',
+      keyId: 'k1',
+      createdAt: at,
+      metadata: {},
+      request: { cmd: ['true'], webhook: { url: 'https://hooks.example/x' } },
+    })
+    store.createRun({ id: 'run_plain', keyId: 'k1', createdAt: at, metadata: {}, request: { cmd: ['true'] } })
+    store.createRun({
+      id: 'run_cut',
+      keyId: 'k1',
+      createdAt: at,
+      metadata: {},
+      request: { cmd: ['true'], webhook: { url: 'https://hooks.example/y' } },
+    })
+    store.startRun('run_cut', at)
+    assert.deepEqual(store.pendingWebhooks(), [], 'owed only once the run finished')
+    store.finishRun(hooked.id, okResult(), '2026-01-01T00:00:01.000Z')
+    store.finishRun('run_plain', okResult(), '2026-01-01T00:00:01.000Z')
+    store.interruptRunning('2026-01-01T00:00:02.000Z')
+    assert.deepEqual(store.pendingWebhooks(), [
+      { runId: 'run_hooked', attempt: 1, at: '2026-01-01T00:00:01.000Z' },
+      { runId: 'run_cut', attempt: 1, at: '2026-01-01T00:00:02.000Z' },
+    ])
+    const attempt = { attempt: 1, at, status: 500, error: null, durationMs: 3 }
+    store.recordWebhookAttempt('run_hooked', attempt, { attempt: 2, at: '2026-01-01T00:00:05.000Z' })
+    store.close()
+    const again = new SqliteStore(dir)
+    assert.deepEqual(again.pendingWebhooks()[1], {
+      runId: 'run_hooked',
+      attempt: 2,
+      at: '2026-01-01T00:00:05.000Z',
+    })
+    assert.deepEqual(again.webhookAttempts('run_hooked'), [attempt])
+    again.recordWebhookAttempt('run_hooked', { ...attempt, attempt: 2, status: 200 }, null)
+    assert.deepEqual(
+      again.pendingWebhooks().map((p) => p.runId),
+      ['run_cut'],
+      'delivered: over',
+    )
+    assert.equal(again.deleteRun('run_cut'), true)
+    assert.deepEqual(again.pendingWebhooks(), [], 'a deleted run owes nothing')
     again.close()
   })
 
@@ -184,13 +233,14 @@ describe('SqliteStore', () => {
   it('fills in where the output events of a database from before end (the migration)', () => {
     const { store, dir } = open()
     outputRun(store, 'old')
-    // Back to the schema before: the columns and their indexes gone, version 2.
+    // Back to the schema before: the columns and their indexes gone (and what came after), version 2.
     store.db.exec(`DROP INDEX events_by_stream_end; DROP INDEX events_by_merged_end;
       ALTER TABLE events DROP COLUMN out_stream; ALTER TABLE events DROP COLUMN out_end;
-      ALTER TABLE events DROP COLUMN merged_end; UPDATE schema_version SET version = 2`)
+      ALTER TABLE events DROP COLUMN merged_end; DROP TABLE webhook_pending;
+      UPDATE schema_version SET version = 2`)
     store.close()
     const again = new SqliteStore(dir)
-    assert.equal(again.version(), 3)
+    assert.equal(again.version(), 4)
     assert.deepEqual(slices(again, 'old', 'output', 0, 100), [
       [0, 'abc'],
       [3, 'XY'],

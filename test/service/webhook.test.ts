@@ -212,6 +212,39 @@ describe('deliverWebhook', () => {
     assert.equal(received[0]?.body, '{"x":1}')
   })
 
+  it('tells with each attempt what comes next, and resumes from a given attempt after a delay', async () => {
+    reset([500, 500, 200])
+    const told: [number, number | null][] = []
+    const attempts = await deliverWebhook(`http://127.0.0.1:${port}/`, '{}', 's', {
+      allowPrivate: true,
+      backoff: () => 5,
+      attempts: 3,
+      onAttempt: (a, next) => told.push([a.attempt, next?.attempt ?? null]),
+    })
+    assert.deepEqual(
+      attempts.map((a) => a.status),
+      [500, 500, 200],
+    )
+    assert.deepEqual(told, [
+      [1, 2],
+      [2, 3],
+      [3, null],
+    ])
+    reset([500])
+    const out: [number, number | null][] = []
+    const started = Date.now()
+    const last = await deliverWebhook(`http://127.0.0.1:${port}/`, '{}', 's', {
+      allowPrivate: true,
+      attempts: 5,
+      firstAttempt: 5,
+      delayMs: 200,
+      onAttempt: (a, next) => out.push([a.attempt, next?.attempt ?? null]),
+    })
+    assert.ok(Date.now() - started >= 190, 'waited for the retry to be due')
+    assert.deepEqual(out, [[5, null]], 'the last attempt failed: over, nothing next')
+    assert.equal(last[0]?.status, 500)
+  })
+
   it('stops waiting for a retry when its signal aborts', async () => {
     reset([500, 500, 500])
     const controller = new AbortController()
