@@ -360,15 +360,23 @@ export function collect(
         if (read === null) continue
         budget -= read.length
         const data = redactBytes(read, secrets)
-        const dest = path.join(into, relPath)
-        mkdirSync(path.dirname(dest), { recursive: true, mode: 0o700 })
-        const fd = openSync(dest, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o600)
+        // Its name is the program's output too ("$TOKEN.txt"): kept redacted. "[REDACTED]" has no `/` and
+        // makes no `..`, so the name stays a path inside `into`.
+        const keptPath = redactBytes(Buffer.from(relPath), secrets).toString()
+        const dest = path.join(into, keptPath)
+        let fd: number
+        try {
+          mkdirSync(path.dirname(dest), { recursive: true, mode: 0o700 })
+          fd = openSync(dest, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o600)
+        } catch {
+          continue // a name that redacts to one kept already (or to its directory): the first stays
+        }
         try {
           writeSync(fd, data)
         } finally {
           closeSync(fd)
         }
-        kept.push(relPath)
+        kept.push(keptPath)
       }
     }
   }

@@ -167,6 +167,30 @@ describe('createService', { skip }, () => {
     assert.equal(service.file(key, run.id, 'out.txt').toString(), 't=[REDACTED]\n')
   })
 
+  // A file's name is the program's output too: `touch "$API_TOKEN.txt"` put the secret in the listing,
+  // in the path a client asks for, and in the request line the server logs.
+  it("redacts a key's secrets from the names of collected files and their directories", async () => {
+    const { service, user } = await setup()
+    closers.push(() => service.close())
+    const { key } = user({ secrets: { API_TOKEN: 'tok-5ecret-value' } })
+    const run = service.submit(key, {
+      cmd: [
+        'sh',
+        '-c',
+        'mkdir "d-$API_TOKEN" && echo a > "d-$API_TOKEN/x.txt" && echo b > "$API_TOKEN.txt" && echo c > "[REDACTED].txt" && echo d > plain.txt',
+      ],
+      collect: ['**/*.txt'],
+    })
+    const done = await service.wait(key, run.id, 10_000)
+    assert.equal(done.result?.status, 'ok', done.result?.violation?.message)
+    const files = service.files(key, run.id)
+    assert.ok(!JSON.stringify(files).includes('tok-5ecret'), JSON.stringify(files))
+    // Two names that redact alike: one is kept, and the rest of the collection goes on.
+    assert.deepEqual(files, ['[REDACTED].txt', 'd-[REDACTED]/x.txt', 'plain.txt'])
+    assert.equal(service.file(key, run.id, 'd-[REDACTED]/x.txt').toString(), 'a\n')
+    assert.equal(service.file(key, run.id, 'plain.txt').toString(), 'd\n')
+  })
+
   it('a key sees only its own runs; scopes are checked; admins see all', async () => {
     const { service, user, admin } = await setup()
     closers.push(() => service.close())
