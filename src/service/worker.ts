@@ -101,6 +101,8 @@ export async function removeWorkspace(workspace: string, asRoot = process.getuid
 /** How long, and how many bytes, output is gathered into one event at most. */
 const OUTPUT_FLUSH_MS = 25
 const OUTPUT_FLUSH_BYTES = 64 * 1024
+/** Switches of stream a window keeps exact (each ends an event); past them, the streams gather apart. */
+const OUTPUT_SWITCHES = 4
 
 /**
  * Where the data dir stands for a run. It holds every key's secrets (cordon.db) and the other runs'
@@ -157,30 +159,35 @@ async function runIn(ctx: WorkerContext, workspace: string): Promise<RunResult> 
   // events put together are exactly the output, and /output serves it from them.
   // Chunks are gathered for up to OUTPUT_FLUSH_MS (or OUTPUT_FLUSH_BYTES): the program decides how its
   // writes are split, and one stored event per one-byte write made ~150 bytes of database per byte.
-  // Only a run of one stream is gathered, so the events keep the interleaving of stdout and stderr.
+  // A switch of stream ends the event being gathered, so the events keep the interleaving of stdout and
+  // stderr; but only OUTPUT_SWITCHES times a window: past that, each stream is gathered on its own until
+  // the window ends (a program alternating one-byte writes made an event per byte).
   const offsets = { stdout: 0, stderr: 0 }
   const text = new TextOfChunks()
-  let pending: { stream: 'stdout' | 'stderr'; parts: Buffer[]; bytes: number } | null = null
+  /** What is gathered, per stream, in the order the streams began writing it. */
+  let pending: { stream: 'stdout' | 'stderr'; parts: Buffer[]; bytes: number }[] = []
+  let switches = 0
   // The first chunk after a quiet spell goes out at once (a live reader sees it within milliseconds);
   // what follows it within OUTPUT_FLUSH_MS is gathered into the next event, so the bound holds.
   let gathering: NodeJS.Timeout | undefined
   const flush = () => {
-    if (!pending) return
-    const { stream, parts } = pending
-    pending = null
-    const bytes = Buffer.concat(parts)
-    ctx.emit('output', {
-      stream,
-      offset: offsets[stream],
-      bytes: bytes.length,
-      data: bytes.toString('base64'),
-    })
-    offsets[stream] += bytes.length
+    for (const { stream, parts } of pending) {
+      const bytes = Buffer.concat(parts)
+      ctx.emit('output', {
+        stream,
+        offset: offsets[stream],
+        bytes: bytes.length,
+        data: bytes.toString('base64'),
+      })
+      offsets[stream] += bytes.length
+    }
+    pending = []
   }
   const openWindow = () => {
+    switches = 0
     gathering = setTimeout(() => {
       gathering = undefined
-      if (!pending) return
+      if (pending.length === 0) return
       flush()
       openWindow()
     }, OUTPUT_FLUSH_MS)
@@ -189,14 +196,22 @@ async function runIn(ctx: WorkerContext, workspace: string): Promise<RunResult> 
     for await (const chunk of handle.output) {
       const bytes = chunk.data
       text.push(chunk.stream, bytes.length)
-      if (pending && pending.stream !== chunk.stream) flush()
-      if (!pending) pending = { stream: chunk.stream, parts: [], bytes: 0 }
-      pending.parts.push(bytes)
-      pending.bytes += bytes.length
+      const last = pending.at(-1)
+      if (last && last.stream !== chunk.stream && switches < OUTPUT_SWITCHES) {
+        flush()
+        switches++
+      }
+      let gathered = pending.find((p) => p.stream === chunk.stream)
+      if (!gathered) {
+        gathered = { stream: chunk.stream, parts: [], bytes: 0 }
+        pending.push(gathered)
+      }
+      gathered.parts.push(bytes)
+      gathered.bytes += bytes.length
       if (gathering === undefined) {
         flush()
         openWindow()
-      } else if (pending.bytes >= OUTPUT_FLUSH_BYTES) flush()
+      } else if (gathered.bytes >= OUTPUT_FLUSH_BYTES) flush()
     }
     clearTimeout(gathering)
     flush()

@@ -135,6 +135,41 @@ describe('createService', { skip }, () => {
     assert.ok(output.length <= ms / 20 + 2, `${output.length} output events in ${ms} ms`)
   })
 
+  // Each switch between stdout and stderr ended the event being gathered, so a program alternating
+  // one-byte writes made one stored event (~250 bytes of database) per byte, whatever the window.
+  it('bounds output events by time when a program alternates between stdout and stderr', async () => {
+    const { service, user } = await setup()
+    closers.push(() => service.close())
+    const { key } = user()
+    const pairs = 3000
+    const run = service.submit(key, {
+      cmd: [
+        'perl',
+        '-e',
+        `for (1..${pairs}) { syswrite STDOUT, "a"; select(undef, undef, undef, 0.0001); syswrite STDERR, "b" }`,
+      ],
+    })
+    const done = await service.wait(key, run.id, 30_000)
+    assert.equal(done.result?.status, 'ok', done.result?.violation?.message)
+    assert.equal(done.result?.stdout, 'a'.repeat(pairs))
+    assert.equal(done.result?.stderr, 'b'.repeat(pairs))
+    const output: RunEvent[] = []
+    for (let seq = 0; ; ) {
+      const page = service.events(key, run.id, seq, () => {})
+      page.stop()
+      output.push(...page.past.filter((e) => e.type === 'output'))
+      if (!page.more) break
+      seq = page.past.at(-1)?.seq ?? seq
+    }
+    const ms = Date.parse(done.finishedAt ?? '') - Date.parse(done.startedAt ?? '')
+    assert.ok(output.length <= (ms / 25 + 2) * 6, `${output.length} output events in ${ms} ms`)
+    // Each stream's bytes are exact; both together hold every byte once.
+    assert.equal(service.output(key, run.id, 'stdout', 0, 1e6).toString(), 'a'.repeat(pairs))
+    assert.equal(service.output(key, run.id, 'stderr', 0, 1e6).toString(), 'b'.repeat(pairs))
+    const merged = service.output(key, run.id, 'output', 0, 1e6).toString()
+    assert.equal([...merged].sort().join(''), 'a'.repeat(pairs) + 'b'.repeat(pairs))
+  })
+
   it("injects a key's secrets and redacts them from the result and events", async () => {
     const { service, user } = await setup()
     closers.push(() => service.close())
