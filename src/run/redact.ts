@@ -55,6 +55,8 @@ export function redactionFor(policy: Pick<Policy, 'redact' | 'env' | 'passEnv'>)
 export function redactResult<T extends RunResult<OutputData>>(result: T, redaction: Redaction): T {
   if (!redaction.active) return result
   const hide = (text: string) => redaction.apply(text)
+  // A host is shown as the proxy parsed it, lower-cased: a secret with capitals is looked for that way too.
+  const hideHost = (text: string) => redaction.forHosts().apply(text)
   const { violation } = result
   return {
     ...result,
@@ -65,7 +67,7 @@ export function redactResult<T extends RunResult<OutputData>>(result: T, redacti
     },
     network: result.network.map((event) => ({
       ...event,
-      host: hide(event.host),
+      host: hideHost(event.host),
       reason: hide(event.reason),
     })),
   }
@@ -194,6 +196,7 @@ export class Redaction {
   private readonly literalList: string[]
   private readonly regexList: RegExp[]
   private bytes: Redaction | undefined
+  private hosts: Redaction | undefined
 
   constructor(redact: readonly (string | RegExp)[]) {
     const literals = [...new Set(redact.filter((r): r is string => typeof r === 'string' && r.length > 0))]
@@ -247,6 +250,16 @@ export class Redaction {
       ...this.regexList,
     ])
     return this.bytes
+  }
+
+  /** The same secrets, each literal also lower-cased: for host names, which the proxy lower-cases. */
+  forHosts(): Redaction {
+    this.hosts ??= new Redaction([
+      ...this.literalList,
+      ...this.literalList.map((l) => l.toLowerCase()),
+      ...this.regexList,
+    ])
+    return this.hosts
   }
 
   /** Overwrite every secret in `bytes` (as UTF-8 or ASCII) with `*`, keeping the length. */

@@ -228,4 +228,17 @@ describe('redaction of network events (namespace tier)', { skip: skipTier('names
     assert.equal(r.network[0]?.allowed, false)
     assert.ok(!JSON.stringify(r).includes(SECRET), JSON.stringify(r.network))
   })
+
+  // A host is shown as the proxy parsed it, lower-cased: a secret with capitals came out whole but for case.
+  it('a host containing a secret with capitals is redacted, though the proxy lower-cased it', async () => {
+    const mixed = 'Tok-9F8e7D6c5B4a'
+    const r = await run(['sh', '-c', `curl -sS --max-time 5 -p "http://$API_TOKEN.example/" || true`], {
+      isolation: 'namespace',
+      network: { allow: ['localhost'] },
+      env: { API_TOKEN: mixed },
+    })
+    assert.equal(r.network.length, 1, JSON.stringify(r.network))
+    assert.equal(r.network[0]?.host, '[REDACTED].example')
+    assert.ok(!JSON.stringify(r).toLowerCase().includes(mixed.toLowerCase()), JSON.stringify(r.network))
+  })
 })
