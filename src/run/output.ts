@@ -111,10 +111,13 @@ class RedactedOutput {
     this.flushOut()
   }
 
-  finish(): void {
+  /** `cut`: the streams the cap cut (something they wrote was left out). */
+  finish(cut: ReadonlySet<Stream> = new Set()): void {
     for (const stream of ['stdout', 'stderr'] as const) {
       const text = this.pipes[stream].end()
       const scan = this.scans[stream]
+      // Before a character the cut split (U+FFFD): what precedes it is the secret's beginning.
+      if (cut.has(stream)) scan.cut()
       if (text) {
         scan.push(text)
         this.arrivals[stream].push([this.arrived++, scan.length])
@@ -231,10 +234,14 @@ class Contest {
   /** In arrival order; of each stream no more than the whole room. */
   private readonly pieces: [Stream, Buffer][] = []
   private readonly staged = { stdout: 0, stderr: 0 }
+  private readonly wrote = { stdout: 0, stderr: 0 }
+  /** After settle(): the streams that keep less than they wrote. */
+  readonly cut = new Set<Stream>()
 
   constructor(private readonly room: number) {}
 
   stage(stream: Stream, data: Buffer): void {
+    this.wrote[stream] += data.length
     const take = Math.min(data.length, this.room - this.staged[stream])
     if (take <= 0) return
     this.pieces.push([stream, data.subarray(0, take)])
@@ -253,6 +260,10 @@ class Contest {
       const take = Math.min(data.length, share[stream])
       if (take > 0) kept.push([stream, data.subarray(0, take)])
       share[stream] -= take
+    }
+    for (const stream of ['stdout', 'stderr'] as const) {
+      const took = kept.reduce((n, [s, d]) => (s === stream ? n + d.length : n), 0)
+      if (took < this.wrote[stream]) this.cut.add(stream)
     }
     return kept
   }
@@ -409,9 +420,10 @@ export class OutputBuffer<D extends OutputData = string> {
 
   /** Flush partial characters (a cut at the cap becomes U+FFFD) and return the three views. */
   finish(): OutputViews<D> {
-    for (const [stream, kept] of this.contest?.settle() ?? []) this.take(stream, kept)
+    const contest = this.contest
+    for (const [stream, kept] of contest?.settle() ?? []) this.take(stream, kept)
     this.contest = null
-    this.redacted?.finish()
+    this.redacted?.finish(contest?.cut)
     if (this.bytesKept) return this.bytesKept.finish() as OutputViews<OutputData> as OutputViews<D>
     this.decodeBatch()
     for (const stream of ['stdout', 'stderr'] as const) {

@@ -115,9 +115,15 @@ class Literals {
   private readonly hit: Int32Array
   /** Every ASCII transition, failures resolved (null when the automaton is too big for it). */
   private readonly table: Int32Array | null
+  /**
+   * Each state's depth in the trie: how long the text's longest suffix that begins some literal is, after
+   * a scan ends in that state.
+   */
+  readonly depth: number[]
 
   constructor(literals: readonly string[]) {
     const depth = [0]
+    this.depth = depth
     const own = [0]
     for (const literal of literals) {
       let state = 0
@@ -406,6 +412,16 @@ export class Scanner {
     const at = this.text.length
     this.text += text
     this.scan(at)
+  }
+
+  /**
+   * The text was cut here (by the output cap), not ended by its writer: its tail that begins a literal is
+   * part of a secret whose rest was left out, so it is masked too. Call before end().
+   */
+  cut(): void {
+    const { literals } = this.redaction
+    if (!literals || this.ended) return
+    this.mask(this.length - (literals.depth[this.literalState] ?? 0), this.length)
   }
 
   /** No more text: what was held back is decided. */

@@ -555,3 +555,39 @@ describe('OutputBuffer: the budget left when the cap is hit is shared fairly', (
     assert.deepEqual(Buffer.concat(chunks.map((c) => c.data)), kept.output)
   })
 })
+
+// The cap cuts what a stream wrote wherever it falls: inside a secret, the part before the cut matched no
+// literal and came out as it was ("12345678tok-5ecret" of "12345678tok-5ecret-value").
+describe('OutputBuffer: a secret cut by the cap', () => {
+  const secret = 'tok-5ecret-value'
+  const text = (d: string | Buffer) => (typeof d === 'string' ? d : d.toString('latin1'))
+  for (const encoding of ['utf8', 'buffer'] as const) {
+    it(`shows no part of it before the cut, kept or live (${encoding})`, () => {
+      for (let cap = 9; cap < 8 + secret.length; cap++) {
+        const chunks: OutputChunk<string | Buffer>[] = []
+        const out = new OutputBuffer<string | Buffer>(cap, (c) => chunks.push(c), [secret], { encoding })
+        out.push('stdout', b('12345678'))
+        out.push('stdout', b(`${secret}\n`))
+        const kept = out.finish()
+        assert.equal(text(kept.stdout), '12345678[REDACTED]', `cap ${cap}`)
+        assert.equal(text(kept.output), '12345678[REDACTED]', `cap ${cap}`)
+        assert.equal(chunks.map((c) => text(c.data)).join(''), '12345678[REDACTED]', `cap ${cap}: live`)
+      }
+    })
+
+    it(`shows no part of it when both streams share what was left (${encoding})`, () => {
+      const chunks: OutputChunk<string | Buffer>[] = []
+      const out = new OutputBuffer<string | Buffer>(20, (c) => chunks.push(c), [secret], { encoding })
+      out.push('stdout', b('12345678'))
+      out.push('stdout', b(secret))
+      out.push('stderr', b(secret))
+      const kept = out.finish()
+      const views = [kept.stdout, kept.stderr, kept.output, ...chunks.map((c) => c.data)].map(text)
+      for (const view of views) {
+        for (let i = 2; i <= secret.length; i++) assert.ok(!view.includes(secret.slice(0, i)), view)
+      }
+      assert.equal(text(kept.stdout), '12345678[REDACTED]')
+      assert.equal(text(kept.stderr), '[REDACTED]')
+    })
+  }
+})
