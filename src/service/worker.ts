@@ -233,23 +233,35 @@ async function runIn(ctx: WorkerContext, workspace: string): Promise<RunResult> 
  * arrival order are the result's `output`, cut there at the end.
  */
 export class TextOfChunks {
-  private readonly turns: ['stdout' | 'stderr', number][] = []
+  /**
+   * Bytes of each turn, the streams alternating from `first`: a number a turn (a program switching
+   * streams at every write makes a turn per read, up to the output cap; a pair each was ~74 bytes).
+   */
+  private readonly turns: number[] = []
+  private first: 'stdout' | 'stderr' = 'stdout'
+  private last: 'stdout' | 'stderr' | null = null
 
   /** `bytes` of `stream` arrived (a live chunk, in order). */
   push(stream: 'stdout' | 'stderr', bytes: number): void {
     if (bytes === 0) return
-    const last = this.turns.at(-1)
-    if (last && last[0] === stream) last[1] += bytes
-    else this.turns.push([stream, bytes])
+    if (this.last === stream) {
+      this.turns[this.turns.length - 1] = (this.turns.at(-1) as number) + bytes
+      return
+    }
+    if (this.last === null) this.first = stream
+    this.last = stream
+    this.turns.push(bytes)
   }
 
   result(result: RunResult<Buffer>): RunResult {
     const decoders = { stdout: new StringDecoder('utf8'), stderr: new StringDecoder('utf8') }
     let output = ''
     let at = 0
-    for (const [stream, bytes] of this.turns) {
+    let stream = this.first
+    for (const bytes of this.turns) {
       output += decoders[stream].write(result.output.subarray(at, at + bytes))
       at += bytes
+      stream = stream === 'stdout' ? 'stderr' : 'stdout'
     }
     // The chunks are the kept bytes, in order; were they not, the streams' texts one after the other.
     if (at !== result.output.length) output = result.stdout.toString('utf8') + result.stderr.toString('utf8')

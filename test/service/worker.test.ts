@@ -12,6 +12,9 @@ import {
 } from 'node:fs'
 import path from 'node:path'
 import { describe, it } from 'node:test'
+import { setFlagsFromString } from 'node:v8'
+import { runInNewContext } from 'node:vm'
+import { errorResult, type RunResult } from '../../src/index.js'
 import type { RunRequest } from '../../src/service/request.js'
 import { runRequestSchema } from '../../src/service/request.js'
 import type { KeyRecord, RunEvent, RunEventType } from '../../src/service/types.js'
@@ -21,6 +24,7 @@ import {
   executeRun,
   globRegExp,
   removeWorkspace,
+  TextOfChunks,
   workspaceDir,
   writeFiles,
 } from '../../src/service/worker.js'
@@ -281,5 +285,58 @@ describe('the data dir, kept from sandboxes', () => {
 
   it("as root: nothing to add (root's 0700 keeps pool uids out)", () => {
     assert.deepEqual(dataDirGuard('process', '/srv/cordon', true), {})
+  })
+})
+
+describe('TextOfChunks', () => {
+  const bytesResult = (stdout: string, stderr: string, output: string) =>
+    ({
+      ...errorResult('x', 'y'),
+      stdout: Buffer.from(stdout),
+      stderr: Buffer.from(stderr),
+      output: Buffer.from(output),
+    }) as unknown as RunResult<Buffer>
+
+  it('rebuilds output from where the streams took turns, a character cut across turns whole', () => {
+    const text = new TextOfChunks()
+    const euro = Buffer.from('€')
+    // stdout: "a" + the first byte of €, stderr "b", stdout the rest of € + "c", stderr "d".
+    const output = Buffer.concat([
+      Buffer.from('a'),
+      euro.subarray(0, 1),
+      Buffer.from('b'),
+      euro.subarray(1),
+      Buffer.from('cd'),
+    ])
+    for (const [stream, n] of [
+      ['stdout', 2],
+      ['stderr', 1],
+      ['stdout', 0],
+      ['stdout', 3],
+      ['stderr', 1],
+    ] as const)
+      text.push(stream, n)
+    const result = text.result({ ...bytesResult('a€c', 'bd', ''), output } as RunResult<Buffer>)
+    assert.equal(result.stdout, 'a€c')
+    assert.equal(result.stderr, 'bd')
+    assert.equal(result.output, 'ab€cd')
+  })
+
+  // A program that switches streams at every write makes a turn per read, up to the output cap: each
+  // turn was a [stream, bytes] pair (~74 bytes of heap), held for the whole run.
+  it('holds a few bytes a turn: a million switches of stream', () => {
+    setFlagsFromString('--expose-gc')
+    const gc = runInNewContext('gc') as () => void
+    gc()
+    const before = process.memoryUsage().heapUsed
+    const text = new TextOfChunks()
+    const turns = 1_000_000
+    for (let i = 0; i < turns; i++) text.push(i % 2 === 0 ? 'stdout' : 'stderr', 1)
+    gc()
+    const grown = process.memoryUsage().heapUsed - before
+    assert.ok(grown < 24 * turns, `${(grown / turns).toFixed(1)} bytes a turn`)
+    const out = 'ab'.repeat(turns / 2)
+    const result = text.result(bytesResult('a'.repeat(turns / 2), 'b'.repeat(turns / 2), out))
+    assert.equal(result.output, out)
   })
 })
