@@ -166,6 +166,28 @@ describe('http app', () => {
     assert.equal(bytes.toString(), 'a\u00e9b')
   })
 
+  // A browser's EventSource reconnects when the server closes the stream after `end`, with Last-Event-ID
+  // the end's own id: the stream then had nothing to send and nothing to wait for, and stayed open with
+  // heartbeats (and held one of the key's streams) for as long as the client kept it.
+  it('closes at once a stream resumed after a finished run’s last event', async () => {
+    const res = await post('/v1/runs', { cmd: ['true'], wait: '20s' })
+    const { id } = (await res.json()) as Json
+    const all = await eventsOf(await (await call(`/v1/runs/${id}/events`)).text())
+    const last = Number(all.at(-1)?.id)
+    assert.equal(all.at(-1)?.event, 'end')
+    for (const resume of [{ headers: { 'last-event-id': String(last) } }, { query: `?after=${last + 10}` }]) {
+      const r = await call(`/v1/runs/${id}/events${resume.query ?? ''}`, { headers: resume.headers ?? {} })
+      assert.equal(r.status, 200)
+      const text = await Promise.race([
+        r.text(),
+        new Promise<string>((resolve) => setTimeout(() => resolve('still open after 2 s'), 2000)),
+      ])
+      assert.doesNotMatch(text, /still open/)
+      assert.deepEqual(await eventsOf(text), [], 'no event')
+      assert.match(text, /: closed: /, 'says why')
+    }
+  })
+
   // The program's output, its log lines and its exit are data in an event, never the stream's framing: a
   // program that prints SSE (blank lines, `id:`, `event: end`, CRs) forges no event and ends no stream.
   it('a program printing SSE framing forges no event', async () => {

@@ -1,8 +1,8 @@
 // A run's events as Server-Sent Events: `id: <seq>`, `event: <type>`, `data: <json>`, the stored ones after
 // the client's last, then each new one as it comes, a `: heartbeat` comment between, closed only after
-// `end` or `interrupted` (or when the client goes, or its key is revoked). Output is stored as base64; it is
-// sent as text unless `?encoding=base64`, decoded by one streaming UTF-8 decoder per stream, so that a
-// character split between two chunks comes out whole.
+// `end` or `interrupted` (or when the client goes, or its key is revoked, or it resumed after a finished
+// run's last event). Output is stored as base64; it is sent as text unless `?encoding=base64`, decoded by
+// one streaming UTF-8 decoder per stream, so that a character split between two chunks comes out whole.
 //
 // The stream is pulled: what this process holds for a client is bounded by `maxQueuedBytes`, however slowly
 // it reads. Events are written only while the client keeps up; once it falls behind, live events are no
@@ -120,6 +120,9 @@ export function sseStream(
   let sub = service.events(key, id, after, live)
   pending = sub.past
   behind = sub.more
+  // Nothing after `after` of a finished run: nothing will come. (An EventSource reconnects after `end` with
+  // the end's id; held open, the stream would only beat, and hold one of the key's streams.)
+  const over = pending.length === 0 && !behind && service.get(key, id).state === 'finished'
 
   /** Writes what is pending while the client has room, reading the next page only once this one is out. */
   const fill = () => {
@@ -151,6 +154,7 @@ export function sseStream(
           if (room()) controller?.enqueue(encoder.encode(': heartbeat\n\n'))
         }, opts.heartbeatMs)
         if (opts.signal?.aborted) close()
+        else if (over) close(`the run has ended, and has no event after ${after}`)
         else opts.signal?.addEventListener('abort', onAbort, { once: true })
       },
       pull() {
