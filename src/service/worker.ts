@@ -65,8 +65,13 @@ export async function executeRun(ctx: WorkerContext): Promise<RunResult> {
     const result = await runIn(ctx, workspace)
     for (const event of result.network) ctx.emit('network', { ...event })
     try {
+      // As the output is: the key's secrets and the request's own `redact` strings (over JSON, only strings).
+      const redact = [
+        ...Object.values(ctx.key.secrets),
+        ...(ctx.request.options.redact ?? []).filter((r): r is string => typeof r === 'string'),
+      ]
       collect(workspace, filesDir(ctx.dataDir, ctx.runId), ctx.request.collect, ctx.maxCollectBytes, {
-        redact: Object.values(ctx.key.secrets),
+        redact,
       })
     } catch {
       // A file that could not be kept is not the run's failure: it is simply not there to read.

@@ -226,6 +226,23 @@ describe('createService', { skip }, () => {
     assert.equal(service.file(key, run.id, 'plain.txt').toString(), 'd\n')
   })
 
+  // `redact` covers everything a run returns, prints or keeps (policy.md): the output was redacted by the
+  // library, the collected files only of the key's secrets.
+  it("redacts the request's own `redact` strings from collected files, as from the output", async () => {
+    const { service, user } = await setup()
+    closers.push(() => service.close())
+    const { key } = user()
+    const run = service.submit(key, {
+      cmd: ['sh', '-c', 'echo "pw=hunter42"; echo "pw=hunter42" > out.txt; echo x > hunter42.txt'],
+      collect: ['*.txt'],
+      options: { redact: ['hunter42'] },
+    })
+    const done = await service.wait(key, run.id, 10_000)
+    assert.equal(done.result?.stdout, 'pw=[REDACTED]\n')
+    assert.deepEqual(service.files(key, run.id), ['[REDACTED].txt', 'out.txt'])
+    assert.equal(service.file(key, run.id, 'out.txt').toString(), 'pw=[REDACTED]\n')
+  })
+
   it('a key sees only its own runs; scopes are checked; admins see all', async () => {
     const { service, user, admin } = await setup()
     closers.push(() => service.close())
