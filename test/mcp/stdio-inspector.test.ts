@@ -1,27 +1,39 @@
-// A real client other than the SDK's own pair: the MCP Inspector's CLI mode, against `cordon mcp` (stdio)
-// and `/mcp` on `cordon serve` (Streamable HTTP). Tests download nothing: give the path of an installed
-// @modelcontextprotocol/inspector-cli's build/index.js in CORDON_MCP_INSPECTOR, e.g.
-//   npm install --prefix /tmp/inspector @modelcontextprotocol/inspector-cli@1.0.3
-//   CORDON_MCP_INSPECTOR=/tmp/inspector/node_modules/@modelcontextprotocol/inspector-cli/build/index.js
-// (1.0.3 finds its own package.json relative to the working directory, so it is run from its build/.)
+// A real client other than the SDK's own pair: the MCP Inspector's CLI mode
+// (@modelcontextprotocol/inspector-cli, a pinned devDependency), against `cordon mcp` (stdio) and `/mcp`
+// on `cordon serve` (Streamable HTTP, with a key). Skipped, saying why, when the package is not installed.
 import assert from 'node:assert/strict'
 import { execFile } from 'node:child_process'
 import { existsSync } from 'node:fs'
+import { createRequire } from 'node:module'
 import path from 'node:path'
 import { after, describe, it } from 'node:test'
 import { promisify } from 'node:util'
 import { noNamespace, type Served, startServe, tempDir } from '../helpers.js'
 
 const CLI = new URL('../../dist/cli/bin.cjs', import.meta.url).pathname
-const INSPECTOR = process.env.CORDON_MCP_INSPECTOR ?? ''
+
+/** The installed inspector's build/index.js, or null. */
+function inspectorEntry(): string | null {
+  try {
+    const pkg = createRequire(import.meta.url).resolve('@modelcontextprotocol/inspector-cli/package.json')
+    const entry = path.join(path.dirname(pkg), 'build', 'index.js')
+    return existsSync(entry) ? entry : null
+  } catch {
+    return null
+  }
+}
+const INSPECTOR = inspectorEntry()
 const skip =
   noNamespace ||
   (!existsSync(CLI) && 'needs npm run build') ||
-  (!existsSync(INSPECTOR) && 'set CORDON_MCP_INSPECTOR to an installed inspector-cli build/index.js')
+  (!INSPECTOR && '@modelcontextprotocol/inspector-cli is not installed (a devDependency: npm ci)')
 
 const inspect = async (args: string[]): Promise<Record<string, unknown>> => {
-  const { stdout } = await promisify(execFile)(process.execPath, [INSPECTOR, ...args], {
-    cwd: path.dirname(INSPECTOR),
+  const entry = INSPECTOR as string
+  const { stdout } = await promisify(execFile)(process.execPath, [entry, ...args], {
+    // 1.0.3 imports "../package.json" relative to the working directory, not to itself: run it from its
+    // build/, where that is its own package.json.
+    cwd: path.dirname(entry),
     timeout: 60_000,
   })
   return JSON.parse(stdout) as Record<string, unknown>
