@@ -22,6 +22,17 @@ export const SERVER_ONLY_OPTIONS = [
   'encoding',
 ] as const
 
+/**
+ * Host paths and host state the operator may set on an in-process service (`cordon mcp --cwd …`): never a
+ * request's. The library's own fields and schema, so a bad one is refused as `cordon run` refuses it.
+ */
+export const hostOptionsSchema = policySchema
+  .pick({ cwd: true, writable: true, readable: true, hide: true, passEnv: true })
+  .partial()
+  .strict()
+
+export type HostOptions = z.output<typeof hostOptionsSchema>
+
 /** The options a request may carry: the library's fields, as the library validates them. */
 export const apiOptionsSchema = policySchema
   .pick({

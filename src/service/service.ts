@@ -2,13 +2,19 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmSync 
 import path from 'node:path'
 import { PassThrough } from 'node:stream'
 import * as z from 'zod'
-import { errorResult, openSpawner, type RunResult, type Spawner } from '../index.js'
+import { errorResult, openSpawner, PolicyError, type RunResult, type Spawner } from '../index.js'
 import { applyCeilings } from './ceilings.js'
 import { newKeyRecord } from './key-schema.js'
 import { hashKey } from './keys.js'
 import { lockDataDir } from './lock.js'
 import { RunQueue } from './queue.js'
-import { type RunRequest, runRequestSchema, SERVER_ONLY_OPTIONS } from './request.js'
+import {
+  type HostOptions,
+  hostOptionsSchema,
+  type RunRequest,
+  runRequestSchema,
+  SERVER_ONLY_OPTIONS,
+} from './request.js'
 import { newRunId, SqliteStore } from './sqlite.js'
 import type { KeyRecord, RunEvent, RunEventType, RunRecord, Scope, Service, Store } from './types.js'
 import { runView, ServiceError } from './types.js'
@@ -36,6 +42,14 @@ export interface ServiceOptions {
   allowPrivateWebhooks?: boolean
   /** The wait before webhook attempt n+1, in ms (default: 1 s doubling, at most 1 min). */
   webhookBackoff?: (attempt: number) => number
+  /**
+   * Host paths and host state every run gets, set by the operator (`cordon mcp --cwd DIR --writable DIR`),
+   * never by a request: validated by the library's schema (a bad one throws PolicyError naming it). With
+   * `cwd`, runs start in it instead of a fresh workspace, and a request's `files` and `collect` are
+   * refused (the server writes nothing into the operator's directory; the run's command may, where
+   * `writable` lets it). Without, the fresh workspace stays the cwd, and the rest is added to each run.
+   */
+  hostOptions?: HostOptions
 }
 
 export interface CreatedService {
@@ -76,6 +90,15 @@ function canceledResult(): RunResult {
 }
 
 export async function createService(options: ServiceOptions): Promise<CreatedService> {
+  let host: HostOptions | undefined
+  if (options.hostOptions) {
+    const parsed = hostOptionsSchema.safeParse(options.hostOptions)
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0]
+      throw new PolicyError((issue?.path ?? []).map(String).join('.'), issue?.message ?? 'invalid')
+    }
+    host = parsed.data
+  }
   const dataDir = path.resolve(options.dataDir)
   mkdirSync(dataDir, { recursive: true, mode: 0o700 })
   // Before anything is read: a second server would end the first one's running runs as interrupted.
@@ -186,6 +209,7 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
         stdin: stdins.get(runId),
         emit: (type, data) => emit(runId, type, data),
         maxCollectBytes: options.maxCollectBytes ?? 64 * 1024 * 1024,
+        ...(host ? { host } : {}),
       })
     }
     finished(runId, result)
@@ -271,6 +295,16 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
       const parsed = runRequestSchema.safeParse(body)
       if (!parsed.success) throw invalid(parsed.error)
       const request = applyCeilings(key, body, parsed.data)
+      if (host?.cwd !== undefined) {
+        for (const field of ['files', 'collect'] as const) {
+          if (request[field].length > 0)
+            throw new ServiceError(
+              'forbidden-option',
+              `${field}: runs start in the operator's directory (${host.cwd}), where the server writes and keeps no files; the command itself may write where the operator made it writable`,
+              field,
+            )
+        }
+      }
       // A webhook to a private or loopback address is refused now (400 naming webhook.url), not at delivery.
       if (request.webhook)
         checkWebhookUrl(request.webhook.url, { allowPrivate: options.allowPrivateWebhooks ?? false })

@@ -29,7 +29,7 @@ import {
   type Spawner,
   start,
 } from '../index.js'
-import type { RunRequest } from './request.js'
+import type { HostOptions, RunRequest } from './request.js'
 import type { KeyRecord, RunEvent, RunEventType } from './types.js'
 
 export interface WorkerContext {
@@ -45,6 +45,8 @@ export interface WorkerContext {
   emit: (type: RunEventType, data: Record<string, unknown>) => RunEvent
   /** Bytes of collected files kept per run at most. */
   maxCollectBytes: number
+  /** The operator's host paths and host state (ServiceOptions.hostOptions), in every run. */
+  host?: HostOptions
 }
 
 /** Where a run's workspace and its collected files live. */
@@ -142,8 +144,7 @@ async function runIn(ctx: WorkerContext, workspace: string): Promise<RunResult> 
     ...guard,
     env: { ...(request.options.env ?? {}), ...key.secrets },
     redact: [...(request.options.redact ?? []), ...secretValues],
-    cwd: workspace,
-    writable: [workspace],
+    ...hostPaths(ctx.host ?? {}, workspace, guard.hide),
     signal: ctx.signal,
     stdin: stdinOf(request, ctx.stdin),
     encoding: 'buffer',
@@ -278,6 +279,27 @@ export class TextOfChunks {
       output,
     }
   }
+}
+
+/**
+ * Where a run stands on the host: the fresh workspace as its cwd and one writable path, or, when the
+ * operator set a cwd, that directory (writable only where the operator's `writable` says, as for `cordon
+ * run`). The operator's readable, hide and passEnv are added; the data dir stays hidden (the guard).
+ */
+export function hostPaths(
+  host: HostOptions,
+  workspace: string,
+  guardHide: string[] | undefined,
+): Pick<RunOptions, 'cwd' | 'writable' | 'readable' | 'hide' | 'passEnv'> {
+  const out: Pick<RunOptions, 'cwd' | 'writable' | 'readable' | 'hide' | 'passEnv'> =
+    host.cwd === undefined
+      ? { cwd: workspace, writable: [workspace, ...(host.writable ?? [])] }
+      : { cwd: host.cwd, writable: host.writable ?? [] }
+  if (host.readable) out.readable = host.cwd === undefined ? [workspace, ...host.readable] : host.readable
+  const hide = [...(host.hide ?? []), ...(guardHide ?? [])]
+  if (hide.length > 0 || host.hide) out.hide = hide
+  if (host.passEnv && host.passEnv.length > 0) out.passEnv = host.passEnv
+  return out
 }
 
 function stdinOf(request: RunRequest, open: PassThrough | undefined): RunOptions['stdin'] {
