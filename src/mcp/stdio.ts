@@ -10,7 +10,9 @@ import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js'
 import { PolicyError } from '../errors.js'
 import { callFunction, type FunctionResult, policySchema, type RunOptions } from '../index.js'
 import { LIMIT_NAMES, newKeyRecord } from '../service/key-schema.js'
+import type { HostOptions } from '../service/request.js'
 import { createService } from '../service/service.js'
+import type { KeyRecord, Service } from '../service/types.js'
 import { DEFAULT_OUTPUT_BUDGET } from './budget.js'
 import { createMcpServer, type McpFunctions } from './tools.js'
 
@@ -53,7 +55,10 @@ export interface McpStdioOptions {
   stdout?: NodeJS.WritableStream
 }
 
-/** Fields of the options that name host paths or host state: `cordon mcp` does not take them (yet). */
+/**
+ * Fields of the options that name host paths or host state: the operator's alone. They go to the service
+ * (hostOptions), which sets them in every run; no tool input can name them.
+ */
 const HOST_FIELDS = ['cwd', 'writable', 'readable', 'hide', 'passEnv'] as const
 
 export interface McpStdioServer {
@@ -62,15 +67,15 @@ export interface McpStdioServer {
   close(): Promise<void>
 }
 
-/** The key's ceilings and every run's fixed options, from the operator's policy. Throws PolicyError. */
+/**
+ * The key's ceilings, every run's fixed options and the host paths (relative ones resolved against the
+ * working directory), from the operator's policy. Throws PolicyError.
+ */
 export function operatorPolicy(policy: Record<string, unknown>): {
   ceilings: Record<string, unknown>
   fixed: Record<string, unknown>
+  host: HostOptions | undefined
 } {
-  for (const field of HOST_FIELDS) {
-    if (policy[field] !== undefined)
-      throw new PolicyError(field, 'not taken by cordon mcp yet: each run gets a fresh workspace as its cwd')
-  }
   // Validated (and defaults applied) by the library's own schema: a bad flag names its field.
   const result = policySchema.safeParse(policy)
   if (!result.success) {
@@ -82,18 +87,60 @@ export function operatorPolicy(policy: Record<string, unknown>): {
   const ceilings: Record<string, unknown> = { limits, network: parsed.network }
   if (parsed.isolation !== 'auto') ceilings.isolation = parsed.isolation
   if (typeof parsed.rootfs === 'string') ceilings.rootfs = [parsed.rootfs]
-  const { limits: _limits, ...fixed } = policy
-  return { ceilings, fixed }
+  const { limits: _limits, ...rest } = policy
+  const fixed: Record<string, unknown> = {}
+  const host: Record<string, unknown> = {}
+  for (const [field, value] of Object.entries(rest)) {
+    if (!(HOST_FIELDS as readonly string[]).includes(field)) fixed[field] = value
+    else if (field === 'passEnv') host[field] = value
+    else if (typeof value === 'string') host[field] = path.resolve(value)
+    else if (Array.isArray(value)) host[field] = value.map((p) => path.resolve(String(p)))
+  }
+  return { ceilings, fixed, host: Object.keys(host).length > 0 ? (host as HostOptions) : undefined }
+}
+
+/**
+ * One run of `true` with the operator's host paths, before any tool call: a path the sandboxes cannot
+ * reach (as root they run as a pool uid, which another user's 0700 home shuts out) is refused now, by the
+ * library's own check and words, naming the flag, rather than in every run.
+ */
+async function probeHostPaths(service: Service, key: KeyRecord): Promise<void> {
+  const submitted = service.submit(key, { cmd: ['true'], metadata: { via: 'mcp-probe' } })
+  const run = await service.wait(key, submitted.id, 30_000)
+  try {
+    service.remove(key, run.id)
+  } catch {
+    // still running (a slow host): it is only a probe
+  }
+  const v = run.result?.violation
+  if (v?.kind === 'error' && typeof v.limit === 'string' && v.limit.startsWith('options.')) {
+    const field = v.limit.slice('options.'.length)
+    // The library's PolicyError message, which starts with its field: said once.
+    const reason = v.message.startsWith(`${field}: `) ? v.message.slice(field.length + 2) : v.message
+    throw new PolicyError(field, reason)
+  }
 }
 
 export async function startMcpStdio(options: McpStdioOptions): Promise<McpStdioServer> {
-  const { ceilings, fixed } = operatorPolicy(options.policy)
+  const { ceilings, fixed, host } = operatorPolicy(options.policy)
   const dataDir = mkdtempSync(path.join(tmpdir(), 'cordon-mcp-'))
   const removeDir = () => rmSync(dataDir, { recursive: true, force: true })
   try {
-    const { service } = await createService({ dataDir, concurrency: options.concurrency ?? 2 })
+    const { service } = await createService({
+      dataDir,
+      concurrency: options.concurrency ?? 2,
+      ...(host ? { hostOptions: host } : {}),
+    })
     const { record } = newKeyRecord({ name: 'mcp', scopes: ['runs:write', 'runs:read'], ceilings })
     service.store.createKey(record)
+    if (host) {
+      try {
+        await probeHostPaths(service, record)
+      } catch (error) {
+        await service.close()
+        throw error
+      }
+    }
 
     const specs = new Map((options.functions ?? []).map((f) => [f.name, f]))
     const functions: McpFunctions | undefined =

@@ -61,7 +61,9 @@ const networkInput = apiOptionsSchema.shape.network
 const filesInput = runRequestSchema.shape.files
   .unwrap()
   .optional()
-  .describe('files written into the run’s fresh workspace (its cwd) first: { path, content, encoding? }')
+  .describe(
+    'files written into the run’s fresh workspace (its cwd) first: { path, content, encoding? }; refused when the server runs commands in a directory of its own',
+  )
 
 const violationOutput = z.looseObject({
   kind: z.string(),
@@ -186,7 +188,13 @@ export function createMcpServer(options: McpToolsOptions): McpServer {
       const lines = [
         `run ${run.id} finished: ${r.status} (${how}) in ${r.wallMs} ms, ${r.outputBytes} bytes of output${r.truncated ? ' (truncated by the output limit)' : ''}`,
       ]
-      if (r.violation) lines.push(`${r.violation.kind}: ${r.violation.message}`)
+      // An error names the field it is about (`options.writable`: the operator's path the sandbox cannot reach).
+      if (r.violation)
+        lines.push(
+          r.violation.kind === 'error'
+            ? `error: ${r.violation.limit}: ${r.violation.message}`
+            : `${r.violation.kind}: ${r.violation.message}`,
+        )
       const text = r.output === '' ? '(no output)' : cut(r.output, run.id, 'output')
       return {
         content: [{ type: 'text', text: `${lines.join('\n')}\n--- output ---\n${text}` }, link],

@@ -1,14 +1,14 @@
 // `cordon mcp` as a client starts it: the built bin spawned over stdio by the SDK's client.
 import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
-import { existsSync, readdirSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 import { describe, it } from 'node:test'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { getDefaultEnvironment, StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js'
 import { operatorPolicy, parseBudget, parseFunction } from '../../src/mcp/stdio.js'
-import { noNamespace, tempDir, waitFor, worldWritableDir } from '../helpers.js'
+import { noNamespace, notRoot, tempDir, waitFor, worldWritableDir } from '../helpers.js'
 
 const CLI = new URL('../../dist/cli/bin.cjs', import.meta.url).pathname
 const skip = noNamespace || (!existsSync(CLI) && 'needs npm run build')
@@ -19,7 +19,12 @@ async function start(args: string[]) {
   const transport = new StdioClientTransport({
     command: process.execPath,
     args: [CLI, 'mcp', ...args],
-    env: { ...getDefaultEnvironment(), TMPDIR: tmp, CORDON_TEST_SECRET: 's3cret' },
+    env: {
+      ...getDefaultEnvironment(),
+      TMPDIR: tmp,
+      CORDON_TEST_SECRET: 's3cret',
+      CORDON_TEST_OTHER: 'other',
+    },
     stderr: 'pipe',
   })
   const client = new Client({ name: 'test', version: '1' })
@@ -55,8 +60,20 @@ describe('operatorPolicy', () => {
     assert.equal(operatorPolicy({}).ceilings.network, 'none')
   })
 
-  it('refuses host paths and invalid flags, naming the field', () => {
-    assert.throws(() => operatorPolicy({ writable: ['.'] }), { name: 'PolicyError', field: 'writable' })
+  it('keeps the host paths apart (resolved), for the service, and refuses invalid flags, naming the field', () => {
+    const { fixed, host } = operatorPolicy({
+      cwd: 'proj',
+      writable: ['proj', '/tmp/x'],
+      passEnv: ['HOME'],
+      env: { A: 'b' },
+    })
+    assert.deepEqual(fixed, { env: { A: 'b' } })
+    assert.deepEqual(host, {
+      cwd: path.resolve('proj'),
+      writable: [path.resolve('proj'), '/tmp/x'],
+      passEnv: ['HOME'],
+    })
+    assert.equal(operatorPolicy({}).host, undefined)
     assert.throws(() => operatorPolicy({ limits: { wallTimeMs: 'soon' } }), {
       name: 'PolicyError',
       field: 'limits.wallTimeMs',
@@ -136,10 +153,61 @@ describe('cordon mcp (stdio, the real bin)', { skip }, () => {
     if (pid) assert.ok(await waitFor(() => !existsSync(`/proc/${pid}`), 10_000))
   })
 
-  it('refuses a host path flag at start, naming it (exit 125)', () => {
-    const out = spawnSync(process.execPath, [CLI, 'mcp', '--writable', '.'], { encoding: 'utf8', input: '' })
+  it("runs in the operator's directory, writes only where the operator said, passes only the named env", async () => {
+    const project = worldWritableDir('cordon-mcp-proj-')
+    const elsewhere = worldWritableDir('cordon-mcp-else-')
+    const { call, client } = await start([
+      '--cwd',
+      project,
+      '--writable',
+      project,
+      '--pass-env',
+      'CORDON_TEST_SECRET',
+      '--timeout',
+      '10s',
+    ])
+    try {
+      const r = await call('run', {
+        shell: `pwd; echo made > made.txt; echo no > ${elsewhere}/escaped.txt; echo "[\${#CORDON_TEST_SECRET}|\${CORDON_TEST_OTHER:-unset}]"`,
+      })
+      const out = String(result(r).stdout)
+      assert.equal(out.split('\n')[0], project)
+      // Passed by name (redacted from the output, its name looks secret: its length says it is there); CORDON_TEST_OTHER,
+      // not named, is not.
+      assert.match(out, /\[6\|unset\]/)
+      assert.equal(readFileSync(path.join(project, 'made.txt'), 'utf8'), 'made\n')
+      assert.ok(!existsSync(path.join(elsewhere, 'escaped.txt')), 'wrote outside the writable dir')
+
+      // No tool input names a host path: unknown fields are dropped, `files` is refused with a cwd.
+      const named = await call('run', { shell: 'pwd; touch x', cwd: elsewhere, writable: [elsewhere] })
+      if (!named.isError) assert.equal(String(result(named).stdout).trim(), project)
+      assert.ok(!existsSync(path.join(elsewhere, 'x')))
+      const files = await call('run', { cmd: ['true'], files: [{ path: 'a.txt', content: 'b' }] })
+      assert.equal(files.isError, true)
+      assert.match(text(files), /^forbidden-option: files: runs start in the operator's directory/)
+      assert.ok(!existsSync(path.join(project, 'a.txt')))
+    } finally {
+      await client.close()
+    }
+  })
+
+  it('refuses at start a host path its sandboxes cannot reach, naming the flag (exit 125)', {
+    skip: notRoot,
+  }, () => {
+    // Root's 0700 directory: the sandbox's pool uid may not write a directory in it.
+    const shut = tempDir('cordon-mcp-shut-')
+    const project = path.join(shut, 'proj')
+    mkdirSync(project)
+    const out = spawnSync(process.execPath, [CLI, 'mcp', '--cwd', project, '--writable', project], {
+      encoding: 'utf8',
+      input: '',
+      env: { ...process.env, TMPDIR: tempDir('cordon-mcp-tmp-') },
+    })
     assert.equal(out.status, 125, out.stderr)
-    assert.match(out.stderr, /^cordon: --writable: not taken by cordon mcp yet/m)
+    assert.match(
+      out.stderr,
+      new RegExp(`^cordon: --writable: ${project} is not writable by the sandbox user`, 'm'),
+    )
     assert.equal(out.stdout, '')
   })
 })
