@@ -4,6 +4,7 @@
 // comes back for (runs, their output, stdin) lives in the service under the key, not in a session. So
 // any request may go to any process, and a restart loses nothing but the calls in flight.
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js'
+import { originMatchesHost } from '../service/http/ui.js'
 import type { KeyRecord, Service } from '../service/types.js'
 import { DEFAULT_OUTPUT_BUDGET } from './budget.js'
 import { createMcpServer } from './tools.js'
@@ -48,15 +49,12 @@ export function mcpMount(
     async handler(request, key) {
       // Stateless: no session to end (DELETE), and no standalone event stream (GET), which would hold a
       // connection open with nothing ever to say on it. The spec's answer for both is 405.
-      if (request.method !== 'POST')
-        return new Response(
-          JSON.stringify({
-            jsonrpc: '2.0',
-            error: { code: -32000, message: 'Method not allowed.' },
-            id: null,
-          }),
-          { status: 405, headers: { allow: 'POST', 'content-type': 'application/json' } },
-        )
+      if (request.method !== 'POST') return jsonRpcError(405, 'Method not allowed.', { allow: 'POST' })
+      // The spec: a server checks Origin, against DNS rebinding and pages of other sites. The key already
+      // keeps a page that has none out; a browser page of another origin is refused by its Origin too.
+      const host = request.headers.get('host') ?? new URL(request.url).host
+      if (!originMatchesHost(request.headers.get('origin') ?? undefined, host))
+        return jsonRpcError(403, 'Forbidden: the request comes from another origin.')
       const server = createMcpServer({
         service,
         key,
@@ -73,4 +71,12 @@ export function mcpMount(
       return transport.handleRequest(request)
     },
   }
+}
+
+/** An error answered before any MCP server sees the request, in JSON-RPC's shape (as the SDK answers). */
+function jsonRpcError(status: number, message: string, headers: Record<string, string> = {}): Response {
+  return new Response(JSON.stringify({ jsonrpc: '2.0', error: { code: -32000, message }, id: null }), {
+    status,
+    headers: { ...headers, 'content-type': 'application/json' },
+  })
 }

@@ -123,4 +123,27 @@ describe('/mcp on cordon serve', { skip }, () => {
       assert.equal(res.headers.get('allow'), 'POST')
     }
   })
+
+  it('refuses a request from a page of another origin (403), as the spec asks', async () => {
+    const init = (origin?: string) => ({
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${served.adminKey}`,
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        ...(origin ? { origin } : {}),
+      },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' }),
+    })
+    for (const origin of ['http://evil.example', 'null', `${served.url}.evil.example`]) {
+      const res = await fetch(`${served.url}/mcp`, init(origin))
+      assert.equal(res.status, 403, origin)
+      assert.equal(((await res.json()) as { jsonrpc: string }).jsonrpc, '2.0')
+    }
+    for (const origin of [served.url, undefined]) {
+      const res = await fetch(`${served.url}/mcp`, init(origin))
+      assert.equal(res.status, 200, String(origin))
+      await res.body?.cancel()
+    }
+  })
 })

@@ -108,11 +108,17 @@ export function sessionOf(c: Context, sessions: Sessions): SessionOf | null {
 
 /** The request's Origin (when sent) names this very host. */
 function sameOrigin(c: Context): boolean {
-  const origin = c.req.header('origin')
+  return originMatchesHost(c.req.header('origin'), c.req.header('host') ?? new URL(c.req.url).host)
+}
+
+/**
+ * An Origin header (when sent) names `host`. By host, not by scheme: behind a TLS proxy the server sees
+ * http while the page is https. A browser sends Origin on every cross-origin request; other clients none.
+ */
+export function originMatchesHost(origin: string | undefined, host: string): boolean {
   if (origin === undefined) return true
   try {
-    // By host, not by scheme: behind a TLS proxy the server sees http while the page is https.
-    return new URL(origin).host === (c.req.header('host') ?? new URL(c.req.url).host)
+    return new URL(origin).host === host
   } catch {
     return false
   }
