@@ -107,6 +107,7 @@ export async function serve(options: ServeOptions = {}): Promise<Server> {
   }
   // One line a script (or a test) can read the address from, --port 0 included.
   process.stdout.write(`cordon: listening on ${url}\n`)
+  process.stdout.write(`cordon: dashboard: ${url}/ui\n`)
   return { url, close }
 }
 
