@@ -105,6 +105,13 @@ export async function removeWorkspace(workspace: string, asRoot = process.getuid
   }
 }
 
+/**
+ * Log lines sent as events, at most, per run. Each is a stored row (~100 bytes more than the line): a
+ * program writing 256 KiB of tiny lines (its maxLogBytes) made 131 000 rows and 30 MB of database. The
+ * result keeps them all, within maxLogBytes.
+ */
+export const MAX_LOG_EVENTS = 1000
+
 /** How long, and how many bytes, output is gathered into one event at most. */
 const OUTPUT_FLUSH_MS = 25
 const OUTPUT_FLUSH_BYTES = 64 * 1024
@@ -139,6 +146,7 @@ async function runIn(ctx: WorkerContext, workspace: string): Promise<RunResult> 
   if ('refused' in guard) return errorResult('options.isolation', guard.refused)
   // Bytes: the events and /output keep the program's output exactly (redacted as bytes); the result's
   // text is decoded from them below, as the library's text mode would have.
+  let logEvents = 0
   const options: RunOptions<Buffer> = {
     ...request.options,
     ...guard,
@@ -149,7 +157,14 @@ async function runIn(ctx: WorkerContext, workspace: string): Promise<RunResult> 
     stdin: stdinOf(request, ctx.stdin),
     encoding: 'buffer',
     onLog: (entry) => {
-      ctx.emit('log', { ...entry })
+      logEvents++
+      if (logEvents <= MAX_LOG_EVENTS) ctx.emit('log', { ...entry })
+      else if (logEvents === MAX_LOG_EVENTS + 1)
+        ctx.emit('log', {
+          level: 'warn',
+          msg: `cordon: ${MAX_LOG_EVENTS} log lines were sent as events; the rest are in the result (logs)`,
+          source: 'cordon',
+        })
     },
   }
   if (ctx.spawner) options.spawner = ctx.spawner

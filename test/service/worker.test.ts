@@ -23,6 +23,7 @@ import {
   dataDirGuard,
   executeRun,
   globRegExp,
+  MAX_LOG_EVENTS,
   removeWorkspace,
   TextOfChunks,
   workspaceDir,
@@ -167,6 +168,38 @@ describe('worker', () => {
     )
     assert.equal(out.toString(), result.stdout)
     assert.ok(!JSON.stringify(events).includes('tok-123456'))
+  })
+
+  it('sends at most MAX_LOG_EVENTS log lines as events, then says the rest are in the result', {
+    skip: noNamespace,
+  }, async () => {
+    // One stored row a line made ~115 bytes of database per byte of tiny lines (30 MB for 256 KiB).
+    const events: RunEvent[] = []
+    let seq = 0
+    const result = await executeRun({
+      dataDir: tempDir('cordon-data-'),
+      runId: 'run_l',
+      request: runRequestSchema.parse({
+        cmd: ['sh', '-c', 'i=0; while [ $i -lt 3000 ]; do echo "l$i"; i=$((i+1)); done >&$CORDON_LOG_FD'],
+      }),
+      key,
+      spawner: undefined,
+      signal: new AbortController().signal,
+      stdin: undefined,
+      emit: (type: RunEventType, data) => {
+        const e = { runId: 'run_l', seq: ++seq, type, at: '', data }
+        events.push(e)
+        return e
+      },
+      maxCollectBytes: 0,
+    })
+    assert.equal(result.status, 'ok', result.violation?.message)
+    assert.equal(result.logs.length, 3000, 'the result keeps every line (within maxLogBytes)')
+    const logs = events.filter((e) => e.type === 'log')
+    assert.equal(logs.length, MAX_LOG_EVENTS + 1)
+    assert.equal(logs[MAX_LOG_EVENTS - 1]?.data.msg, `l${MAX_LOG_EVENTS - 1}`)
+    assert.match(String(logs.at(-1)?.data.msg), /the rest are in the result/)
+    assert.equal(logs.at(-1)?.data.source, 'cordon')
   })
 
   // What the sandbox left in its workspace is untrusted: removing it unlinks each symlink it planted (to a
