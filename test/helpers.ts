@@ -4,6 +4,7 @@ import { type ChildProcess, spawn, spawnSync } from 'node:child_process'
 import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
+import { after } from 'node:test'
 import { probeCapabilities } from '../src/host/capabilities.js'
 import { SPAWNER_PATH } from '../src/host/native.js'
 import { isExecutableFile } from '../src/host/programs.js'
@@ -186,9 +187,12 @@ export interface Served {
 }
 
 const served: ChildProcess[] = []
-process.once('exit', () => {
+const stopServed = () => {
   for (const child of served) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
-})
+}
+// After the file's tests: a failed assertion must not leave a server whose pipes keep the file running.
+after(stopServed)
+process.once('exit', stopServed)
 
 /** The built CLI's `cordon serve --port 0` on `dataDir`, once it printed the address it listens on. */
 export async function startServe(

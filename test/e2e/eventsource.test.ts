@@ -3,21 +3,9 @@
 // Last-Event-ID, every event once and every byte once. The key goes in a custom fetch's header.
 import assert from 'node:assert/strict'
 import { connect, createServer, type Server, type Socket } from 'node:net'
-import { after, describe, it } from 'node:test'
+import { describe, it } from 'node:test'
 import { EventSource, type FetchLike } from 'eventsource'
-import { type Served, startServe as startServeOnce, tempDir } from '../helpers.js'
-
-// A failed assertion must not leave a server behind (its pipes would keep this file's process alive).
-const servers: Served[] = []
-const startServe = async (dir: string, args: string[] = []) => {
-  const s = await startServeOnce(dir, args)
-  servers.push(s)
-  return s
-}
-after(() => {
-  for (const s of servers)
-    if (s.child.exitCode === null && s.child.signalCode === null) s.child.kill('SIGKILL')
-})
+import { type Served, startServe, tempDir } from '../helpers.js'
 
 const withKey =
   (key: string): FetchLike =>

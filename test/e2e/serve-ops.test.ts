@@ -5,24 +5,12 @@ import { spawn, spawnSync } from 'node:child_process'
 import { createServer } from 'node:http'
 import { type AddressInfo, connect, type Socket } from 'node:net'
 import path from 'node:path'
-import { after, describe, it } from 'node:test'
+import { describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import Database from 'better-sqlite3'
 import { parseSse } from '../../src/client/client.js'
 import { SIGNATURE_HEADER, verifyWebhook } from '../../src/service/webhook.js'
-import { type Served, startServe as startServeOnce, tempDir, waitFor } from '../helpers.js'
-
-// A failed assertion must not leave a server behind (its pipes would keep this file's process alive).
-const servers: Served[] = []
-const startServe = async (dir: string, args: string[] = []) => {
-  const s = await startServeOnce(dir, args)
-  servers.push(s)
-  return s
-}
-after(() => {
-  for (const s of servers)
-    if (s.child.exitCode === null && s.child.signalCode === null) s.child.kill('SIGKILL')
-})
+import { type Served, startServe, tempDir, waitFor } from '../helpers.js'
 
 const CLI = fileURLToPath(new URL('../../dist/cli/bin.cjs', import.meta.url))
 
