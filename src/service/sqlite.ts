@@ -104,6 +104,9 @@ function outputPlace(
   return { stream, end: offset + bytes, bytes }
 }
 
+/** Rows read at once where a read stops early (a page of events, a range of output). */
+const ROWS_AT_ONCE = 16
+
 /** A run id: random and URL-safe (128 bits: unguessable, so a leaked list cannot be walked). */
 export function newRunId(): string {
   return `run_${randomBytes(16).toString('base64url')}`
@@ -430,13 +433,21 @@ export class SqliteStore implements Store {
   events(runId: string, afterSeq: number, limit: number, maxBytes = Number.POSITIVE_INFINITY): RunEvent[] {
     const out: RunEvent[] = []
     let bytes = 0
-    // Lazily, row by row: a page stops at `maxBytes` of stored data without reading the rows past it.
-    for (const row of this.stmt(
-      'SELECT run_id, seq, type, at, data FROM events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?',
-    ).iterate(runId, afterSeq, Math.max(0, Math.floor(limit))) as IterableIterator<EventRow>) {
-      out.push(toEvent(row))
-      bytes += row.data.length
-      if (bytes >= maxBytes) break
+    let after = afterSeq
+    const wanted = Math.max(0, Math.floor(limit))
+    // A few rows at a time: a page stops at `maxBytes` of stored data without reading many rows past it.
+    // (Not .iterate(): see stmt().)
+    while (out.length < wanted && bytes < maxBytes) {
+      const rows = this.stmt(
+        'SELECT run_id, seq, type, at, data FROM events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?',
+      ).all(runId, after, Math.min(ROWS_AT_ONCE, wanted - out.length)) as EventRow[]
+      for (const row of rows) {
+        if (bytes >= maxBytes) break
+        out.push(toEvent(row))
+        bytes += row.data.length
+        after = row.seq
+      }
+      if (rows.length < ROWS_AT_ONCE) break
     }
     return out
   }
@@ -456,27 +467,31 @@ export class SqliteStore implements Store {
   outputSlices(runId: string, stream: OutputStream, from: number, to: number): OutputSlice[] {
     if (to <= from) return []
     // Offsets only grow, so the events ending after `from`, by their end, start with the one holding it.
-    const rows = (
-      stream === 'output'
+    const page = (after: number) =>
+      (stream === 'output'
         ? this.stmt(
             `SELECT merged_end AS end, data FROM events
-               WHERE run_id = ? AND merged_end IS NOT NULL AND merged_end > ? ORDER BY merged_end`,
-          ).iterate(runId, from)
+               WHERE run_id = ? AND merged_end IS NOT NULL AND merged_end > ? ORDER BY merged_end LIMIT ?`,
+          ).all(runId, after, ROWS_AT_ONCE)
         : this.stmt(
             `SELECT out_end AS end, data FROM events
-               WHERE run_id = ? AND out_stream = ? AND out_end IS NOT NULL AND out_end > ? ORDER BY out_end`,
-          ).iterate(runId, stream, from)
-    ) as IterableIterator<{ end: number; data: string }>
+               WHERE run_id = ? AND out_stream = ? AND out_end IS NOT NULL AND out_end > ?
+               ORDER BY out_end LIMIT ?`,
+          ).all(runId, stream, after, ROWS_AT_ONCE)) as { end: number; data: string }[]
     const slices: OutputSlice[] = []
-    for (const row of rows) {
-      const data = JSON.parse(row.data) as { bytes?: unknown; data?: unknown }
-      const bytes = Buffer.from(typeof data.data === 'string' ? data.data : '', 'base64')
-      const start = row.end - bytes.length
-      if (start >= to) break
-      slices.push({ start, bytes })
-      if (row.end >= to) break
+    for (let after = from; ; ) {
+      const rows = page(after)
+      for (const row of rows) {
+        const data = JSON.parse(row.data) as { bytes?: unknown; data?: unknown }
+        const bytes = Buffer.from(typeof data.data === 'string' ? data.data : '', 'base64')
+        const start = row.end - bytes.length
+        if (start >= to) return slices
+        slices.push({ start, bytes })
+        if (row.end >= to) return slices
+        after = row.end
+      }
+      if (rows.length < ROWS_AT_ONCE) return slices
     }
-    return slices
   }
 
   interruptRunning(at: string): string[] {
@@ -578,7 +593,8 @@ export class SqliteStore implements Store {
    * The statement for `sql`, prepared once and kept for the process's life. better-sqlite3 (12.x) on Node
    * 24 aborts the process (`RemoveEnvironmentCleanupHook: Assertion failed: (env) != nullptr`) when V8
    * collects a Statement at the wrong moment, at exit or mid-run; a statement that is never garbage is
-   * never collected. The set is bounded by the SQL this file writes.
+   * never collected. The set is bounded by the SQL this file writes. Its iterators (`.iterate()`) abort the
+   * same way when collected, and cannot be kept: rows are read a few at a time with LIMIT instead.
    */
   private stmt(sql: string): Statement {
     let made = this.statements.get(sql)
