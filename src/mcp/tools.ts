@@ -160,13 +160,40 @@ export function createMcpServer(options: McpToolsOptions): McpServer {
   const cut = (text: string, runId: string, stream: Stream, offset = 0) =>
     cutToBudget(text, budget, { runId, stream, offset }).text
 
-  /** The RunResult with its text fields within the budget: what structuredContent carries. */
-  const shownResult = (runId: string, result: RunResult): RunResult => ({
-    ...result,
-    stdout: cut(result.stdout, runId, 'stdout'),
-    stderr: cut(result.stderr, runId, 'stderr'),
-    output: cut(result.output, runId, 'output'),
-  })
+  /**
+   * The first items of a list whose JSON fits the budget, and how many were left out: a program writing
+   * its log channel full (maxLogBytes, 256 KiB by default) or making 1000 connections would otherwise
+   * put all of it in the result, past the budget the output is held to.
+   */
+  const firstWithin = <T>(items: T[]): { kept: T[]; omitted: number } => {
+    let bytes = 2
+    let n = 0
+    while (n < items.length) {
+      bytes += Buffer.byteLength(JSON.stringify(items[n]) ?? 'null') + 1
+      if (bytes > budget) break
+      n++
+    }
+    return { kept: items.slice(0, n), omitted: items.length - n }
+  }
+
+  /**
+   * The RunResult with its text fields, log lines and connections within the budget: what
+   * structuredContent carries. `logsOmitted`, `networkOmitted`: how many were left out.
+   */
+  const shownResult = (runId: string, result: RunResult): RunResult => {
+    const logs = firstWithin(result.logs ?? [])
+    const network = firstWithin(result.network ?? [])
+    return {
+      ...result,
+      stdout: cut(result.stdout, runId, 'stdout'),
+      stderr: cut(result.stderr, runId, 'stderr'),
+      output: cut(result.output, runId, 'output'),
+      logs: logs.kept,
+      network: network.kept,
+      ...(logs.omitted > 0 ? { logsOmitted: logs.omitted } : {}),
+      ...(network.omitted > 0 ? { networkOmitted: network.omitted } : {}),
+    }
+  }
 
   /** A run as a tool result: a short summary and the output within the budget, and the structured run. */
   const runAnswer = (run: RunRecord, waitedMs: number): CallToolResult => {
@@ -554,17 +581,24 @@ export function createMcpServer(options: McpToolsOptions): McpServer {
           } catch {
             value = String(value)
           }
-          const shown = {
-            ...result,
-            value,
-            stdout: cut(result.stdout, id, 'stdout'),
-            stderr: cut(result.stderr, id, 'stderr'),
-            output: cut(result.output, id, 'output'),
+          // The value and the error are the function's, sized by the model's args or the function's
+          // output: past the budget, their JSON cut to head and tail (as text), as the output is.
+          const within = (v: unknown): unknown => {
+            const json = JSON.stringify(v)
+            if (json === undefined || Buffer.byteLength(json) <= budget) return v
+            return cutToBudget(json, budget, { runId: id, stream: 'output' }).text
           }
+          const shown = {
+            ...shownResult(id, result),
+            value: within(value),
+            ...(result.error === undefined ? {} : { error: within(result.error) }),
+          }
+          const said = (v: unknown) =>
+            cutToBudget(JSON.stringify(v) ?? 'undefined', budget, { runId: id, stream: 'output' }).text
           const text = result.error
-            ? `${input.name} failed (${result.status}): ${JSON.stringify(result.error)}`
+            ? `${input.name} failed (${result.status}): ${said(result.error)}`
             : result.status === 'ok'
-              ? `${input.name} returned ${cutToBudget(JSON.stringify(value) ?? 'undefined', budget, { runId: id, stream: 'output' }).text}`
+              ? `${input.name} returned ${said(value)}`
               : `${input.name}: ${result.status}${result.violation ? `: ${result.violation.message}` : ''}`
           return {
             content: [{ type: 'text', text }],

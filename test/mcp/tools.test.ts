@@ -176,6 +176,40 @@ describe('MCP tools', { skip }, () => {
     assert.equal(Buffer.byteLength(String(cutPage.data)), Number(m[1]))
   })
 
+  it('the log lines and the function’s value and error are within the budget too', async () => {
+    // A program fills the log channel (maxLogBytes, 256 KiB by default): the result must not carry it all.
+    const { call } = await connect()
+    const r = await call('run', {
+      shell:
+        'i=0; while [ $i -lt 2000 ]; do echo "{\\"level\\":\\"info\\",\\"msg\\":\\"line $i of the log\\"}" >&$CORDON_LOG_FD; i=$((i+1)); done',
+    })
+    const result = structured(r).result as { logs: unknown[]; logsOmitted?: number; status: string }
+    assert.equal(result.status, 'ok')
+    assert.ok(Buffer.byteLength(JSON.stringify(result.logs)) <= 1024, `${JSON.stringify(result.logs).length}`)
+    assert.ok((result.logsOmitted ?? 0) > 1900, String(result.logsOmitted))
+    assert.ok(Buffer.byteLength(JSON.stringify(r)) < 8 * 1024, `${JSON.stringify(r).length} bytes`)
+
+    const big = 'x'.repeat(100_000)
+    const { call: callFn } = await connect(
+      {},
+      {
+        functions: {
+          names: ['echo', 'fail'],
+          async call(name, args) {
+            if (name === 'fail')
+              return { ...errorResult('x', 'x'), status: 'error', error: { message: big } } as never
+            return { ...errorResult('x', 'x'), status: 'ok', violation: null, value: args[0] }
+          },
+        },
+      },
+    )
+    const echoed = await callFn('call_function', { name: 'echo', args: [big] })
+    assert.ok(Buffer.byteLength(JSON.stringify(echoed)) < 8 * 1024, `${JSON.stringify(echoed).length} bytes`)
+    const failed = await callFn('call_function', { name: 'fail' })
+    assert.equal(failed.isError, true)
+    assert.ok(Buffer.byteLength(JSON.stringify(failed)) < 8 * 1024, `${JSON.stringify(failed).length} bytes`)
+  })
+
   it('run waits at most wait_ms, then gives the run id and the output so far; read_output follows it', async () => {
     const { call } = await connect()
     const r = await call('run', { shell: 'echo started; sleep 1; echo done', wait_ms: 300 })
