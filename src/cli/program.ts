@@ -192,7 +192,11 @@ export async function main(argv: string[]): Promise<number> {
         .argParser(wholeNumber(0, 65535)),
     )
     .addOption(dataDirOption())
-    .addOption(new Option('--concurrency <N>', 'runs at once (default 2)').argParser(wholeNumber(1, 1024)))
+    .addOption(
+      new Option('--concurrency <N>', 'runs at once, and as many function calls (default 2)').argParser(
+        wholeNumber(1, 1024),
+      ),
+    )
     .addOption(
       new Option('--max-queued <N>', 'runs waiting at most (default 100)').argParser(
         wholeNumber(0, 1_000_000),

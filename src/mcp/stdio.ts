@@ -143,18 +143,26 @@ export async function startMcpStdio(options: McpStdioOptions): Promise<McpStdioS
     }
 
     const specs = new Map((options.functions ?? []).map((f) => [f.name, f]))
+    // A function runs in a sandbox of its own, outside the service's queue: as many at once as runs
+    // (--concurrency), the rest waiting their turn, or a model calling it in parallel gets a sandbox a call.
+    const slots = gate(options.concurrency ?? 2)
     const functions: McpFunctions | undefined =
       specs.size === 0
         ? undefined
         : {
             names: [...specs.keys()],
-            call(name, args, signal): Promise<FunctionResult> {
+            async call(name, args, signal): Promise<FunctionResult> {
               const spec = specs.get(name)
               if (!spec) throw new Error(`no function ${name}`)
-              return callFunction(spec.module, spec.exportName, args, {
-                ...(options.policy as RunOptions),
-                signal,
-              })
+              const release = await slots.take(signal)
+              try {
+                return await callFunction(spec.module, spec.exportName, args, {
+                  ...(options.policy as RunOptions),
+                  signal,
+                })
+              } finally {
+                release()
+              }
             },
           }
     const server = createMcpServer({
@@ -195,6 +203,51 @@ export async function startMcpStdio(options: McpStdioOptions): Promise<McpStdioS
   } catch (error) {
     removeDir()
     throw error
+  }
+}
+
+/**
+ * At most `n` holders at once; the others wait in order. A wait whose signal aborts ends then (the call
+ * goes on to the library, which answers an aborted signal as canceled without starting a sandbox).
+ */
+function gate(n: number): { take(signal: AbortSignal): Promise<() => void> } {
+  let free = n
+  const waiting: (() => void)[] = []
+  const release = () => {
+    const next = waiting.shift()
+    if (next) next()
+    else free++
+  }
+  return {
+    take(signal) {
+      if (free > 0 || signal.aborted) {
+        if (!signal.aborted) free--
+        return Promise.resolve(signal.aborted ? () => undefined : once(release))
+      }
+      return new Promise((resolve) => {
+        const turn = () => {
+          signal.removeEventListener('abort', gone)
+          resolve(once(release))
+        }
+        const gone = () => {
+          const at = waiting.indexOf(turn)
+          if (at >= 0) waiting.splice(at, 1)
+          resolve(() => undefined)
+        }
+        waiting.push(turn)
+        signal.addEventListener('abort', gone, { once: true })
+      })
+    },
+  }
+}
+
+const once = (fn: () => void) => {
+  let done = false
+  return () => {
+    if (!done) {
+      done = true
+      fn()
+    }
   }
 }
 

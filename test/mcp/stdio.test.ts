@@ -153,6 +153,34 @@ describe('cordon mcp (stdio, the real bin)', { skip }, () => {
     if (pid) assert.ok(await waitFor(() => !existsSync(`/proc/${pid}`), 10_000))
   })
 
+  it('calls functions no more at once than --concurrency, as runs', async () => {
+    // Each call_function is a sandbox of the flags' memory: a model calling it 20 times in parallel
+    // must not get 20 sandboxes when the operator said 1 at once.
+    const dir = worldWritableDir()
+    const module = path.join(dir, 'slow.mjs')
+    writeFileSync(
+      module,
+      'export async function slow() { const t0 = Date.now(); await new Promise((r) => setTimeout(r, 700)); return [t0, Date.now()] }\n',
+      { mode: 0o644 },
+    )
+    const { client, call } = await start(['--concurrency', '1', '--function', `slow=${module}#slow`])
+    try {
+      const calls = await Promise.all([1, 2, 3].map(() => call('call_function', { name: 'slow' })))
+      const spans = calls.map((c) => {
+        assert.equal(c.isError, undefined, text(c))
+        return result(c).value as [number, number]
+      })
+      spans.sort((a, b) => a[0] - b[0])
+      for (let i = 1; i < spans.length; i++)
+        assert.ok(
+          (spans[i] as [number, number])[0] >= (spans[i - 1] as [number, number])[1],
+          `overlap: ${JSON.stringify(spans)}`,
+        )
+    } finally {
+      await client.close()
+    }
+  })
+
   it("runs in the operator's directory, writes only where the operator said, passes only the named env", async () => {
     const project = worldWritableDir('cordon-mcp-proj-')
     const elsewhere = worldWritableDir('cordon-mcp-else-')
