@@ -251,13 +251,14 @@ const once = (fn: () => void) => {
   }
 }
 
-/** The `cordon mcp` command: serve until the client closes stdin, or SIGTERM/SIGINT. */
+/** The `cordon mcp` command: serve until the client closes stdin, or SIGTERM/SIGINT/SIGHUP. */
 export async function mcpUntilClosed(options: McpStdioOptions): Promise<void> {
   const server = await startMcpStdio(options)
   const stop = () => void server.close()
-  process.on('SIGTERM', stop)
-  process.on('SIGINT', stop)
+  // SIGHUP too: its default would end the process at once, the sandboxes going with it (they die with
+  // their parent) but the private data dir, holding every run's output, left in $TMPDIR.
+  const signals = ['SIGTERM', 'SIGINT', 'SIGHUP'] as const
+  for (const signal of signals) process.on(signal, stop)
   await server.closed
-  process.removeListener('SIGTERM', stop)
-  process.removeListener('SIGINT', stop)
+  for (const signal of signals) process.removeListener(signal, stop)
 }

@@ -8,7 +8,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { getDefaultEnvironment, StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js'
 import { operatorPolicy, parseBudget, parseFunction } from '../../src/mcp/stdio.js'
-import { noNamespace, notRoot, tempDir, waitFor, worldWritableDir } from '../helpers.js'
+import { noNamespace, notRoot, processesWith, tempDir, waitFor, worldWritableDir } from '../helpers.js'
 
 const CLI = new URL('../../dist/cli/bin.cjs', import.meta.url).pathname
 const skip = noNamespace || (!existsSync(CLI) && 'needs npm run build')
@@ -178,6 +178,27 @@ describe('cordon mcp (stdio, the real bin)', { skip }, () => {
         )
     } finally {
       await client.close()
+    }
+  })
+
+  it('a hangup (the terminal or the client gone) stops it as SIGTERM does: sandboxes killed, data dir removed', async () => {
+    const marker = `cordon-mcp-hup-${process.pid}`
+    const { client, transport, call, tmp } = await start(['--timeout', '30s'])
+    try {
+      const r = await call('run', { shell: `sleep 25 # ${marker}`, wait_ms: 0 })
+      assert.equal((r.structuredContent as { state: string }).state !== 'finished', true)
+      assert.ok(await waitFor(() => processesWith(marker).length > 0, 10_000), 'the sandbox never started')
+      const pid = transport.pid as number
+      process.kill(pid, 'SIGHUP')
+      assert.ok(await waitFor(() => !existsSync(`/proc/${pid}`), 10_000), 'still running after SIGHUP')
+      assert.ok(await waitFor(() => processesWith(marker).length === 0, 10_000), 'sandbox left behind')
+      assert.deepEqual(
+        readdirSync(tmp).filter((n) => n.startsWith('cordon-mcp-')),
+        [],
+        'data dir left behind',
+      )
+    } finally {
+      await client.close().catch(() => undefined)
     }
   })
 
