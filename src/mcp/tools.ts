@@ -296,6 +296,10 @@ export function createMcpServer(options: McpToolsOptions): McpServer {
         if (input.files) body.files = input.files
         if (input.stdin_open) body.stdin = 'open'
         else if (input.stdin !== undefined) body.stdin = input.stdin
+        // Cancelled before this handler ran (the SDK validates the input first, and a cancellation read
+        // in the same chunk as the call lands meanwhile): no run, as no abort event is coming.
+        if (extra.signal.aborted)
+          return { isError: true, content: [{ type: 'text', text: 'canceled: the call was cancelled' }] }
         const started = Date.now()
         const submitted = service.submit(key, body)
         const id = submitted.id

@@ -47,7 +47,7 @@ async function connect(key: Record<string, unknown> = {}, options: Partial<McpTo
   closers.push(() => client.close())
   const call = async (name: string, args: Record<string, unknown>) =>
     (await client.callTool({ name, arguments: args })) as CallToolResult
-  return { client, call, service: s, key: record }
+  return { client, call, service: s, key: record, transport: b }
 }
 
 const text = (r: CallToolResult) => r.content.map((c) => (c.type === 'text' ? c.text : '')).join('')
@@ -308,6 +308,26 @@ describe('MCP tools', { skip }, () => {
     await assert.rejects(calling)
     const run = await s.wait(key, id, 10_000)
     assert.equal(run.result?.status, 'canceled')
+  })
+
+  it('a call cancelled before its handler ran starts no sandbox', async () => {
+    // The request and its cancellation read in one chunk: the SDK aborts the call's signal before the
+    // tool's handler runs (it starts a microtask later, after validating the input).
+    const { service: s, key, transport } = await connect()
+    const request = { jsonrpc: '2.0' as const, id: 'early', method: 'tools/call' }
+    void transport.send({ ...request, params: { name: 'run', arguments: { cmd: ['sleep', '30'] } } })
+    void transport.send({
+      jsonrpc: '2.0',
+      method: 'notifications/cancelled',
+      params: { requestId: 'early' },
+    })
+    await new Promise((resolve) => setTimeout(resolve, 1000))
+    const going = s.list(key, { limit: 10 }).runs.filter((r) => r.state !== 'finished')
+    assert.deepEqual(
+      going.map((r) => r.id),
+      [],
+      'a run the client cancelled is still going',
+    )
   })
 
   it('a run’s output is a resource', async () => {
