@@ -121,6 +121,24 @@ function lastLine(text: string): string {
   return line.length > 200 ? `${line.slice(0, 200)}…` : line
 }
 
+/** Characters of a command list_runs shows: an agent's `sh -c` scripts run to kilobytes each. */
+const CMD_SHOWN = 200
+
+/** `cmd` within CMD_SHOWN characters in all: the arguments that fit, the last one cut (with `…`). */
+function shortCmd(cmd: string[]): string[] {
+  const out: string[] = []
+  let left = CMD_SHOWN
+  for (const arg of cmd) {
+    if (arg.length > left) {
+      out.push(`${arg.slice(0, Math.max(0, left))}…`)
+      break
+    }
+    out.push(arg)
+    left -= arg.length + 1
+  }
+  return out
+}
+
 const uriOf = (runId: string, stream: Stream) => `cordon://runs/${runId}/${stream}`
 
 export function createMcpServer(options: McpToolsOptions): McpServer {
@@ -511,7 +529,8 @@ export function createMcpServer(options: McpToolsOptions): McpServer {
     'list_runs',
     {
       title: 'List runs',
-      description: 'The runs of this server (newest first), with their state and status.',
+      description:
+        'The runs of this server (newest first), with their state and status; long commands shortened.',
       inputSchema: {
         state: z.enum(STATES).optional(),
         limit: z.number().int().min(1).max(100).optional().describe('default 20'),
@@ -543,7 +562,7 @@ export function createMcpServer(options: McpToolsOptions): McpServer {
           state: r.state,
           status: r.result?.status ?? null,
           created_at: r.createdAt,
-          cmd: ((r.request as { cmd?: string[] } | null)?.cmd ?? []).map(String),
+          cmd: shortCmd(((r.request as { cmd?: string[] } | null)?.cmd ?? []).map(String)),
         }))
         const text =
           rows

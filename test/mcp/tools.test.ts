@@ -330,6 +330,21 @@ describe('MCP tools', { skip }, () => {
     )
   })
 
+  it('list_runs shows long commands shortened, not whole', async () => {
+    // An agent's shell scripts run to kilobytes each: twenty of them listed must not flood the model.
+    const { call } = await connect()
+    const script = `true ${'# a long script line\n'.repeat(250)}`
+    for (let i = 0; i < 3; i++) await call('run', { shell: script, wait_ms: 0 })
+    const listed = await call('list_runs', {})
+    const rows = (structured(listed).runs as { cmd: string[] }[]).slice(0, 3)
+    assert.equal(rows.length, 3)
+    for (const row of rows) {
+      assert.equal(row.cmd[0], 'sh')
+      assert.ok(Buffer.byteLength(row.cmd.join(' ')) <= 300, row.cmd.join(' '))
+    }
+    assert.ok(Buffer.byteLength(JSON.stringify(listed)) < 4096, `${JSON.stringify(listed).length} bytes`)
+  })
+
   it('a run’s output is a resource', async () => {
     const { client, call } = await connect()
     const r = await call('run', { shell: 'echo a; echo b >&2' })
