@@ -61,6 +61,9 @@ export interface McpStdioOptions {
  */
 const HOST_FIELDS = ['cwd', 'writable', 'readable', 'hide', 'passEnv'] as const
 
+/** Tool calls waiting at once (as /mcp allows a key). */
+const MAX_WAITS = 32
+
 export interface McpStdioServer {
   /** Resolves once the client went away (stdin ended) or close() was called, and all is cleaned up. */
   closed: Promise<void>
@@ -165,11 +168,26 @@ export async function startMcpStdio(options: McpStdioOptions): Promise<McpStdioS
               }
             },
           }
+    // Waiting calls at once (run, read_output), as /mcp allows a key: each waiting read_output polls the
+    // store every 200 ms, and one client sending thousands in parallel would keep this process polling.
+    // A call past the bound answers at once, as with wait_ms 0.
+    let waits = 0
+    const holds = {
+      take() {
+        if (waits >= MAX_WAITS) return false
+        waits++
+        return true
+      },
+      give() {
+        waits--
+      },
+    }
     const server = createMcpServer({
       service,
       key: record,
       budget: options.budget ?? DEFAULT_OUTPUT_BUDGET,
       fixedOptions: fixed,
+      holds,
       ...(functions ? { functions } : {}),
       ...(options.version ? { version: options.version } : {}),
     })

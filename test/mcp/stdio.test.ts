@@ -181,6 +181,28 @@ describe('cordon mcp (stdio, the real bin)', { skip }, () => {
     }
   })
 
+  it('holds at most 32 waiting calls at once; past them a call answers at once', async () => {
+    // Each waiting read_output polls the store every 200 ms for up to 5 min: a client sending thousands
+    // of them in parallel would keep the process busy polling.
+    const { client, call } = await start(['--timeout', '20s'])
+    try {
+      const r = await call('run', { cmd: ['sleep', '10'], wait_ms: 0 })
+      const id = (r.structuredContent as { run_id: string }).run_id
+      const t0 = Date.now()
+      const took = await Promise.all(
+        Array.from({ length: 40 }, async () => {
+          await call('read_output', { run_id: id, wait_ms: 2000 })
+          return Date.now() - t0
+        }),
+      )
+      const early = took.filter((ms) => ms < 1500).length
+      assert.equal(early, 8, JSON.stringify(took))
+      await call('cancel_run', { run_id: id })
+    } finally {
+      await client.close()
+    }
+  })
+
   it('a hangup (the terminal or the client gone) stops it as SIGTERM does: sandboxes killed, data dir removed', async () => {
     const marker = `cordon-mcp-hup-${process.pid}`
     const { client, transport, call, tmp } = await start(['--timeout', '30s'])
