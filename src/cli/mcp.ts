@@ -10,6 +10,7 @@ export async function mcpCommand(values: Record<string, unknown>, version: strin
     ...(values.outputBudget !== undefined ? { budget: parseBudget(String(values.outputBudget)) } : {}),
     functions: ((values.function as string[] | undefined) ?? []).map(parseFunction),
     ...(typeof values.concurrency === 'number' ? { concurrency: values.concurrency } : {}),
+    ...(typeof values.keepRuns === 'number' ? { keepRuns: values.keepRuns } : {}),
     version,
   })
   return 0

@@ -192,11 +192,7 @@ export async function main(argv: string[]): Promise<number> {
         .argParser(wholeNumber(0, 65535)),
     )
     .addOption(dataDirOption())
-    .addOption(
-      new Option('--concurrency <N>', 'runs at once, and as many function calls (default 2)').argParser(
-        wholeNumber(1, 1024),
-      ),
-    )
+    .addOption(new Option('--concurrency <N>', 'runs at once (default 2)').argParser(wholeNumber(1, 1024)))
     .addOption(
       new Option('--max-queued <N>', 'runs waiting at most (default 100)').argParser(
         wholeNumber(0, 1_000_000),
@@ -228,7 +224,17 @@ export async function main(argv: string[]): Promise<number> {
         (value: string, previous: string[] = []) => [...previous, value],
       ),
     )
-    .addOption(new Option('--concurrency <N>', 'runs at once (default 2)').argParser(wholeNumber(1, 1024)))
+    .addOption(
+      new Option('--concurrency <N>', 'runs at once, and as many function calls (default 2)').argParser(
+        wholeNumber(1, 1024),
+      ),
+    )
+    .addOption(
+      new Option(
+        '--keep-runs <N>',
+        'runs kept with their output, newest first; older finished ones are removed (default 200)',
+      ).argParser(wholeNumber(1, 1_000_000)),
+    )
     .action(async (values: Record<string, unknown>) => {
       code = await mcpCommand(values, packageVersion())
     })

@@ -50,6 +50,8 @@ export interface McpStdioOptions {
   functions?: McpFunctionSpec[]
   /** Runs at once (default 2). */
   concurrency?: number
+  /** Runs kept, newest first (default 200): older finished ones are removed with their output. */
+  keepRuns?: number
   version?: string
   stdin?: NodeJS.ReadableStream & { off(event: string, fn: (...a: unknown[]) => void): unknown }
   stdout?: NodeJS.WritableStream
@@ -63,6 +65,30 @@ const HOST_FIELDS = ['cwd', 'writable', 'readable', 'hide', 'passEnv'] as const
 
 /** Tool calls waiting at once (as /mcp allows a key). */
 const MAX_WAITS = 32
+
+/** Runs `cordon mcp` keeps by default: each holds up to --max-output in $TMPDIR, often RAM-backed. */
+export const DEFAULT_KEEP_RUNS = 200
+
+/**
+ * Removes the key's finished runs past its newest `keep` (of any state), with their output: a model that
+ * runs in a loop would otherwise fill the private data dir, by up to --max-output a run.
+ */
+function keepNewest(service: Service, key: KeyRecord, keep: number): void {
+  let seen = 0
+  let cursor: string | undefined
+  do {
+    const page = service.list(key, { limit: 500, ...(cursor ? { cursor } : {}) })
+    for (const run of page.runs) {
+      if (++seen <= keep || run.state !== 'finished') continue
+      try {
+        service.remove(key, run.id)
+      } catch {
+        // gone already
+      }
+    }
+    cursor = page.nextCursor ?? undefined
+  } while (cursor)
+}
 
 export interface McpStdioServer {
   /** Resolves once the client went away (stdin ended) or close() was called, and all is cleaned up. */
@@ -182,8 +208,18 @@ export async function startMcpStdio(options: McpStdioOptions): Promise<McpStdioS
         waits--
       },
     }
+    const keep = options.keepRuns ?? DEFAULT_KEEP_RUNS
+    // Every submission (a run tool call) makes room: the newest `keep` runs stay.
+    const kept: Service = {
+      ...service,
+      submit(key, body) {
+        const run = service.submit(key, body)
+        keepNewest(service, key, keep)
+        return run
+      },
+    }
     const server = createMcpServer({
-      service,
+      service: kept,
       key: record,
       budget: options.budget ?? DEFAULT_OUTPUT_BUDGET,
       fixedOptions: fixed,

@@ -203,6 +203,30 @@ describe('cordon mcp (stdio, the real bin)', { skip }, () => {
     }
   })
 
+  it('keeps the newest --keep-runs runs: a model looping runs cannot fill $TMPDIR', async () => {
+    // Each run keeps up to --max-output in the private data dir (often RAM-backed /tmp).
+    const { client, call } = await start(['--keep-runs', '3'])
+    try {
+      const ids: string[] = []
+      for (let i = 0; i < 5; i++) {
+        const r = await call('run', { cmd: ['echo', `run ${i}`] })
+        ids.push((r.structuredContent as { run_id: string }).run_id)
+      }
+      const listed = await call('list_runs', {})
+      const runs = (listed.structuredContent as { runs: { run_id: string }[] }).runs
+      assert.deepEqual(
+        runs.map((r) => r.run_id).sort(),
+        ids.slice(2).sort(),
+        'the three newest, the oldest removed',
+      )
+      const gone = await call('read_output', { run_id: ids[0] })
+      assert.equal(gone.isError, true)
+      assert.match(text(await call('read_output', { run_id: ids[4] })), /run 4/)
+    } finally {
+      await client.close()
+    }
+  })
+
   it('a hangup (the terminal or the client gone) stops it as SIGTERM does: sandboxes killed, data dir removed', async () => {
     const marker = `cordon-mcp-hup-${process.pid}`
     const { client, transport, call, tmp } = await start(['--timeout', '30s'])
