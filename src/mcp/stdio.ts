@@ -12,7 +12,7 @@ import { callFunction, type FunctionResult, policySchema, type RunOptions } from
 import { LIMIT_NAMES, newKeyRecord } from '../service/key-schema.js'
 import type { HostOptions } from '../service/request.js'
 import { createService } from '../service/service.js'
-import type { KeyRecord, Service } from '../service/types.js'
+import { type KeyRecord, type Service, ServiceError } from '../service/types.js'
 import { DEFAULT_OUTPUT_BUDGET } from './budget.js'
 import { createMcpServer, type McpFunctions } from './tools.js'
 
@@ -70,24 +70,28 @@ const MAX_WAITS = 32
 export const DEFAULT_KEEP_RUNS = 200
 
 /**
- * Removes the key's finished runs past its newest `keep` (of any state), with their output: a model that
- * runs in a loop would otherwise fill the private data dir, by up to --max-output a run.
+ * The key's runs, oldest first, of which only the newest `keep` stay: each submission removes the finished
+ * ones past them, with their output (a model that runs in a loop would otherwise fill the private data
+ * dir, by up to --max-output a run). Kept by id here, not listed from the store: a listing parses every
+ * run's request and result, megabytes a run, at every submission.
  */
-function keepNewest(service: Service, key: KeyRecord, keep: number): void {
-  let seen = 0
-  let cursor: string | undefined
-  do {
-    const page = service.list(key, { limit: 500, ...(cursor ? { cursor } : {}) })
-    for (const run of page.runs) {
-      if (++seen <= keep || run.state !== 'finished') continue
+function newestRuns(service: Service, keep: number) {
+  const order: string[] = []
+  return (key: KeyRecord, id: string): void => {
+    order.push(id)
+    for (let i = 0; i < order.length - keep; ) {
       try {
-        service.remove(key, run.id)
-      } catch {
-        // gone already
+        service.remove(key, order[i] as string)
+      } catch (error) {
+        // Still queued or running: it goes at a later submission. Gone already: forgotten.
+        if (error instanceof ServiceError && error.code === 'conflict') {
+          i++
+          continue
+        }
       }
+      order.splice(i, 1)
     }
-    cursor = page.nextCursor ?? undefined
-  } while (cursor)
+  }
 }
 
 export interface McpStdioServer {
@@ -208,13 +212,13 @@ export async function startMcpStdio(options: McpStdioOptions): Promise<McpStdioS
         waits--
       },
     }
-    const keep = options.keepRuns ?? DEFAULT_KEEP_RUNS
-    // Every submission (a run tool call) makes room: the newest `keep` runs stay.
+    // Every submission (a run tool call) makes room: the newest --keep-runs runs stay.
+    const made = newestRuns(service, options.keepRuns ?? DEFAULT_KEEP_RUNS)
     const kept: Service = {
       ...service,
       submit(key, body) {
         const run = service.submit(key, body)
-        keepNewest(service, key, keep)
+        made(key, run.id)
         return run
       },
     }

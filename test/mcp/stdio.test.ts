@@ -222,6 +222,16 @@ describe('cordon mcp (stdio, the real bin)', { skip }, () => {
       const gone = await call('read_output', { run_id: ids[0] })
       assert.equal(gone.isError, true)
       assert.match(text(await call('read_output', { run_id: ids[4] })), /run 4/)
+
+      // A run still going is not removed: it goes at the first submission after it finished.
+      const slow = await call('run', { cmd: ['sleep', '1'], wait_ms: 0 })
+      const slowId = (slow.structuredContent as { run_id: string }).run_id
+      for (let i = 0; i < 3; i++) await call('run', { cmd: ['true'] })
+      const ran = (await call('read_output', { run_id: slowId })) as CallToolResult
+      assert.notEqual(ran.isError, true, 'kept while it runs, past the newest three')
+      await call('read_output', { run_id: slowId, wait_ms: 10_000 })
+      await call('run', { cmd: ['true'] })
+      assert.equal((await call('read_output', { run_id: slowId })).isError, true, 'removed once finished')
     } finally {
       await client.close()
     }
