@@ -88,7 +88,8 @@ export async function runCommand(command: string[], values: Record<string, unkno
       print(process.stderr, `cordon: ${result.status}: ${result.violation.message}\n`)
     return pipeBroken() ? EXIT_BROKEN_PIPE : exitCodeFor(result)
   } finally {
+    // Only when there is a stdin: process.stdin is a getter that would build a stream just to compare it.
     if (stdin && stdin !== process.stdin) stdin.destroy()
-    if (stdin === process.stdin) process.stdin.pause()
+    else if (stdin) stdin.pause()
   }
 }
