@@ -44,6 +44,9 @@ function cacheDir(): string | null {
   }
 }
 
+/** Other builds' or Nodes' caches kept beside this one's (~0.6 MB each). */
+const KEEP_OTHER_CACHES = 3
+
 /** Compiles the bundle with V8's code cache; after the run, caches what the run compiled. */
 function loadCached(file: string, dir: string | null): Cli {
   // The bundle is ASCII (esbuild escapes the rest; scripts/bundle.mjs checks): latin1 decodes it ~4x
@@ -77,12 +80,17 @@ function loadCached(file: string, dir: string | null): Cli {
         const tmp = `${cacheFile}.${process.pid}`
         writeFileSync(tmp, script.createCachedData(), { mode: 0o600 })
         renameSync(tmp, cacheFile)
-        // Each build of cordon leaves one; only this one's is kept.
-        // (and the directories Node's compile cache left, which earlier builds used from Node 22).
+        // Each build of cordon, on each Node, leaves one. The newest few stay: two cordons (a global one
+        // and a project's) or two Nodes used in turn would otherwise delete each other's at every start.
+        // (The directories Node's compile cache left, which earlier builds used from Node 22, all go.)
+        const others: { name: string; at: number }[] = []
         for (const name of readdirSync(dir)) {
-          if (/^cordon-.*\.bin$/.test(name) && name !== path.basename(cacheFile)) rmSync(path.join(dir, name))
+          if (/^cordon-.*\.bin$/.test(name) && name !== path.basename(cacheFile))
+            others.push({ name, at: lstatSync(path.join(dir, name)).mtimeMs })
           if (/^v\d+\.\d+\.\d+-/.test(name)) rmSync(path.join(dir, name), { recursive: true, force: true })
         }
+        others.sort((a, b) => b.at - a.at)
+        for (const { name } of others.slice(KEEP_OTHER_CACHES)) rmSync(path.join(dir, name), { force: true })
       } catch {
         // no cache: only slower next time
       }

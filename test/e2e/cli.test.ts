@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict'
 import { spawn, spawnSync } from 'node:child_process'
 import { createHash, randomBytes } from 'node:crypto'
-import { chmodSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
+import { chmodSync, mkdirSync, readdirSync, readFileSync, statSync, utimesSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 import { describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
@@ -559,25 +559,36 @@ describe('cordon start-up', () => {
     }
   })
 
-  it("caches the code a run compiled, on every Node, and only this bundle's", () => {
+  it("caches the code a run compiled, on every Node, beside the newest others' caches", () => {
     // Node 22's compile cache is taken before a module's functions are compiled: bin.cjs takes V8's after.
     const cache = tempDir('cordon-xdg-')
-    mkdirSync(path.join(cache, 'cordon', 'v8', `${process.version}-x64-0000-0`), {
-      recursive: true,
-      mode: 0o700,
+    const v8dir = path.join(cache, 'cordon', 'v8')
+    mkdirSync(path.join(v8dir, `${process.version}-x64-0000-0`), { recursive: true, mode: 0o700 })
+    // Caches of other builds or other Nodes (a global cordon and a project's, Node 20 and 24): the newest
+    // stay, or two of them used in turn would each start cold, deleting the other's; the oldest go.
+    const others = ['a', 'b', 'c', 'd', 'e'].map((k) => `cordon-v0.0.${k.charCodeAt(0)}-x64-${k}.bin`)
+    others.forEach((name, i) => {
+      writeFileSync(path.join(v8dir, name), '')
+      const at = new Date(Date.now() - (others.length - i) * 60_000)
+      utimesSync(path.join(v8dir, name), at, at)
     })
-    writeFileSync(path.join(cache, 'cordon', 'v8', 'cordon-v0-x64-stale.bin'), '')
     const env = { ...process.env, XDG_CACHE_HOME: cache }
     const r = spawnSync(process.execPath, [CLI, 'run', '--', 'true'], { encoding: 'utf8', env })
     assert.equal(r.status, 0, r.stderr)
-    const files = readdirSync(path.join(cache, 'cordon', 'v8'))
-    assert.equal(files.length, 1, files.join(' '))
+    const files = readdirSync(v8dir).sort()
+    const mine = files.filter((f) => f.startsWith(`cordon-${process.version}-`))
+    assert.equal(mine.length, 1, files.join(' '))
     assert.match(
-      files[0] as string,
+      mine[0] as string,
       new RegExp(`^cordon-${process.version}-${process.arch}-[0-9a-f]{64}\\.bin$`),
     )
+    assert.deepEqual(
+      files.filter((f) => !mine.includes(f)),
+      others.slice(-3).sort(),
+      'the three newest others are kept beside this one; the rest, and Node 22 directories, go',
+    )
     // Taken after the run: it holds the run's functions, not only the bundle's top level.
-    assert.ok(statSync(path.join(cache, 'cordon', 'v8', files[0] as string)).size > 100_000)
+    assert.ok(statSync(path.join(v8dir, mine[0] as string)).size > 100_000)
   })
 
   it("the bundle keeps only the zod it uses: none of zod's other locales", () => {
