@@ -24,7 +24,7 @@ function parseArgs(text: unknown): unknown[] {
 }
 
 /** JSON for values JSON lacks: BigInt as a string with n, Map and Set as tagged entries, typed arrays as arrays. */
-export function jsonReplacer(_key: string, value: unknown): unknown {
+function jsonValue(value: unknown): unknown {
   if (typeof value === 'bigint') return `${value}n`
   if (value instanceof Map) return { $map: [...value] }
   if (value instanceof Set) return { $set: [...value] }
@@ -34,12 +34,32 @@ export function jsonReplacer(_key: string, value: unknown): unknown {
 }
 
 /**
+ * JSON.stringify of `value` with jsonValue's forms, and "[Circular]" for a reference back into its own
+ * ancestors (a structured clone may hold cycles, which JSON.stringify would throw on).
+ */
+export function toJson(value: unknown): string | undefined {
+  // The objects being written, innermost last: a call's holder (`this`) is the innermost one still open.
+  const open: { holder: unknown; raw: unknown }[] = []
+  const onPath = new Set<unknown>()
+  return JSON.stringify(value, function (this: unknown, _key: string, raw: unknown) {
+    while (open.length > 0 && open[open.length - 1]!.holder !== this) onPath.delete(open.pop()!.raw)
+    if (raw !== null && typeof raw === 'object' && onPath.has(raw)) return '[Circular]'
+    const shown = jsonValue(raw)
+    if (shown !== null && typeof shown === 'object') {
+      open.push({ holder: shown, raw })
+      onPath.add(raw)
+    }
+    return shown
+  })
+}
+
+/**
  * The value as `cordon call` prints it: whole, a string raw (like `jq -r`), anything else as one line of
- * JSON (see jsonReplacer); null for undefined, which prints nothing.
+ * JSON (see toJson); null for undefined, which prints nothing.
  */
 export function printedValue(value: unknown): string | null {
   if (typeof value === 'string') return value
-  return JSON.stringify(value, jsonReplacer) ?? null
+  return toJson(value) ?? null
 }
 
 export async function callCommand(target: string, values: Record<string, unknown>): Promise<number> {
@@ -55,7 +75,7 @@ export async function callCommand(target: string, values: Record<string, unknown
   )
   if (pipeBroken()) return EXIT_BROKEN_PIPE
   if (json) {
-    print(process.stdout, `${JSON.stringify(result, jsonReplacer)}\n`)
+    print(process.stdout, `${toJson(result)}\n`)
   } else {
     if ('value' in result) {
       const text = printedValue(result.value)

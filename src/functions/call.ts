@@ -11,6 +11,7 @@ import { type AnyRunOptions, type OutputData, parsePolicy, type RunOptions } fro
 import { launch } from '../run/launch.js'
 import { redactionFor, redactionForInput, redactThrown } from '../run/redact.js'
 import { errorResult, withError } from '../run/result.js'
+import { expandedSize } from './expansion.js'
 import { type ErrorInfo, findReplies, GUARD_FROM_RUNNER } from './protocol.js'
 import { redactErrorInfo, redactValue } from './redact-value.js'
 
@@ -23,6 +24,10 @@ export interface FunctionResult<T = unknown, D extends OutputData = string> exte
 
 /** More than this on the reply channel is refused: a reply cannot grow the host without bound. */
 const MAX_REPLY_BYTES = 64 * 1024 * 1024
+/** A value may hold this many slots per byte of its reply (each costs at least one unshared), or at least
+ * MIN_EXPANSION: room for sharing within reason, none for a sparse array's free length or 2^n repeats. */
+const EXPANSION_PER_BYTE = 4
+const MIN_EXPANSION = 1 << 20
 
 /** The compiled runner: beside this file in dist/, or in dist/ when running from src/ (tests, tsx). */
 function runnerPath(): string | null {
@@ -116,7 +121,15 @@ export async function callFunction<T = unknown>(
   }
   const reply = replies[0]
   if (!reply) return result // it never answered: the run's own status (timeout, memory, ...) says why
-  if (reply.kind === 'value') return { ...result, value: redactValue(reply.value, redaction) as T }
+  if (reply.kind === 'value') {
+    // Before anything walks it, the redaction first: a few bytes can describe 2^32 slots or 2^64 nodes.
+    const limit = Math.max(EXPANSION_PER_BYTE * replyBytes, MIN_EXPANSION)
+    if (expandedSize(reply.value, limit) > limit) {
+      const message = `the value would expand to more than ${limit} items (a sparse array or references shared over and over); return plain data`
+      return withError(result, 'reply', message)
+    }
+    return { ...result, value: redactValue(reply.value, redaction) as T }
+  }
   const error = redactErrorInfo(reply.error, redaction)
   if (reply.kind === 'threw') return { ...result, error }
   // Could not be called at all: that is an error of the call, not of the function.

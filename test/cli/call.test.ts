@@ -5,6 +5,7 @@ import { writeFileSync } from 'node:fs'
 import path from 'node:path'
 import { describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
+import { toJson } from '../../src/cli/call.js'
 import { noLauncher, tempDir } from '../helpers.js'
 
 const CLI = fileURLToPath(new URL('../../dist/cli/bin.cjs', import.meta.url))
@@ -50,5 +51,20 @@ describe('cordon call prints the value whole', { skip: noLauncher }, () => {
   it('nothing for undefined; an empty line for an empty string', () => {
     assert.equal(call('nothing').stdout, '')
     assert.equal(call('empty').stdout, '\n')
+  })
+})
+
+describe('toJson', () => {
+  it('marks only a reference back into its own ancestors, through Maps and Sets too', () => {
+    const row = { id: 1 }
+    const self: Record<string, unknown> = { a: row, b: [row, row] }
+    self.me = self
+    assert.equal(toJson(self), '{"a":{"id":1},"b":[{"id":1},{"id":1}],"me":"[Circular]"}')
+    const m = new Map<string, unknown>([['k', 1]])
+    m.set('self', m)
+    m.set('set', new Set([m]))
+    assert.equal(toJson(m), '{"$map":[["k",1],["self","[Circular]"],["set",{"$set":["[Circular]"]}]]}')
+    assert.equal(toJson([1n, new Uint8Array([2])]), '["1n",[2]]')
+    assert.equal(toJson(undefined), undefined)
   })
 })

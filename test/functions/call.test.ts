@@ -51,6 +51,9 @@ export function leak(s) {
 }
 export function throwSecret(s) { throw new TypeError(\`bad \${s}\`) }
 export function throwString(s) { throw \`plain \${s}\` }
+export function sparse() { const a = []; a.length = 2 ** 32 - 1; a[7] = 'x'; return a }
+export function laughs() { let v = ['lol']; for (let i = 0; i < 64; i++) v = [v, v]; return v }
+export function shared() { const row = { id: 1 }; const self = { row, again: row }; self.me = self; return self }
 `,
 )
 writeFileSync(path.join(dir, 'broken.mjs'), 'export const x = ;\n')
@@ -175,6 +178,29 @@ for (const tier of TIERS) {
       }
     })
 
+    it('a value that would expand far past its reply (a sparse array, shared references) is refused', async () => {
+      // A few bytes that a host walking the value would turn into 2^32 slots or 2^64 nodes: the redaction
+      // ran out of memory on the first, JSON on the second. Refused before anything walks them, quickly.
+      for (const name of ['sparse', 'laughs']) {
+        for (const redact of [[], ['sekrit']]) {
+          const started = Date.now()
+          const r = await callFunction(mod, name, [], { isolation, redact })
+          assert.equal(r.status, 'error', `${name}: ${r.status}`)
+          assert.equal(r.violation?.limit, 'reply')
+          assert.match(r.violation?.message ?? '', /expand/)
+          assert.equal(r.value, undefined)
+          assert.ok(Date.now() - started < 20_000, `${name} took ${Date.now() - started} ms`)
+        }
+      }
+      // Sharing within reason, and a cycle, still come back as the structured clone they are.
+      const r = await callFunction<{ row: object; again: object; me: object }>(mod, 'shared', [], {
+        isolation,
+      })
+      assert.equal(r.status, 'ok', r.stderr)
+      assert.equal(r.value?.row, r.value?.again)
+      assert.equal(r.value?.me, r.value)
+    })
+
     it('limits apply: a function that never returns times out', async () => {
       const r = await callFunction(mod, 'spin', [], { isolation, limits: { wallTimeMs: 500 } })
       assert.equal(r.status, 'timeout')
@@ -255,6 +281,16 @@ describe('cordon call', () => {
     const result = JSON.parse(r.stdout)
     assert.equal(result.value, 42)
     assert.equal(result.status, 'ok')
+  })
+
+  it('a value with a cycle prints with "[Circular]" where it closes, with --json too', () => {
+    // A structured clone may hold cycles: JSON.stringify threw, and cordon exited 125 with a stack.
+    const r = call(`${mod}#shared`)
+    assert.equal(r.status, 0, r.stderr)
+    assert.deepEqual(JSON.parse(r.stdout), { row: { id: 1 }, again: { id: 1 }, me: '[Circular]' })
+    const j = call(`${mod}#shared`, '--json')
+    assert.equal(j.status, 0, j.stderr)
+    assert.deepEqual(JSON.parse(j.stdout).value, { row: { id: 1 }, again: { id: 1 }, me: '[Circular]' })
   })
 
   it('the printed value and stack show no secret', () => {
