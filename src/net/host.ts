@@ -165,6 +165,9 @@ export const IPV4_RANGES: readonly Range[] = [
   { prefix: [10], bits: 8, judge: 'private' },
   { prefix: [100, 64], bits: 10, judge: 'private' }, // carrier-grade NAT
   { prefix: [127], bits: 8, judge: 'loopback' },
+  // Azure's WireServer: public by its number, yet every Azure VM's platform endpoint (goal state,
+  // extension settings), which the agent's firewall opens to root, as the proxy is.
+  { prefix: [168, 63, 129, 16], bits: 32, judge: 'private' },
   { prefix: [169, 254], bits: 16, judge: 'private' }, // link-local, cloud metadata 169.254.169.254
   { prefix: [172, 16], bits: 12, judge: 'private' },
   { prefix: [192, 0, 0], bits: 24, judge: 'private' }, // IETF protocol assignments

@@ -276,6 +276,11 @@ const KINDS: [string, 'loopback' | 'private' | 'public'][] = [
   ['255.255.255.255', 'private'],
   ['8.8.8.8', 'public'],
   ['151.101.0.223', 'public'],
+  // Azure's WireServer: a public address that is the platform's metadata, goal state and extension
+  // endpoint inside every Azure VM (its agent's firewall lets root reach it, and the proxy runs as root).
+  ['168.63.129.15', 'public'],
+  ['168.63.129.16', 'private'],
+  ['168.63.129.17', 'public'],
   ['::', 'loopback'],
   ['::1', 'loopback'],
   ['::2', 'private'],
