@@ -191,6 +191,8 @@ const LOOPBACK6: Range = {
 }
 const MAPPED: Range = { prefix: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff], bits: 96, judge: v4At(12) }
 const COMPATIBLE: Range = { prefix: [], bits: 96, judge: v4At(12) } // deprecated, still routed by some stacks
+/** IPv4-translated (SIIT, RFC 2765): what a stateless translator turns into the IPv4 address. */
+const TRANSLATED: Range = { prefix: [0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0], bits: 96, judge: v4At(12) }
 const NAT64: Range = { prefix: [0, 0x64, 0xff, 0x9b], bits: 96, judge: v4At(12) }
 const SIX_TO_FOUR: Range = { prefix: [0x20, 0x02], bits: 16, judge: v4At(2) }
 /** Teredo: the server's IPv4 address, and the client's with its bits inverted. */
@@ -206,6 +208,7 @@ export const IPV6_RANGES: readonly Range[] = [
   LOOPBACK6,
   MAPPED,
   COMPATIBLE,
+  TRANSLATED,
   NAT64,
   { prefix: [0, 0x64, 0xff, 0x9b, 0, 1], bits: 48, judge: 'private' }, // local-use NAT64
   { prefix: [], bits: 8, judge: 'private' }, // the rest of ::/8, reserved
@@ -243,15 +246,15 @@ export function addressKind(bytes: Uint8Array): AddressKind {
 }
 
 /**
- * The IPv4 addresses an IPv6 address leads to (v4-mapped, v4-compatible, NAT64, 6to4, Teredo), as text:
- * a deny of an IPv4 address holds for them too.
+ * The IPv4 addresses an IPv6 address leads to (v4-mapped, v4-compatible, IPv4-translated, NAT64, 6to4,
+ * Teredo), as text: a deny of an IPv4 address, and the host's own addresses, hold for them too.
  */
 export function embeddedIPv4(bytes: Uint8Array): string[] {
   if (bytes.length !== 16) return []
   const at = (from: number, flip = 0) => Array.from(bytes.subarray(from, from + 4), (x) => x ^ flip).join('.')
   const is = (r: Range) => inRange(bytes, r)
   if (is(UNSPECIFIED) || is(LOOPBACK6)) return []
-  if (is(MAPPED) || is(COMPATIBLE) || is(NAT64)) return [at(12)]
+  if (is(MAPPED) || is(COMPATIBLE) || is(TRANSLATED) || is(NAT64)) return [at(12)]
   if (is(TEREDO)) return [at(4), at(12, 0xff)]
   if (is(SIX_TO_FOUR)) return [at(2)]
   return []

@@ -462,6 +462,8 @@ describe('network allowlist: every spelling of a host, bounded host side (namesp
       '0:0:0:0:0:0:0:1',
       '::127.0.0.1',
       '64:ff9b::7f00:1',
+      '::ffff:0:127.0.0.1',
+      '2002:7f00:1::',
       '::',
     ]
     const cases: ProbeCase[] = []

@@ -291,6 +291,11 @@ const KINDS: [string, 'loopback' | 'private' | 'public'][] = [
   ['::10.0.0.1', 'private'],
   ['::8.8.8.8', 'public'],
   ['::1:0:0:1', 'private'],
+  // IPv4-translated (SIIT, RFC 2765): ::ffff:0:a.b.c.d, one group further than v4-mapped.
+  ['::ffff:0:127.0.0.1', 'loopback'],
+  ['::ffff:0:169.254.169.254', 'private'],
+  ['::ffff:0:8.8.8.8', 'public'],
+  ['::fffe:0:127.0.0.1', 'private'], // not translated: the rest of ::/8
   ['64:ff9b::127.0.0.1', 'loopback'],
   ['64:ff9b::169.254.169.254', 'private'],
   ['64:ff9b::8.8.8.8', 'public'],
@@ -335,6 +340,7 @@ describe('address kinds', () => {
   it('an IPv6 address carrying an IPv4 one leads to it (a deny of the IPv4 address holds for it)', () => {
     assert.deepEqual(embeddedIPv4(v6('::127.0.0.1')), ['127.0.0.1'])
     assert.deepEqual(embeddedIPv4(v6('64:ff9b::a00:1')), ['10.0.0.1'])
+    assert.deepEqual(embeddedIPv4(v6('::ffff:0:a00:1')), ['10.0.0.1'])
     assert.deepEqual(embeddedIPv4(v6('2002:a00:1::')), ['10.0.0.1'])
     assert.deepEqual(embeddedIPv4(v6('2001:0:808:808::80ff:fffe')), ['8.8.8.8', '127.0.0.1'])
     assert.deepEqual(embeddedIPv4(v6('::1')), [])
@@ -354,6 +360,7 @@ describe('address kinds', () => {
         }
         assert.equal(addressKind(at([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff])), kind)
         assert.equal(addressKind(at([0, 0x64, 0xff, 0x9b])), kind)
+        assert.equal(addressKind(at([0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0])), kind)
         const compat = at([])
         // :: and ::1 themselves are the IPv6 unspecified and loopback addresses.
         if (b[0] !== 0 || b[1] !== 0 || b[2] !== 0 || b[3]! > 1) assert.equal(addressKind(compat), kind)
