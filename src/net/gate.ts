@@ -99,8 +99,11 @@ export class NetworkGate {
     }
     // The proxy runs on the host: its own addresses reach its services (bound to 0.0.0.0) as 127.0.0.1
     // does, from inside any firewall. Asked each time: interfaces come and go.
-    if (!this.policy.allowLoopback && hostAddresses().includes(address.text)) {
-      return refuse(`${address.text} is an address of this host (allowLoopback is off)`)
+    // In every spelling: an IPv6 form of one of its IPv4 addresses (NAT64, 6to4...) leads back to it.
+    if (!this.policy.allowLoopback) {
+      const own = hostAddresses()
+      if ([address.text, ...embeddedIPv4(address.bytes)].some((form) => own.includes(form)))
+        return refuse(`${address.text} is an address of this host (allowLoopback is off)`)
     }
     if (kind === 'private' && !this.policy.allowPrivate) {
       return refuse(`${address.text} is a private, link-local or metadata address (allowPrivate is off)`)

@@ -415,6 +415,29 @@ describe('network gate', () => {
     }
   })
 
+  it("the host's own IPv4 addresses in their IPv6 forms (NAT64, 6to4, compatible, translated) too", async () => {
+    const own = Object.values(os.networkInterfaces())
+      .flat()
+      .filter((i) => i !== undefined && !i.internal && i.family === 'IPv4')
+      .map((i) => i!.address)
+    if (own.length === 0) return
+    for (const address of own) {
+      const hex = Array.from(parseIp(address)!.bytes, (b) => b.toString(16).padStart(2, '0')).join('')
+      const [hi, lo] = [hex.slice(0, 4), hex.slice(4)]
+      for (const form of [
+        `64:ff9b::${address}`,
+        `2002:${hi}:${lo}::1`,
+        `::${address}`,
+        `::ffff:0:${address}`,
+      ]) {
+        const policy = { allow: [`[${form}]`], allowPrivate: true }
+        const d = await gate(policy).decide(h(form), 22)
+        assert.equal(d.allowed, false, `${form} (${address}) with allowPrivate`)
+        assert.match(d.allowed ? '' : d.reason, /an address of this host/, form)
+      }
+    }
+  })
+
   it('refuses loopback and private addresses even when the name is allowed (rebinding)', async () => {
     const byName = await gate({ allow: ['localhost'] }).decide(h('localhost'), 80)
     assert.equal(byName.allowed, false)
