@@ -1,7 +1,8 @@
 // The network allowlist for real: servers this test starts on loopback, reached only through cordon's proxies.
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
-import { readdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import dgram from 'node:dgram'
+import { readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import http from 'node:http'
 import type net from 'node:net'
 import os from 'node:os'
@@ -568,5 +569,112 @@ print(got)
     assert.equal(r.network.length, 1000)
     assert.equal((r as { networkDropped?: number }).networkDropped, 19_000)
     assert.ok(JSON.stringify(r).length < 1 << 20, 'the result stays small')
+  })
+})
+
+describe('network allowlist: one judgement per request, and no way out but the proxies (namespace tier)', {
+  skip: noNamespace,
+}, () => {
+  let server: http.Server
+  let port = 0
+  const hosts: string[] = []
+  let udp: dgram.Socket
+  let udpPort = 0
+  let datagrams = 0
+  before(async () => {
+    server = http.createServer((req, res) => {
+      hosts.push(`${req.url} ${req.headers.host}`)
+      res.end(`hello ${req.url}\n`)
+    })
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
+    port = (server.address() as net.AddressInfo).port
+    udp = dgram.createSocket('udp4')
+    udp.on('message', () => datagrams++)
+    await new Promise<void>((r) => udp.bind(0, '0.0.0.0', r))
+    udpPort = udp.address().port
+  })
+  after(() => {
+    server.close()
+    udp.close()
+  })
+
+  it('requests on one kept-alive connection are each judged; Host names the allowed host, not the one sent', async () => {
+    const script = String.raw`
+import re, socket, sys
+port = sys.argv[1]
+s = socket.create_connection(('127.0.0.1', 3128), timeout=10)
+reqs = [b'GET http://localhost:%s/a HTTP/1.1\r\nHost: evil.test\r\n\r\n',
+        b'GET http://127.0.0.1:%s/b HTTP/1.1\r\nHost: localhost\r\n\r\n',
+        b'GET http://localhost.:%s/c HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n']
+s.sendall(b''.join(r % port.encode() for r in reqs))
+data = b''
+while True:
+    b = s.recv(65536)
+    if not b:
+        break
+    data += b
+print(' '.join(m.decode() for m in re.findall(rb'HTTP/1\.1 (\d+)', data)))
+`
+    const seen = hosts.length
+    const r = await run(['python3', '-c', script, String(port)], {
+      network: { allow: [`localhost:${port}`], allowLoopback: true },
+    })
+    assert.equal(r.status, 'ok', r.stderr)
+    assert.equal(r.stdout, '200 403 200\n')
+    assert.deepEqual(hosts.slice(seen), [`/a localhost:${port}`, `/c localhost.:${port}`])
+    assert.deepEqual(
+      r.network.map((e) => [e.host, e.allowed]),
+      [
+        ['localhost', true],
+        ['127.0.0.1', false],
+        ['localhost', true],
+      ],
+    )
+  })
+
+  it('UDP to the host, its interfaces or its resolver, and names the sandbox resolves itself, reach nothing', async () => {
+    const own = Object.values(os.networkInterfaces())
+      .flat()
+      .filter((i) => i?.family === 'IPv4')
+      .map((i) => i!.address)
+    const resolvers = /^nameserver\s+(\d+\.\d+\.\d+\.\d+)/gm
+    const conf = (() => {
+      try {
+        return readFileSync('/etc/resolv.conf', 'utf8')
+      } catch {
+        return ''
+      }
+    })()
+    const targets = [...own, ...[...conf.matchAll(resolvers)].map((m) => m[1]!)]
+    const script = String.raw`
+import json, socket, sys
+port, targets = int(sys.argv[1]), json.loads(sys.argv[2])
+out = []
+for a in targets:
+    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    for p in (port, 53):
+        try:
+            u.sendto(b'\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x04leak\x07example\x03com\x00\x00\x01\x00\x01', (a, p))
+            out.append('%s:%d sent' % (a, p))
+        except OSError as e:
+            out.append('%s:%d %d' % (a, p, e.errno))
+try:
+    socket.getaddrinfo('leak.example.com', 80)
+    out.append('resolved')
+except OSError:
+    out.append('unresolved')
+print(json.dumps(out))
+`
+    const r = await run(['python3', '-c', script, String(udpPort), JSON.stringify(targets)], {
+      network: { allow: ['example.com'] },
+    })
+    assert.equal(r.status, 'ok', r.stderr)
+    const out = JSON.parse(r.stdout) as string[]
+    assert.equal(out.at(-1), 'unresolved')
+    // The sandbox's own loopback takes a datagram; every other address is unreachable from its namespace.
+    for (const line of out.slice(0, -1)) assert.match(line, /^127\.0\.0\.1:\d+ sent$| 101$/, line)
+    await new Promise((resolve) => setTimeout(resolve, 200))
+    assert.equal(datagrams, 0, "a datagram reached the host's socket")
+    assert.deepEqual(r.network, [])
   })
 })

@@ -395,6 +395,33 @@ describe('network gate', () => {
     assert.deepEqual(await g.decide(h('8.8.8.8'), 53), { allowed: true, address: '8.8.8.8' })
   })
 
+  it('a name not allowed, or denied, is never resolved: no DNS query carries what the sandbox named', async () => {
+    const asked: string[] = []
+    const g = new NetworkGate(
+      {
+        allow: ['*.example.com', 'x.test:443'],
+        deny: ['secret.example.com'],
+        allowLoopback: false,
+        allowPrivate: false,
+      },
+      async (name) => {
+        asked.push(name)
+        return '93.184.216.34'
+      },
+    )
+    for (const [name, port] of [
+      ['c2VjcmV0.attacker.test', 443],
+      ['secret.example.com', 443],
+      ['SECRET.example.com.', 443],
+      ['x.test', 22],
+      ['example.com', 443],
+    ] as const)
+      assert.equal((await g.decide(h(name), port)).allowed, false, name)
+    assert.deepEqual(asked, [])
+    assert.equal((await g.decide(h('ok.example.com'), 443)).allowed, true)
+    assert.deepEqual(asked, ['ok.example.com'])
+  })
+
   it("the host's own interface addresses are loopback: they reach its services as 127.0.0.1 does", async () => {
     const own = Object.values(os.networkInterfaces())
       .flat()
