@@ -100,13 +100,16 @@ export class NetworkGate {
     // The proxy runs on the host: its own addresses reach its services (bound to 0.0.0.0) as 127.0.0.1
     // does, from inside any firewall. Asked each time: interfaces come and go.
     // In every spelling: an IPv6 form of one of its IPv4 addresses (NAT64, 6to4...) leads back to it.
-    if (!this.policy.allowLoopback) {
-      const own = hostAddresses()
-      if ([address.text, ...embeddedIPv4(address.bytes)].some((form) => own.includes(form)))
-        return refuse(`${address.text} is an address of this host (allowLoopback is off)`)
+    const own = hostAddresses()
+    const ofThisHost = [address.text, ...embeddedIPv4(address.bytes)].some((form) => own.includes(form))
+    if (ofThisHost && !this.policy.allowLoopback)
+      return refuse(`${address.text} is an address of this host (allowLoopback is off)`)
+    // The host's own link-local address is the host, which allowLoopback has just let through.
+    if (kind === 'metadata' && !this.policy.allowMetadata && !ofThisHost) {
+      return refuse(`${address.text} is a cloud metadata address (allowMetadata is off)`)
     }
     if (kind === 'private' && !this.policy.allowPrivate) {
-      return refuse(`${address.text} is a private, link-local or metadata address (allowPrivate is off)`)
+      return refuse(`${address.text} is a private or reserved address (allowPrivate is off)`)
     }
     return { allowed: true, address: address.text }
   }

@@ -145,7 +145,9 @@ export function showHost(raw: string): string {
   return out
 }
 
-export type AddressKind = 'loopback' | 'private' | 'public'
+/** What an address reaches, worst first: the host itself; a cloud's metadata endpoint (the host's
+ * credentials); a private or reserved range; the public internet. */
+export type AddressKind = 'loopback' | 'metadata' | 'private' | 'public'
 
 type Judge = AddressKind | ((bytes: Uint8Array) => AddressKind)
 interface Range {
@@ -154,8 +156,9 @@ interface Range {
   judge: Judge
 }
 
+const KINDS_WORST_FIRST: readonly AddressKind[] = ['loopback', 'metadata', 'private', 'public']
 const worst = (...kinds: AddressKind[]): AddressKind =>
-  kinds.includes('loopback') ? 'loopback' : kinds.includes('private') ? 'private' : 'public'
+  KINDS_WORST_FIRST.find((kind) => kinds.includes(kind)) ?? 'public'
 
 /** Special IPv4 ranges, most specific first; everything else is public. */
 export const IPV4_RANGES: readonly Range[] = [
@@ -163,13 +166,17 @@ export const IPV4_RANGES: readonly Range[] = [
   { prefix: [0, 0, 0, 0], bits: 32, judge: 'loopback' },
   { prefix: [0], bits: 8, judge: 'private' },
   { prefix: [10], bits: 8, judge: 'private' },
+  { prefix: [100, 100, 100, 200], bits: 32, judge: 'metadata' }, // Alibaba Cloud's, in CGNAT space
   { prefix: [100, 64], bits: 10, judge: 'private' }, // carrier-grade NAT
   { prefix: [127], bits: 8, judge: 'loopback' },
   // Azure's WireServer: public by its number, yet every Azure VM's platform endpoint (goal state,
   // extension settings), which the agent's firewall opens to root, as the proxy is.
-  { prefix: [168, 63, 129, 16], bits: 32, judge: 'private' },
-  { prefix: [169, 254], bits: 16, judge: 'private' }, // link-local, cloud metadata 169.254.169.254
+  { prefix: [168, 63, 129, 16], bits: 32, judge: 'metadata' },
+  // Link-local: AWS, GCP, Azure, OpenStack and DigitalOcean metadata at 169.254.169.254, ECS task
+  // credentials at 169.254.170.2, AWS's DNS and time servers. Nothing else a sandbox needs lives here.
+  { prefix: [169, 254], bits: 16, judge: 'metadata' },
   { prefix: [172, 16], bits: 12, judge: 'private' },
+  { prefix: [192, 0, 0, 192], bits: 32, judge: 'metadata' }, // Oracle Cloud's
   { prefix: [192, 0, 0], bits: 24, judge: 'private' }, // IETF protocol assignments
   { prefix: [192, 0, 2], bits: 24, judge: 'private' }, // TEST-NET-1
   { prefix: [192, 88, 99], bits: 24, judge: 'private' }, // 6to4 relay anycast
@@ -218,8 +225,10 @@ export const IPV6_RANGES: readonly Range[] = [
   { prefix: [0x20, 0x01, 0x0d, 0xb8], bits: 32, judge: 'private' }, // documentation
   SIX_TO_FOUR,
   { prefix: [0x3f, 0xff], bits: 20, judge: 'private' }, // documentation
-  { prefix: [0xfc], bits: 7, judge: 'private' }, // unique local (AWS metadata fd00:ec2::254)
-  { prefix: [0xfe, 0x80], bits: 10, judge: 'private' }, // link-local
+  // AWS's metadata over IPv6 (Nitro instances).
+  { prefix: [0xfd, 0, 0x0e, 0xc2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x02, 0x54], bits: 128, judge: 'metadata' },
+  { prefix: [0xfc], bits: 7, judge: 'private' }, // unique local
+  { prefix: [0xfe, 0x80], bits: 10, judge: 'metadata' }, // link-local, as 169.254/16
   { prefix: [0xfe, 0xc0], bits: 10, judge: 'private' }, // site-local (deprecated)
   { prefix: [0xff], bits: 8, judge: 'private' }, // multicast
 ]

@@ -23,7 +23,13 @@ export const networkAllowSchema = z.strictObject({
   allowPrivate: z
     .boolean()
     .default(false)
-    .describe('let connections reach private, link-local, metadata and other reserved ranges'),
+    .describe('let connections reach private and other reserved ranges (10/8, 192.168/16, fc00::/7…)'),
+  allowMetadata: z
+    .boolean()
+    .default(false)
+    .describe(
+      "let connections reach cloud metadata endpoints (link-local 169.254/16 and fe80::/10, fd00:ec2::254, 168.63.129.16, 100.100.100.200, 192.0.0.192), which hand out the host's cloud credentials; allowPrivate does not",
+    ),
 })
 
 /** An allowlist, parsed: what the gate decides each connection by. */

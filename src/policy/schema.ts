@@ -173,7 +173,11 @@ export const cgroupSchema = z.strictObject({
     .describe('path inside the cgroup hierarchy to create sandboxes under; default: the one cordon runs in'),
 })
 
-const NETWORK_OPTIONS = { '+loopback': 'allowLoopback', '+private': 'allowPrivate' } as const
+const NETWORK_OPTIONS = {
+  '+loopback': 'allowLoopback',
+  '+private': 'allowPrivate',
+  '+metadata': 'allowMetadata',
+} as const
 
 /**
  * `allow:pypi.org,*.pythonhosted.org,!evil.pythonhosted.org,+loopback,+private` (the CLI's --net form). A
@@ -186,7 +190,13 @@ function parseNetworkFlag(value: unknown, ctx: z.core.$RefinementCtx): unknown {
     .split(',')
     .map((s) => s.trim())
     .filter(Boolean)
-  const parsed = { allow: [] as string[], deny: [] as string[], allowLoopback: false, allowPrivate: false }
+  const parsed = {
+    allow: [] as string[],
+    deny: [] as string[],
+    allowLoopback: false,
+    allowPrivate: false,
+    allowMetadata: false,
+  }
   for (const item of items) {
     if (item.startsWith('+')) {
       const option = NETWORK_OPTIONS[item as keyof typeof NETWORK_OPTIONS]
@@ -252,7 +262,8 @@ export const policySchema = z.strictObject({
     .preprocess(
       parseNetworkFlag,
       z.union([z.enum(['none', 'host']), networkAllowSchema], {
-        error: 'must be "none", "host" or an allowlist { allow, deny, allowLoopback, allowPrivate }',
+        error:
+          'must be "none", "host" or an allowlist { allow, deny, allowLoopback, allowPrivate, allowMetadata }',
       }),
     )
     .default('none')

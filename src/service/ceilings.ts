@@ -102,7 +102,11 @@ function networkWithin(ceiling: Ceilings['network'], network: Network): Network 
     if (!ceiling.includes(mode)) throw over(field, `"${mode}"`, `${ceiling.map((m) => `"${m}"`).join(', ')}`)
     if (mode === 'host') return network
     // The list form allows public hosts only: loopback and private ranges are the server's own network.
-    return withinReach(network as Allowlist, { allowLoopback: false, allowPrivate: false }, field)
+    return withinReach(
+      network as Allowlist,
+      { allowLoopback: false, allowPrivate: false, allowMetadata: false },
+      field,
+    )
   }
   if (ceiling === 'none') throw over(field, `"${mode}"`, '"none"')
   // An allowlist ceiling: the request's allowlist within it, and its deny rules added.
@@ -121,10 +125,10 @@ function networkWithin(ceiling: Ceilings['network'], network: Network): Network 
 
 function withinReach(
   list: Allowlist,
-  bound: Pick<Allowlist, 'allowLoopback' | 'allowPrivate'>,
+  bound: Pick<Allowlist, 'allowLoopback' | 'allowPrivate' | 'allowMetadata'>,
   field: string,
 ): Allowlist {
-  for (const flag of ['allowLoopback', 'allowPrivate'] as const) {
+  for (const flag of ['allowLoopback', 'allowPrivate', 'allowMetadata'] as const) {
     if (list[flag] && !bound[flag]) throw over(`${field}.${flag}`, 'true', 'false')
   }
   return { ...list }

@@ -47,7 +47,8 @@ export function verifyWebhook(
 }
 
 export interface WebhookTargetOptions {
-  /** Let the target be loopback or private (a server whose webhooks go to its own network; tests). */
+  /** Let the target be loopback or private (a server whose webhooks go to its own network; tests); never
+   * a cloud metadata endpoint, which would hand a tenant the host's credentials. */
   allowPrivate?: boolean
 }
 
@@ -57,7 +58,7 @@ const refuse = (message: string) => new ServiceError('invalid', `webhook.url: ${
 function addressAllowed(address: string, allowPrivate: boolean): boolean {
   const kind = classifyAddress(address)
   // An address the strict parser does not read (a zone id, say) is refused, never guessed at.
-  return kind === 'public' || (kind !== null && allowPrivate)
+  return kind === 'public' || (kind !== null && kind !== 'metadata' && allowPrivate)
 }
 
 /**
@@ -78,7 +79,8 @@ export function checkWebhookUrl(url: string, { allowPrivate = false }: WebhookTa
   const host = parsed.hostname
   const kind = classifyAddress(host)
   if (kind !== null) {
-    if (kind !== 'public' && !allowPrivate) throw refuse(`${host} is a ${kind} address`)
+    if (kind === 'metadata' || (kind !== 'public' && !allowPrivate))
+      throw refuse(`${host} is a ${kind} address`)
     return parsed
   }
   if (host.startsWith('[')) throw refuse(`${host} is not an address cordon can judge`)

@@ -487,6 +487,35 @@ describe('network allowlist: every spelling of a host, bounded host side (namesp
     }
   })
 
+  it('cloud metadata in every spelling is refused with allowPrivate, through both proxies', async () => {
+    // allowPrivate (a private mirror) must not hand the sandbox the host's cloud credentials too.
+    const spellings = [
+      '169.254.169.254',
+      '::ffff:a9fe:a9fe',
+      '64:ff9b::a9fe:a9fe',
+      'fd00:ec2::254',
+      '168.63.129.16',
+    ]
+    const cases: ProbeCase[] = []
+    for (const h of spellings) {
+      const at = h.includes(':') ? `[${h}]` : h
+      cases.push(
+        ['socks', 3, text(h)],
+        ['http', `CONNECT ${at}:PORT HTTP/1.1`],
+        ['http', `GET http://${at}:PORT/ HTTP/1.1`],
+      )
+    }
+    const r = await probe(cases, {
+      allow: spellings.map((h) => (h.includes(':') ? `[${h}]` : h)),
+      allowPrivate: true,
+    })
+    assert.equal(r.network.length, cases.length, JSON.stringify(r.network))
+    for (const e of r.network) {
+      assert.equal(e.allowed, false, JSON.stringify(e))
+      assert.match(e.reason, /cloud metadata address \(allowMetadata is off\)/, JSON.stringify(e))
+    }
+  })
+
   it('a deny of an IPv4 address holds for its IPv6 spellings', async () => {
     const cases: ProbeCase[] = [
       ['http', 'CONNECT [::ffff:7f00:1]:PORT HTTP/1.1'],

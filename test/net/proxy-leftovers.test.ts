@@ -23,7 +23,13 @@ describe('proxy directories left by a dead cordon', { skip: noLauncher }, () => 
     const outside = path.join(os.tmpdir(), `cordon-net-test-outside-${process.pid}`)
     writeFileSync(outside, 'keep')
     symlinkSync(outside, path.join(stale, 'http.sock'))
-    const proxy = new NetworkProxy({ allow: [], deny: [], allowLoopback: false, allowPrivate: false })
+    const proxy = new NetworkProxy({
+      allow: [],
+      deny: [],
+      allowLoopback: false,
+      allowPrivate: false,
+      allowMetadata: false,
+    })
     try {
       assert.ok(path.basename(proxy.dir).startsWith(`cordon-net-${process.pid}-`), proxy.dir)
       assert.ok(await waitFor(() => !existsSync(stale), 5000), `${stale} is still there`)

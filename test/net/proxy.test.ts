@@ -9,7 +9,13 @@ import { describe, it } from 'node:test'
 import { NetworkProxy, type ProxyLimits, TOKEN_LINE_BYTES } from '../../src/net/proxy.js'
 import { tempDir, waitFor } from '../helpers.js'
 
-const policy = { allow: ['example.com'], deny: [], allowLoopback: false, allowPrivate: false }
+const policy = {
+  allow: ['example.com'],
+  deny: [],
+  allowLoopback: false,
+  allowPrivate: false,
+  allowMetadata: false,
+}
 
 /** Connect to one of the proxy's sockets, send `data`, and collect what comes back until it closes. */
 function exchange(proxy: NetworkProxy, name: string, data: Buffer | string, timeoutMs = 5000) {

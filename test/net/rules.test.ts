@@ -5,6 +5,7 @@ import fc from 'fast-check'
 import { PolicyError } from '../../src/errors.js'
 import { MAX_LOOKUPS, NetworkGate } from '../../src/net/gate.js'
 import {
+  type AddressKind,
   addressKind,
   embeddedIPv4,
   formatIPv6,
@@ -223,7 +224,7 @@ describe('host parser', () => {
 })
 
 /** [address, kind]: both sides of every boundary of the special ranges. */
-const KINDS: [string, 'loopback' | 'private' | 'public'][] = [
+const KINDS: [string, AddressKind][] = [
   ['0.0.0.0', 'loopback'],
   ['0.1.2.3', 'private'],
   ['1.0.0.0', 'public'],
@@ -235,12 +236,23 @@ const KINDS: [string, 'loopback' | 'private' | 'public'][] = [
   ['100.64.0.0', 'private'],
   ['100.127.255.255', 'private'],
   ['100.128.0.0', 'public'],
+  // Metadata endpoints: link-local (AWS, GCP, Azure, OpenStack, ECS tasks at 169.254.170.2), Alibaba
+  // Cloud's inside CGNAT space, Oracle's inside the IETF block.
+  ['169.254.0.0', 'metadata'],
+  ['169.254.170.2', 'metadata'],
+  ['169.254.255.255', 'metadata'],
+  ['100.100.100.199', 'private'],
+  ['100.100.100.200', 'metadata'],
+  ['100.100.100.201', 'private'],
+  ['192.0.0.191', 'private'],
+  ['192.0.0.192', 'metadata'],
+  ['192.0.0.193', 'private'],
   ['126.255.255.255', 'public'],
   ['127.0.0.1', 'loopback'],
   ['127.255.255.255', 'loopback'],
   ['128.0.0.0', 'public'],
   ['169.253.255.255', 'public'],
-  ['169.254.169.254', 'private'],
+  ['169.254.169.254', 'metadata'],
   ['169.255.0.0', 'public'],
   ['172.15.255.255', 'public'],
   ['172.16.0.0', 'private'],
@@ -279,7 +291,7 @@ const KINDS: [string, 'loopback' | 'private' | 'public'][] = [
   // Azure's WireServer: a public address that is the platform's metadata, goal state and extension
   // endpoint inside every Azure VM (its agent's firewall lets root reach it, and the proxy runs as root).
   ['168.63.129.15', 'public'],
-  ['168.63.129.16', 'private'],
+  ['168.63.129.16', 'metadata'],
   ['168.63.129.17', 'public'],
   ['::', 'loopback'],
   ['::1', 'loopback'],
@@ -293,11 +305,11 @@ const KINDS: [string, 'loopback' | 'private' | 'public'][] = [
   ['::1:0:0:1', 'private'],
   // IPv4-translated (SIIT, RFC 2765): ::ffff:0:a.b.c.d, one group further than v4-mapped.
   ['::ffff:0:127.0.0.1', 'loopback'],
-  ['::ffff:0:169.254.169.254', 'private'],
+  ['::ffff:0:169.254.169.254', 'metadata'],
   ['::ffff:0:8.8.8.8', 'public'],
   ['::fffe:0:127.0.0.1', 'private'], // not translated: the rest of ::/8
   ['64:ff9b::127.0.0.1', 'loopback'],
-  ['64:ff9b::169.254.169.254', 'private'],
+  ['64:ff9b::169.254.169.254', 'metadata'],
   ['64:ff9b::8.8.8.8', 'public'],
   ['64:ff9b:1::8.8.8.8', 'private'],
   ['64:ff9b:2::1', 'private'], // still in ::/8
@@ -307,22 +319,25 @@ const KINDS: [string, 'loopback' | 'private' | 'public'][] = [
   ['2001:0:808:808::f7f7:f7f7', 'public'], // server 8.8.8.8, client 8.8.8.8
   ['2001:0:808:808::80ff:fffe', 'loopback'], // client 127.0.0.1
   ['2001:0:a00:1::f7f7:f7f7', 'private'], // server 10.0.0.1
+  ['2001:0:a9fe:a9fe::f7f7:f7f7', 'metadata'], // server 169.254.169.254
+  ['2001:0:a9fe:a9fe::80ff:fffe', 'loopback'], // and client 127.0.0.1: the worst of the two
   ['2001:1::1', 'private'],
   ['2001:1ff::1', 'private'],
   ['2001:200::1', 'public'],
   ['2001:db8::1', 'private'],
   ['2001:db9::1', 'public'],
   ['2002:7f00:1::', 'loopback'],
-  ['2002:a9fe:a9fe::1', 'private'],
+  ['2002:a9fe:a9fe::1', 'metadata'],
   ['2002:808:808::1', 'public'],
   ['2606:4700::1111', 'public'],
   ['3fff::1', 'private'],
   ['3fff:1000::1', 'public'],
   ['fbff::1', 'public'],
   ['fc00::1', 'private'],
-  ['fd00:ec2::254', 'private'],
-  ['fe80::1', 'private'],
-  ['febf::1', 'private'],
+  ['fd00:ec2::254', 'metadata'],
+  ['fd00:ec2::253', 'private'],
+  ['fe80::1', 'metadata'],
+  ['febf::1', 'metadata'],
   ['fec0::1', 'private'],
   ['feff::1', 'private'],
   ['ff02::1', 'private'],
@@ -383,7 +398,14 @@ const h = (text: string): Host => {
 
 describe('network gate', () => {
   const gate = (over: object) =>
-    new NetworkGate({ allow: [], deny: [], allowLoopback: false, allowPrivate: false, ...over })
+    new NetworkGate({
+      allow: [],
+      deny: [],
+      allowLoopback: false,
+      allowPrivate: false,
+      allowMetadata: false,
+      ...over,
+    })
 
   it('a non-empty allow list is required and deny wins', async () => {
     assert.deepEqual(await gate({}).decide(h('example.com'), 443), {
@@ -403,6 +425,7 @@ describe('network gate', () => {
         deny: ['secret.example.com'],
         allowLoopback: false,
         allowPrivate: false,
+        allowMetadata: false,
       },
       async (name) => {
         asked.push(name)
@@ -435,7 +458,10 @@ describe('network gate', () => {
       assert.equal(direct.allowed, false, `${address} with allowPrivate`)
       assert.match(direct.allowed ? '' : direct.reason, /an address of this host/)
       // A name that resolves to it, too.
-      const named = new NetworkGate({ deny: [], allowLoopback: false, ...policy }, async () => address)
+      const named = new NetworkGate(
+        { deny: [], allowLoopback: false, allowMetadata: false, ...policy },
+        async () => address,
+      )
       assert.equal((await named.decide(h('me.test'), 22)).allowed, false, `me.test -> ${address}`)
       const loopbackOk = await gate({ ...policy, allowLoopback: true }).decide(h(address), 22)
       assert.equal(loopbackOk.allowed, true, `${address} with allowLoopback`)
@@ -470,7 +496,7 @@ describe('network gate', () => {
     assert.equal(byName.allowed, false)
     assert.match(byName.allowed ? '' : byName.reason, /loopback/)
     const metadata = await gate({ allow: ['169.254.169.254'] }).decide(h('169.254.169.254'), 80)
-    assert.match(metadata.allowed ? '' : metadata.reason, /private, link-local or metadata/)
+    assert.match(metadata.allowed ? '' : metadata.reason, /metadata/)
     assert.equal(
       (await gate({ allow: ['localhost'], allowLoopback: true }).decide(h('localhost'), 80)).allowed,
       true,
@@ -481,6 +507,44 @@ describe('network gate', () => {
     )
   })
 
+  it('cloud metadata is refused even with allowPrivate: it needs allowMetadata of its own', async () => {
+    // allowPrivate is for a private mirror or service; the metadata endpoint hands out the host's cloud
+    // credentials, and a sandbox given one should not get the other with it.
+    const names = new Map([
+      ['meta.example.com', '169.254.169.254'],
+      ['wire.example.com', '168.63.129.16'],
+    ])
+    for (const target of [
+      '169.254.169.254',
+      '[fd00:ec2::254]',
+      '100.100.100.200',
+      'meta.example.com',
+      'wire.example.com',
+      '[::ffff:a9fe:a9fe]',
+      '[64:ff9b::a9fe:a9fe]',
+    ]) {
+      const policy = {
+        allow: [target],
+        deny: [],
+        allowLoopback: false,
+        allowPrivate: true,
+        allowMetadata: false,
+      }
+      const g = new NetworkGate(policy, async (name) => names.get(name) ?? '93.184.216.34')
+      const d = await g.decide(h(target.replace(/^\[|\]$/g, '')), 80)
+      assert.equal(d.allowed, false, target)
+      assert.match(d.allowed ? '' : d.reason, /is a cloud metadata address \(allowMetadata is off\)/, target)
+      const opened = new NetworkGate(
+        { ...policy, allowMetadata: true },
+        async (name) => names.get(name) ?? '',
+      )
+      assert.equal((await opened.decide(h(target.replace(/^\[|\]$/g, '')), 80)).allowed, true, target)
+    }
+    // allowMetadata alone does not open private ranges.
+    const only = gate({ allow: ['10.1.2.3'], allowMetadata: true })
+    assert.equal((await only.decide(h('10.1.2.3'), 80)).allowed, false)
+  })
+
   it('a deny of an IPv4 address holds for the IPv6 spellings that lead to it, and for what a name resolves to', async () => {
     const g = new NetworkGate(
       {
@@ -488,6 +552,7 @@ describe('network gate', () => {
         deny: ['10.0.0.1'],
         allowLoopback: true,
         allowPrivate: true,
+        allowMetadata: false,
       },
       async (name) => (name === 'in.example.com' ? '10.0.0.1' : '93.184.216.34'),
     )
@@ -503,7 +568,13 @@ describe('network gate', () => {
   it('what the resolver answers is parsed strictly and judged on its bytes', async () => {
     const answering = (answer: string) =>
       new NetworkGate(
-        { allow: ['x.example.com'], deny: [], allowLoopback: false, allowPrivate: false },
+        {
+          allow: ['x.example.com'],
+          deny: [],
+          allowLoopback: false,
+          allowPrivate: false,
+          allowMetadata: false,
+        },
         async () => answer,
       )
     assert.match(
@@ -524,7 +595,7 @@ describe('network gate', () => {
     let running = 0
     let most = 0
     const g = new NetworkGate(
-      { allow: ['*.example.com'], deny: [], allowLoopback: false, allowPrivate: false },
+      { allow: ['*.example.com'], deny: [], allowLoopback: false, allowPrivate: false, allowMetadata: false },
       async () => {
         running++
         most = Math.max(most, running)
@@ -545,6 +616,7 @@ describe('network gate', () => {
       deny: ['bad.pythonhosted.org'],
       allowLoopback: true,
       allowPrivate: false,
+      allowMetadata: false,
     })
     assert.throws(
       () => parsePolicy({ network: { allow: ['ok.com', 'not a host'] } }),

@@ -312,12 +312,27 @@ describe('parseCommand', () => {
 })
 
 describe("the CLI's --net allow: form", () => {
-  it('reads hosts, !denied hosts and the two +options', () => {
+  it('reads hosts, !denied hosts and the three +options', () => {
     assert.deepEqual(parsePolicy({ network: 'allow:pypi.org,!bad.pypi.org,+loopback,+private' }).network, {
       allow: ['pypi.org'],
       deny: ['bad.pypi.org'],
       allowLoopback: true,
       allowPrivate: true,
+      allowMetadata: false,
+    })
+    assert.deepEqual(parsePolicy({ network: 'allow:x.com,+metadata' }).network, {
+      allow: ['x.com'],
+      deny: [],
+      allowLoopback: false,
+      allowPrivate: false,
+      allowMetadata: true,
+    })
+    assert.deepEqual(parsePolicy({ network: { allow: ['x.com'] } }).network, {
+      allow: ['x.com'],
+      deny: [],
+      allowLoopback: false,
+      allowPrivate: false,
+      allowMetadata: false,
     })
   })
 

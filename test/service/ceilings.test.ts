@@ -82,9 +82,12 @@ describe('applyCeilings: network', () => {
       deny: [],
       allowLoopback: false,
       allowPrivate: false,
+      allowMetadata: false,
     })
     const e = refusal(() => submit(key, body({ allow: ['x.org'], allowPrivate: true })))
     assert.equal(e.field, 'options.network.allowPrivate')
+    const m = refusal(() => submit(key, body('allow:x.org,+metadata')))
+    assert.equal(m.field, 'options.network.allowMetadata')
     assert.equal(
       refusal(() => submit(key, body('allow:x.org,+loopback'))).field,
       'options.network.allowLoopback',
@@ -104,6 +107,7 @@ describe('applyCeilings: network', () => {
       deny: ['x.y', 'evil.example.com'],
       allowLoopback: false,
       allowPrivate: false,
+      allowMetadata: false,
     })
     assert.equal(refusal(() => submit(key, body({ allow: ['pypi.org'] }))).field, 'options.network.allow.0')
     assert.equal(

@@ -94,6 +94,17 @@ describe('checkWebhookUrl', () => {
     }
     assert.equal(checkWebhookUrl('http://127.0.0.1:9/', { allowPrivate: true }).port, '9')
   })
+
+  it('never takes a cloud metadata address, even when private ones are allowed', () => {
+    for (const url of [
+      'http://169.254.169.254/latest/',
+      'http://[fd00:ec2::254]/',
+      'http://168.63.129.16/',
+      'http://[::ffff:a9fe:a9fe]/',
+    ]) {
+      assert.throws(() => checkWebhookUrl(url, { allowPrivate: true }), /metadata/, url)
+    }
+  })
 })
 
 describe('deliverWebhook', () => {
