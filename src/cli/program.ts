@@ -206,6 +206,12 @@ export async function main(argv: string[]): Promise<number> {
     )
     .addOption(new Option('--allow-private-webhooks', 'let webhooks go to loopback or private addresses'))
     .addOption(new Option('--public-metrics', 'serve /metrics without a key (default: an admin key)'))
+    .addOption(
+      new Option(
+        '--allowed-host <NAME>',
+        'a Host name served besides IP literals and localhost (repeatable; .NAME: it and its subdomains; any: no check)',
+      ).argParser((value: string, previous: string[] = []) => [...previous, value]),
+    )
     .action(async (values: Record<string, unknown>) => {
       code = await serveCommand(values)
     })

@@ -22,11 +22,16 @@ interface ServeValues {
   maxConnections?: number
   allowPrivateWebhooks?: boolean
   publicMetrics?: boolean
+  allowedHost?: string[]
 }
 
 export function serveCommand(values: ServeValues): Promise<number> {
   // A data dir another server holds is said in one line (exit 125), as any setup error of cordon's.
   return said(async () => {
+    // The Host allowlist, by the service's own schema: a bad entry is told as the flag's, exit 125.
+    const { allowedHostsSchema } = await import('../service/hosts.js')
+    const hosts = allowedHostsSchema.safeParse(values.allowedHost ?? [])
+    if (!hosts.success) throw new KeyFlagError('--allowed-host', hosts.error.issues[0]?.message ?? 'invalid')
     const { serveUntilSignal } = await import('../service/serve.js')
     const { mcpMount } = await import('../mcp/http.js')
     await serveUntilSignal({
@@ -38,6 +43,7 @@ export function serveCommand(values: ServeValues): Promise<number> {
       ...(values.concurrency !== undefined ? { concurrency: values.concurrency } : {}),
       ...(values.maxQueued !== undefined ? { maxQueued: values.maxQueued } : {}),
       ...(values.maxConnections !== undefined ? { maxConnections: values.maxConnections } : {}),
+      ...(values.allowedHost !== undefined ? { allowedHosts: values.allowedHost } : {}),
       allowPrivateWebhooks: values.allowPrivateWebhooks === true,
       publicMetrics: values.publicMetrics === true,
     })

@@ -6,6 +6,7 @@ import type { AddressInfo } from 'node:net'
 import path from 'node:path'
 import { serve as listen } from '@hono/node-server'
 import pino from 'pino'
+import { allowedHostsSchema } from './hosts.js'
 import { type AppMount, createApp } from './http/app.js'
 import { defaultDataDir } from './paths.js'
 import { createService } from './service.js'
@@ -28,6 +29,11 @@ export interface ServeOptions {
   mounts?: (service: Service) => AppMount[]
   /** Serve /metrics without a key (default: it needs a key with the admin scope). */
   publicMetrics?: boolean
+  /**
+   * Host names served besides IP literals, localhost and *.localhost, against DNS rebinding: `name`,
+   * `.name` (it and its subdomains) or `any` (no check). Case and a trailing dot do not matter.
+   */
+  allowedHosts?: readonly string[]
 }
 
 export interface Server {
@@ -40,6 +46,8 @@ export interface Server {
 /** Starts the service and its HTTP listener; resolves once it listens. */
 export async function serve(options: ServeOptions = {}): Promise<Server> {
   const host = options.host ?? '127.0.0.1'
+  // Before the data dir is touched: a bad entry is the caller's (ZodError, naming it).
+  const allowedHosts = allowedHostsSchema.parse(options.allowedHosts ?? [])
   const dataDir = path.resolve(options.dataDir ?? defaultDataDir())
   const log = pino({ base: { name: 'cordon' } }, pino.destination({ fd: 2, sync: true }))
   const { service, adminKey } = await createService({
@@ -51,6 +59,7 @@ export async function serve(options: ServeOptions = {}): Promise<Server> {
   const { app } = createApp(service, {
     logger: log,
     publicMetrics: options.publicMetrics === true,
+    allowedHosts,
     ...(options.mounts ? { mounts: options.mounts(service) } : {}),
   })
 

@@ -12,6 +12,7 @@ import type { ContentfulStatusCode } from 'hono/utils/http-status'
 import { Counter, Histogram, Registry } from 'prom-client'
 import * as z from 'zod'
 import { durationSchema } from '../../index.js'
+import { hostChecker } from '../hosts.js'
 import type { ServiceExtras } from '../service.js'
 import { type KeyRecord, type RunEvent, runView, type Service, ServiceError } from '../types.js'
 import { bodyCost, byteBudget } from './inflight.js'
@@ -54,6 +55,11 @@ export interface AppOptions {
   mounts?: AppMount[]
   /** Serve /metrics without a key (default false: it needs a key with the admin scope). */
   publicMetrics?: boolean
+  /**
+   * Host names served besides IP literals, localhost and *.localhost (`.corp.example`: it and its
+   * subdomains; `any`: every Host), parsed by allowedHostsSchema. Any other Host is 403: DNS rebinding.
+   */
+  allowedHosts?: readonly string[]
 }
 
 /** A route the app serves without knowing what it is: the request as it came, and the caller's key. */
@@ -255,6 +261,23 @@ export function createApp(service: AppService, opts: AppOptions = {}): App {
     const route = c.req.routePath === '/*' ? 'unmatched' : c.req.routePath
     latency.observe({ method: c.req.method, route, status: String(c.res.status) }, seconds)
     log?.info({ method: c.req.method, path: c.req.path, status: c.res.status, ms: seconds * 1000 }, 'request')
+  })
+
+  // DNS rebinding: a page of another name that resolves to this server is refused before anything else,
+  // on every path (the pages, the API, its event streams, /mcp, the probes), key or no key.
+  const hostAllowed = hostChecker(opts.allowedHosts ?? [])
+  app.use('*', async (c, next) => {
+    const host = c.req.header('host')
+    if (hostAllowed(host)) return next()
+    const name = host?.replace(/:\d*$/, '').replace(/\.$/, '').toLowerCase()
+    return c.json(
+      errorBody(
+        'forbidden',
+        `Host ${JSON.stringify(host)} is not served (DNS rebinding): start cordon serve with ` +
+          `--allowed-host ${name} to serve it`,
+      ),
+      403,
+    )
   })
 
   // The dashboard's sessions: with no Authorization header, its cookie stands for the key it was made with.
