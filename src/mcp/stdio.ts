@@ -59,7 +59,8 @@ export interface McpStdioOptions {
 
 /**
  * Fields of the options that name host paths or host state: the operator's alone. They go to the service
- * (hostOptions), which sets them in every run; no tool input can name them.
+ * (hostOptions), which sets them in every run; no tool input can name them. So does a `rootfs` given as a
+ * path (below).
  */
 const HOST_FIELDS = ['cwd', 'writable', 'readable', 'hide', 'passEnv'] as const
 
@@ -119,12 +120,17 @@ export function operatorPolicy(policy: Record<string, unknown>): {
   const limits = Object.fromEntries(LIMIT_NAMES.map((name) => [name, parsed.limits[name]]))
   const ceilings: Record<string, unknown> = { limits, network: parsed.network }
   if (parsed.isolation !== 'auto') ceilings.isolation = parsed.isolation
-  if (typeof parsed.rootfs === 'string') ceilings.rootfs = [parsed.rootfs]
+  // A rootfs by name is a ceiling a key may hold, and every run's; a path (the library tells them apart by
+  // a slash) is host state, which the service takes only from the operator: a host option. Then a tool
+  // input may name no root filesystem (an empty ceiling).
+  const rootfsPath = typeof parsed.rootfs === 'string' && parsed.rootfs.includes('/')
+  if (typeof parsed.rootfs === 'string') ceilings.rootfs = rootfsPath ? [] : [parsed.rootfs]
   const { limits: _limits, ...rest } = policy
   const fixed: Record<string, unknown> = {}
   const host: Record<string, unknown> = {}
   for (const [field, value] of Object.entries(rest)) {
-    if (!(HOST_FIELDS as readonly string[]).includes(field)) fixed[field] = value
+    if (field === 'rootfs' && rootfsPath) host[field] = path.resolve(String(value))
+    else if (!(HOST_FIELDS as readonly string[]).includes(field)) fixed[field] = value
     else if (field === 'passEnv') host[field] = value
     else if (typeof value === 'string') host[field] = path.resolve(value)
     else if (Array.isArray(value)) host[field] = value.map((p) => path.resolve(String(p)))

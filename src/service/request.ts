@@ -27,7 +27,7 @@ export const SERVER_ONLY_OPTIONS = [
  * request's. The library's own fields and schema, so a bad one is refused as `cordon run` refuses it.
  */
 export const hostOptionsSchema = policySchema
-  .pick({ cwd: true, writable: true, readable: true, hide: true, passEnv: true })
+  .pick({ cwd: true, writable: true, readable: true, hide: true, passEnv: true, rootfs: true })
   .partial()
   .strict()
 

@@ -299,14 +299,15 @@ export class TextOfChunks {
 /**
  * Where a run stands on the host: the fresh workspace as its cwd and one writable path, or, when the
  * operator set a cwd, that directory (writable only where the operator's `writable` says, as for `cordon
- * run`). The operator's readable, hide and passEnv are added; the data dir stays hidden (the guard).
+ * run`). The operator's readable, hide, passEnv and root filesystem are added; the data dir stays hidden
+ * (the guard).
  */
 export function hostPaths(
   host: HostOptions,
   workspace: string,
   guardHide: string[] | undefined,
-): Pick<RunOptions, 'cwd' | 'writable' | 'readable' | 'hide' | 'passEnv'> {
-  const out: Pick<RunOptions, 'cwd' | 'writable' | 'readable' | 'hide' | 'passEnv'> =
+): Pick<RunOptions, 'cwd' | 'writable' | 'readable' | 'hide' | 'passEnv' | 'rootfs'> {
+  const out: Pick<RunOptions, 'cwd' | 'writable' | 'readable' | 'hide' | 'passEnv' | 'rootfs'> =
     host.cwd === undefined
       ? { cwd: workspace, writable: [workspace, ...(host.writable ?? [])] }
       : { cwd: host.cwd, writable: host.writable ?? [] }
@@ -314,6 +315,7 @@ export function hostPaths(
   const hide = [...(host.hide ?? []), ...(guardHide ?? [])]
   if (hide.length > 0 || host.hide) out.hide = hide
   if (host.passEnv && host.passEnv.length > 0) out.passEnv = host.passEnv
+  if (host.rootfs !== undefined) out.rootfs = host.rootfs
   return out
 }
 

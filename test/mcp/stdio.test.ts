@@ -1,7 +1,17 @@
 // `cordon mcp` as a client starts it: the built bin spawned over stdio by the SDK's client.
 import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
-import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
+import {
+  chmodSync,
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  realpathSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs'
 import path from 'node:path'
 import { describe, it } from 'node:test'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
@@ -88,6 +98,45 @@ describe('operatorPolicy', () => {
     assert.throws(() => parseFunction('./x.mjs#add'), { field: 'function' })
   })
 })
+
+describe('operatorPolicy: --rootfs', () => {
+  it('keeps a rootfs path the operator’s (resolved, a host option), and a name a ceiling and fixed', () => {
+    const byPath = operatorPolicy({ rootfs: './trees/min', env: { A: 'b' } })
+    assert.deepEqual(byPath.host, { rootfs: path.resolve('trees/min') })
+    assert.deepEqual(byPath.fixed, { env: { A: 'b' } })
+    // A tool input may name no root filesystem then: the operator's is every run's.
+    assert.deepEqual(byPath.ceilings.rootfs, [])
+    const byName = operatorPolicy({ rootfs: 'bookworm' })
+    assert.deepEqual(byName.ceilings.rootfs, ['bookworm'])
+    assert.deepEqual(byName.fixed, { rootfs: 'bookworm' })
+    assert.equal(byName.host, undefined)
+  })
+})
+
+/**
+ * A root filesystem made of the host's /bin/sh and the libraries it loads, nothing else (no coreutils, no
+ * node): a run in it can tell it is there. Null when the host's sh cannot be copied so (no ldd).
+ */
+function shellOnlyRootfs(): string | null {
+  const sh = realpathSync('/bin/sh')
+  const ldd = spawnSync('ldd', [sh], { encoding: 'utf8' })
+  if (ldd.status !== 0) return null
+  const dir = tempDir('cordon-mcp-rootfs-', { mode: 0o755 })
+  // The merged-/usr layout: /bin, /lib and /lib64 lead into /usr.
+  const inUsr = (p: string) => path.join(dir, 'usr', p.replace(/^\/usr\//, '/'))
+  for (const name of ['bin', 'lib', 'lib64']) {
+    mkdirSync(path.join(dir, 'usr', name), { recursive: true, mode: 0o755 })
+    symlinkSync(`usr/${name}`, path.join(dir, name))
+  }
+  copyFileSync(sh, path.join(dir, 'usr/bin/sh'))
+  chmodSync(path.join(dir, 'usr/bin/sh'), 0o755)
+  for (const lib of ldd.stdout.match(/\/\S+/g) ?? []) {
+    mkdirSync(path.dirname(inUsr(lib)), { recursive: true, mode: 0o755 })
+    copyFileSync(lib, inUsr(lib))
+    chmodSync(inUsr(lib), 0o755)
+  }
+  return dir
+}
 
 describe('cordon mcp (stdio, the real bin)', { skip }, () => {
   it('serves the tools within its flags, calls registered functions, and cleans up when the client leaves', async () => {
@@ -313,6 +362,34 @@ describe('cordon mcp (stdio, the real bin)', { skip }, () => {
       out.stderr,
       new RegExp(`^cordon: --writable: ${project} is not writable by the sandbox user`, 'm'),
     )
+    assert.equal(out.stdout, '')
+  })
+
+  it('runs every run in the operator’s --rootfs DIR, as cordon run --rootfs DIR does', async (t) => {
+    const rootfs = shellOnlyRootfs()
+    if (!rootfs) return t.skip('no ldd to copy the host’s sh with its libraries')
+    const { client, call } = await start(['--rootfs', rootfs])
+    try {
+      const r = await call('run', { shell: 'echo in-rootfs; test -e /usr/bin/node || echo no-node' })
+      assert.equal(r.isError, undefined, text(r))
+      assert.equal(result(r).stdout, 'in-rootfs\nno-node\n')
+      // The host's own tree is not there: the program is not found.
+      const host = await call('run', { cmd: ['node', '-e', '1'] })
+      assert.equal(result(host).status, 'not-found', text(host))
+    } finally {
+      await client.close()
+    }
+  })
+
+  it('refuses at start a --rootfs DIR that is not a root filesystem, naming the flag (exit 125)', () => {
+    const empty = tempDir('cordon-mcp-norootfs-', { mode: 0o755 })
+    const out = spawnSync(process.execPath, [CLI, 'mcp', '--rootfs', empty], {
+      encoding: 'utf8',
+      input: '',
+      env: { ...process.env, TMPDIR: tempDir('cordon-mcp-tmp-') },
+    })
+    assert.equal(out.status, 125, out.stderr)
+    assert.match(out.stderr, new RegExp(`^cordon: --rootfs: ${empty} is not a root filesystem`, 'm'))
     assert.equal(out.stdout, '')
   })
 })
