@@ -64,6 +64,7 @@ describe('operatorPolicy', () => {
       deny: [],
       allowLoopback: false,
       allowPrivate: false,
+      allowMetadata: false,
     })
     assert.equal(ceilings.isolation, 'namespace')
     assert.deepEqual(fixed, { network: 'allow:pypi.org', env: { A: 'b' }, isolation: 'namespace' })
