@@ -9,7 +9,7 @@ import type { Rootfs } from '../rootfs/rootfs.js'
 import type { ClockEnv } from './clock.js'
 import { type IdentityPath, identityFiles } from './identity.js'
 import type { LauncherSpec } from './launcher.js'
-import type { PathFds } from './paths.js'
+import type { PathFds, ResolvedPath } from './paths.js'
 
 /**
  * The sandbox's cgroup, when the machine offers one: cordon creates it with its limits before launch,
@@ -29,6 +29,8 @@ export interface NamedPaths {
   writable: string[]
   readable: string[] | undefined
   rootfs: Rootfs | null
+  /** Each of them (a called function's modules too) with the symlinks on its way a sandbox could have planted. */
+  resolved: ResolvedPath[]
 }
 
 export interface PlanContext {

@@ -12,7 +12,15 @@ import { identityFor, type PlanContext, type TierLaunch } from './context.js'
 import { IDENTITY_FDS, SECCOMP_FD, STATUS_FD } from './fd-layout.js'
 import type { IdentityPath } from './identity.js'
 import { execStep } from './launcher.js'
-import { canSearch, type Hidden, hiddenPaths, resolvePath, searchableBy, secretsOf } from './paths.js'
+import {
+  canSearch,
+  type Hidden,
+  hiddenPaths,
+  refusePlantedIntoHidden,
+  resolvePath,
+  searchableBy,
+  secretsOf,
+} from './paths.js'
 import { ROOT_TMPDIR } from './process-mounts.js'
 
 /** Where the namespace tier's launcher attaches judged paths bwrap could not reach (see stage_fds). */
@@ -136,5 +144,7 @@ function hidden(ctx: PlanContext): Hidden[] {
   // Directories above it the sandbox uid cannot search are covered (see blockedDirs): only its own mode counts.
   const reachable = (dir: string) => !lease || canSearch(dir, lease.uid, lease.gid)
   hide.push(...secretsOf(hide, [cwd, ...writable, ...(readable ?? [])], reachable))
+  // A named path shows through what is hidden: not one a link of the sandbox's own leads into.
+  refusePlantedIntoHidden(ctx.named.resolved, hide, [cwd, ...writable, ...(readable ?? []), ...ctx.shown])
   return hide
 }

@@ -32,7 +32,24 @@ export const O_PATH = 0o10000000
  * to turn a later run's `writable` (or `cwd`) into a path of its choosing.
  */
 export function resolvePath(field: string, given: string): string {
+  return resolveNamedPath(field, given).path
+}
+
+/** A named path resolved, and where the symlinks on its way that a sandbox could have planted lie. */
+export interface ResolvedPath {
+  field: string
+  path: string
+  /**
+   * Not as root a sandbox has cordon's own uid: every symlink of that uid followed on the way (each where it
+   * lies, as a real path) may be one a sandbox left. As root, none: a sandbox's uid is never cordon's.
+   */
+  planted: string[]
+}
+
+/** resolvePath, saying which of the symlinks followed a sandbox could have planted (see ResolvedPath). */
+export function resolveNamedPath(field: string, given: string): ResolvedPath {
   const own = process.getuid?.() ?? 0
+  const planted: string[] = []
   const walk = walkPath('/', given, (at, st) => {
     if (st.uid !== 0 && st.uid !== own) {
       throw new PolicyError(
@@ -40,12 +57,43 @@ export function resolvePath(field: string, given: string): string {
         `${given} goes through ${at}, a symlink owned by uid ${st.uid} (a sandbox may have planted it); give the real path`,
       )
     }
+    if (own !== 0 && st.uid === own) planted.push(at)
   })
-  if (walk.ok) return walk.path
+  if (walk.ok) return { field, path: walk.path, planted }
   if (walk.why === 'loop') throw new PolicyError(field, `${given} goes through a symlink loop`)
   if (walk.why === 'unreachable')
     throw new PolicyError(field, `${given} cannot be reached at ${walk.at} (${walk.code})`)
   throw new PolicyError(field, `${given} does not exist`)
+}
+
+/**
+ * Refuses a named path that a symlink a sandbox could have planted (see ResolvedPath) carries into what the
+ * sandbox would not see otherwise: beneath a hidden path, and not beneath another path the policy shows
+ * (`shown`: the cwd, writable and readable paths) deeper than that. A named path shows through `hide`, so
+ * such a link, left by an earlier run in its writable directory, would turn a later run's cwd or writable
+ * path into the secrets hidden from both. Naming the real path still shows it.
+ */
+export function refusePlantedIntoHidden(
+  named: readonly ResolvedPath[],
+  hide: readonly Hidden[],
+  shown: readonly string[],
+): void {
+  const deepest = (list: readonly string[]) => list.reduce((a, b) => (depthOf(b) > depthOf(a) ? b : a))
+  for (const n of named) {
+    const link = n.planted[0]
+    if (link === undefined) continue
+    const hiders = hide.map((h) => h.path).filter((h) => atOrBeneath(h, n.path))
+    if (hiders.length === 0) continue
+    const into = deepest(hiders)
+    const showers = shown.filter((s) => s !== n.path && atOrBeneath(s, n.path))
+    // What sees it otherwise is the deepest of those above it: a tie is shown (bwrapArgs drops that hide).
+    if (showers.length > 0 && depthOf(deepest(showers)) >= depthOf(into)) continue
+    throw new PolicyError(
+      n.field,
+      `${n.path} is reached through ${link}, a symlink of cordon's own uid (a sandbox may have planted it), ` +
+        `and lies beneath ${into}, which is hidden; give the real path`,
+    )
+  }
 }
 
 /** A judged path, opened: the fd is the object judged, whatever its name points at later. */

@@ -20,7 +20,15 @@ import type { CgroupPlan, NamedPaths, PlanContext, TierLaunch } from './context.
 import { LOG_FD, pipedFds } from './fd-layout.js'
 import { launcherArgv } from './launcher.js'
 import { namespaceLaunch } from './namespace.js'
-import { enterableBy, PathFds, readableItselfBy, resolvePath, writableBy } from './paths.js'
+import {
+  enterableBy,
+  PathFds,
+  type ResolvedPath,
+  readableItselfBy,
+  resolveNamedPath,
+  resolvePath,
+  writableBy,
+} from './paths.js'
 import { processLaunch } from './process.js'
 import { rlimitArgs } from './rlimits.js'
 import { HOST_IPC_CALLS, seccompProgram, seccompSupported, socketFamilies } from './seccomp.js'
@@ -146,9 +154,15 @@ function sandboxEnv(policy: Policy): Record<string, string> {
  * their fds in judgePaths. Throws a PolicyError naming the field.
  */
 function resolveNamed(policy: Policy): NamedPaths {
-  const cwd = resolvePath('cwd', path.resolve(policy.cwd ?? process.cwd()))
+  const resolved: ResolvedPath[] = []
+  const resolve = (field: string, given: string) => {
+    const r = resolveNamedPath(field, given)
+    resolved.push(r)
+    return r.path
+  }
+  const cwd = resolve('cwd', path.resolve(policy.cwd ?? process.cwd()))
   const writable = policy.writable.map((p, i) => {
-    const real = resolvePath(`writable.${i}`, path.resolve(cwd, p))
+    const real = resolve(`writable.${i}`, path.resolve(cwd, p))
     if (covers('/proc', real)) {
       throw new PolicyError(
         `writable.${i}`,
@@ -157,9 +171,9 @@ function resolveNamed(policy: Policy): NamedPaths {
     }
     return real
   })
-  const readable = policy.readable?.map((p, i) => resolvePath(`readable.${i}`, path.resolve(cwd, p)))
+  const readable = policy.readable?.map((p, i) => resolve(`readable.${i}`, path.resolve(cwd, p)))
   const rootfs = policy.rootfs ? resolveRootfs(policy.rootfs) : null
-  return { cwd, writable, readable, rootfs }
+  return { cwd, writable, readable, rootfs, resolved }
 }
 
 /**
@@ -300,7 +314,11 @@ function judgePaths(
     )
   }
   for (const [i, real] of (readable ?? []).entries()) pathFds.open(`readable.${i}`, real)
-  const shown = (visible ?? []).map((p) => resolvePath('module', p))
+  const shown = (visible ?? []).map((p) => {
+    const r = resolveNamedPath('module', p)
+    named.resolved.push(r)
+    return r.path
+  })
   for (const dir of shown) {
     const opened = pathFds.open('module', dir)
     // Directories above it that the sandbox uid cannot search are covered, the path shown in them

@@ -3,6 +3,7 @@ import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
 import {
   chmodSync,
+  chownSync,
   existsSync,
   mkdirSync,
   mkdtempSync,
@@ -19,7 +20,18 @@ import { after, describe, it } from 'node:test'
 import { probeCapabilities } from '../../src/host/capabilities.js'
 import { SOCKETS_TTL_MS } from '../../src/host/sockets.js'
 import { openSpawner, PolicyError, run } from '../../src/index.js'
-import { noLauncher, noNamespace, noSpawner, notRoot, skipTier, TIERS, tempDir } from '../helpers.js'
+import {
+  asUnprivileged,
+  NOBODY,
+  noLauncher,
+  noNamespace,
+  noSpawner,
+  notRoot,
+  noUnprivileged,
+  skipTier,
+  TIERS,
+  tempDir,
+} from '../helpers.js'
 
 // Outside /tmp (which the sandbox replaces), so the sandbox would see these unless hidden.
 const base = mkdtempSync('/var/tmp/cordon-fs-')
@@ -156,6 +168,45 @@ describe('filesystem (namespace tier)', { skip: noNamespace }, () => {
     assert.equal(r.stdout, 'refused\n')
     assert.equal(existsSync(path.join(real, 'via-link')), true)
     assert.equal(existsSync('/etc/cordon-x'), false)
+  })
+
+  // Not as root a sandbox has cordon's own uid, so a symlink it leaves in its writable directory looks like
+  // one of the user's: a later run naming a path through it must not be carried into what it hides.
+  it("a symlink a sandbox of cordon's uid planted carries no later cwd or writable into a hidden path", {
+    skip: notRoot || noUnprivileged(),
+  }, async () => {
+    const dir = tempDir('cordon-planted-', { parent: '/var/tmp', mode: 0o755 })
+    mkdirSync(path.join(dir, 'secret'))
+    writeFileSync(path.join(dir, 'secret', 'key'), 's3cret')
+    mkdirSync(path.join(dir, 'proj'))
+    for (const p of ['', 'secret', 'secret/key', 'proj']) chownSync(path.join(dir, p), NOBODY.uid, NOBODY.gid)
+    const out = await asUnprivileged<{
+      planted: string
+      later: { status: string; stdout: string; error: string }[]
+    }>(`
+      const dir = ${JSON.stringify(dir)}
+      const hide = [dir + '/secret']
+      const first = await run(['ln', '-s', dir + '/secret', dir + '/proj/out'], {
+        isolation: 'namespace', cwd: dir + '/proj', writable: [dir + '/proj'], hide,
+      })
+      const later = []
+      for (const options of [{ cwd: dir + '/proj/out' }, { cwd: '/', writable: [dir + '/proj/out'] }, { cwd: '/', readable: [dir + '/proj/out', '/usr', '/bin'] }]) {
+        try {
+          const r = await run(['sh', '-c', 'cat ' + dir + '/proj/out/key; echo x > ' + dir + '/proj/out/owned'], { isolation: 'namespace', hide, ...options })
+          later.push({ status: r.status, stdout: r.stdout, error: '' })
+        } catch (e) {
+          later.push({ status: 'thrown', stdout: '', error: e.field + ': ' + e.message })
+        }
+      }
+      return { planted: first.status, later }
+    `)
+    assert.equal(out.planted, 'ok')
+    for (const r of out.later) {
+      assert.equal(r.status, 'thrown', JSON.stringify(r))
+      assert.match(r.error, /^(cwd|writable\.0|readable\.0): .*symlink .*hidden/)
+    }
+    assert.equal(existsSync(path.join(dir, 'secret', 'owned')), false)
+    rmSync(dir, { recursive: true, force: true })
   })
 })
 

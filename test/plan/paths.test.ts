@@ -18,6 +18,7 @@ import {
   blockedDirs,
   hiddenPaths,
   PathFds,
+  refusePlantedIntoHidden,
   resolvePath,
   searchableBy,
   secretsOf,
@@ -97,6 +98,40 @@ describe('resolvePath', () => {
       )
     }
     assert.equal(resolvePath('cwd', path.join(dir, 'real')), path.join(dir, 'real'))
+  })
+})
+
+describe('refusePlantedIntoHidden', () => {
+  const named = (path: string, planted: string[] = ['/w/proj/out']) => ({
+    field: 'writable.0',
+    path,
+    planted,
+  })
+  const dir = (path: string) => ({ path, dir: true })
+  const refused = policyError(
+    'writable.0',
+    /reached through \/w\/proj\/out, a symlink .* beneath \/home\/u\/\.ssh, which is hidden/,
+  )
+
+  it("refuses a path a link of cordon's uid carries beneath a hidden path no shown path reveals", () => {
+    // cordon started from its home: the home shown, its dot-entries hidden all the same.
+    const hide = [dir('/home/u'), dir('/home/u/.ssh')]
+    assert.throws(
+      () => refusePlantedIntoHidden([named('/home/u/.ssh')], hide, ['/home/u/proj', '/home/u/.ssh']),
+      refused,
+    )
+    assert.throws(() => refusePlantedIntoHidden([named('/home/u/.ssh/id')], hide, ['/home/u']), refused)
+    assert.throws(
+      () => refusePlantedIntoHidden([named('/home/u/other')], hide, ['/home/u/proj']),
+      policyError('writable.0', /beneath \/home\/u, which is hidden/),
+    )
+  })
+
+  it('lets through a path named without such a link, or one shown anyway, or one nothing hides', () => {
+    const hide = [dir('/home/u'), dir('/home/u/.ssh')]
+    refusePlantedIntoHidden([named('/home/u/.ssh', [])], hide, ['/home/u/.ssh'])
+    refusePlantedIntoHidden([named('/home/u/proj/build')], hide, ['/home/u/proj'])
+    refusePlantedIntoHidden([named('/srv/data')], hide, [])
   })
 })
 
