@@ -296,8 +296,10 @@ export function hiddenPaths(paths: readonly string[]): Hidden[] {
  * started from the home it hides by default) still keeps its secrets: every top-level dot-entry in it
  * (.ssh, .gnupg, .aws, .config, .netrc, histories…) is hidden in turn. One that a listed path or the cwd
  * names itself is shown (bwrapArgs drops a hide equal to those); one that holds a listed path is hidden
- * with that path shown inside it, as in any hidden directory. A symlink is left alone: what it points at
- * is shown or hidden under its own name. A directory the sandbox cannot search (`reachable` says no: root's
+ * with that path shown inside it, as in any hidden directory. A symlink (a dotfile manager's `.ssh ->
+ * dotfiles/ssh`) hides what it leads to inside that directory, which is shown too, and is no less secret;
+ * one leading outside it (`.config -> /etc/xdg`) or to it is left alone: what it points at there is shown
+ * or hidden under its own name. A directory the sandbox cannot search (`reachable` says no: root's
  * 0700 home, for a sandbox of another uid) keeps everything in it out of reach already, and bwrap, which
  * runs as that uid, could not mount inside it either.
  */
@@ -316,8 +318,13 @@ export function secretsOf(
       continue // unreadable to cordon: nothing of it to list
     }
     for (const e of entries) {
-      if (!e.name.startsWith('.') || e.isSymbolicLink()) continue
-      out.push({ path: path.join(h.path, e.name), dir: e.isDirectory() })
+      if (!e.name.startsWith('.')) continue
+      if (!e.isSymbolicLink()) {
+        out.push({ path: path.join(h.path, e.name), dir: e.isDirectory() })
+        continue
+      }
+      const [target] = hiddenPaths([path.join(h.path, e.name)])
+      if (target && target.path !== h.path && atOrBeneath(h.path, target.path)) out.push(target)
     }
   }
   return out

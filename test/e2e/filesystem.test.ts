@@ -290,6 +290,10 @@ describe('filesystem (namespace tier): what the host keeps to itself', { skip: n
     mkdirSync(path.join(home, '.config'), { mode: 0o777 })
     chmodSync(path.join(home, '.config'), 0o777)
     writeFileSync(path.join(home, 'notes.txt'), 'plain', { mode: 0o644 })
+    // A dotfile manager's links: what they lead to inside the home is as secret as the entries themselves.
+    mkdirSync(path.join(home, 'dotfiles', 'aws'), { recursive: true, mode: 0o755 })
+    writeFileSync(path.join(home, 'dotfiles', 'aws', 'credentials'), 'aws_secret_access_key', { mode: 0o644 })
+    symlinkSync('dotfiles/aws', path.join(home, '.aws'))
     const saved = process.env.HOME
     process.env.HOME = home // cordon's own home: the default hide
     try {
@@ -297,7 +301,7 @@ describe('filesystem (namespace tier): what the host keeps to itself', { skip: n
         [
           'sh',
           '-c',
-          'cat notes.txt; echo; cat .ssh/id_x .netrc 2>&1 | grep -c -e KEY -e hunter2; ls -A .ssh | wc -l',
+          'cat notes.txt; echo; cat .ssh/id_x .netrc .aws/credentials dotfiles/aws/credentials 2>&1 | grep -c -e KEY -e hunter2 -e aws_secret; ls -A .ssh | wc -l',
         ],
         { isolation, cwd: home },
       )

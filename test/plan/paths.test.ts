@@ -244,6 +244,22 @@ describe('secretsOf', () => {
     )
   })
 
+  it("hides what a dot-entry symlink leads to inside that directory (a dotfile manager's ~/.ssh), never its own home or outside", () => {
+    const dotted = realpathSync(tempDir('cordon-home-', { mode: 0o755 }))
+    mkdirSync(path.join(dotted, 'dotfiles', 'gnupg'), { recursive: true })
+    writeFileSync(path.join(dotted, 'dotfiles', 'token'), 'secret')
+    symlinkSync('dotfiles/gnupg', path.join(dotted, '.gnupg'))
+    symlinkSync(path.join(dotted, 'dotfiles', 'token'), path.join(dotted, '.token'))
+    symlinkSync('.', path.join(dotted, '.self'))
+    symlinkSync('/etc', path.join(dotted, '.etc-link'))
+    symlinkSync('dotfiles/missing', path.join(dotted, '.gone'))
+    const secrets = secretsOf(hiddenPaths([dotted]), [dotted]).sort((x, y) => x.path.localeCompare(y.path))
+    assert.deepEqual(secrets, [
+      { path: path.join(dotted, 'dotfiles', 'gnupg'), dir: true },
+      { path: path.join(dotted, 'dotfiles', 'token'), dir: false },
+    ])
+  })
+
   it('searchableBy: search permission on the directory and every one above it', { skip: notRoot }, () => {
     const closed = realpathSync(tempDir('cordon-closed-', { mode: 0o700 }))
     mkdirSync(path.join(closed, 'open'), { mode: 0o755 })
