@@ -172,7 +172,11 @@ function resolveNamed(policy: Policy): NamedPaths {
     return real
   })
   const readable = policy.readable?.map((p, i) => resolve(`readable.${i}`, path.resolve(cwd, p)))
-  const rootfs = policy.rootfs ? resolveRootfs(policy.rootfs) : null
+  // A tree given by path is resolved as the rest (a cached one by name lives in cordon's own cache).
+  const tree = policy.rootfs?.includes('/')
+    ? resolvePath('rootfs', path.resolve(policy.rootfs))
+    : policy.rootfs
+  const rootfs = tree ? resolveRootfs(tree) : null
   return { cwd, writable, readable, rootfs, resolved }
 }
 

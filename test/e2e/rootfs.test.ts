@@ -2,12 +2,13 @@
 // runs in the rootfs cache), holding busybox, which the host does not have.
 import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
-import { readFileSync } from 'node:fs'
+import { lchownSync, mkdirSync, readFileSync, symlinkSync } from 'node:fs'
+import path from 'node:path'
 import { before, describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { PolicyError, run } from '../../src/index.js'
 import { listRootfs } from '../../src/rootfs/rootfs.js'
-import { noNamespace, worldWritableDir } from '../helpers.js'
+import { noNamespace, notRoot, tempDir, worldWritableDir } from '../helpers.js'
 
 const CLI = fileURLToPath(new URL('../../dist/cli/bin.cjs', import.meta.url))
 const NAME = 'cordon-test-minbase'
@@ -74,5 +75,20 @@ describe('root filesystems', { skip }, () => {
     const p = await run(['true'], { rootfs: NAME, isolation: 'process' })
     assert.equal(p.status, 'error')
     assert.equal(p.violation?.limit, 'rootfs')
+  })
+})
+
+describe('a root filesystem given as a path', { skip: noNamespace || notRoot }, () => {
+  it('is judged as the other named paths are: never through a symlink a sandbox uid planted', async () => {
+    const dir = tempDir('cordon-tree-', { mode: 0o755, parent: '/var/tmp' })
+    mkdirSync(path.join(dir, 'tree', 'usr'), { recursive: true })
+    const link = path.join(dir, 'current')
+    symlinkSync(path.join(dir, 'tree'), link)
+    lchownSync(link, 60123, 60000)
+    await assert.rejects(
+      run(['true'], { rootfs: link }),
+      (e: unknown) =>
+        e instanceof PolicyError && e.field === 'rootfs' && /symlink owned by uid 60123/.test(e.message),
+    )
   })
 })
