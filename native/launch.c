@@ -808,7 +808,8 @@ static void pass_on(int status) {
   if (WIFEXITED(status)) _exit(WEXITSTATUS(status));
   int sig = WTERMSIG(status);
   if (sig < 32) {
-    const struct rlimit no_core = {0, 0};
+    /* 1, not 0: a pipe core_pattern ignores any other limit (see rlimits.ts); raised again below. */
+    const struct rlimit no_core = {1, 1};
     sigset_t one;
     setrlimit(RLIMIT_CORE, &no_core);
     signal(sig, SIG_DFL);

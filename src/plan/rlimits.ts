@@ -25,7 +25,10 @@ export function rlimitArgs(limits: Limits, opts: RlimitOptions): string[] {
     // SIGXCPU at the soft limit, SIGKILL one second later for programs that catch it.
     `--cpu=${cpuSeconds}:${cpuSeconds + 1}`,
     `--fsize=${limits.maxFileSizeBytes}`,
-    '--core=0',
+    // 1, not 0: with a core_pattern that pipes to a handler (systemd-coredump, apport) the kernel ignores
+    // RLIMIT_CORE and runs it, as root outside the sandbox's cgroup, on the whole dump (its memory, its
+    // environment) unless the limit is exactly 1; a file dump needs at least a page, so 1 writes none.
+    '--core=1',
     // No cgroup counts open files: without this, two sandboxes filled the host's whole file table.
     `--nofile=${limits.maxOpenFiles}`,
   ]

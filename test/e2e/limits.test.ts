@@ -10,6 +10,23 @@ for (const tier of TIERS) {
   describe(`limits (${tier} tier)`, { skip: skipTier(tier) }, () => {
     const isolation = tier
 
+    // A core_pattern that pipes to a handler (systemd-coredump, apport) runs it as root on the host with
+    // the whole dump, whatever RLIMIT_CORE says, unless it is exactly 1: the kernel then aborts the dump.
+    it('core dumps: RLIMIT_CORE is 1, which no pipe handler is run for, and a crash leaves no core file', async () => {
+      const dir = worldWritableDir()
+      const r = await run(
+        [
+          'python3',
+          '-c',
+          'import resource, os; print(resource.getrlimit(resource.RLIMIT_CORE), flush=True); os.abort()',
+        ],
+        { isolation, cwd: dir, writable: [dir] },
+      )
+      assert.equal(r.stdout, '(1, 1)\n', r.stderr)
+      assert.equal(r.status, 'signaled')
+      assert.equal(existsSync(path.join(dir, 'core')), false)
+    })
+
     it('wall time: SIGTERM first, so a program can clean up', async () => {
       const r = await run(['sh', '-c', 'trap "echo got-term; exit 7" TERM; while :; do sleep 0.05; done'], {
         isolation,

@@ -11,7 +11,7 @@ describe('rlimitArgs', () => {
     assert.deepEqual(rlimitArgs(limits(), noUid), [
       '--cpu=30:31',
       `--fsize=${256 * 1024 * 1024}`,
-      '--core=0',
+      '--core=1',
       '--nofile=1024',
       `--data=${512 * 1024 * 1024 + DATA_RESERVE_BYTES}`,
     ])
@@ -28,7 +28,7 @@ describe('rlimitArgs', () => {
     assert.deepEqual(rlimitArgs(limits(), { ownUid: true, overheadProcesses: 2, cgroup: true }), [
       '--cpu=30:31',
       `--fsize=${256 * 1024 * 1024}`,
-      '--core=0',
+      '--core=1',
       '--nofile=1024',
     ])
   })
@@ -59,7 +59,7 @@ describe('rlimitArgs', () => {
   it('passes the file size limit and turns core dumps off', () => {
     const args = rlimitArgs(limits({ maxFileSizeBytes: 4096 }), noUid)
     assert.ok(args.includes('--fsize=4096'), "args.includes('--fsize=4096')")
-    assert.ok(args.includes('--core=0'), "args.includes('--core=0')")
+    assert.ok(args.includes('--core=1'), "args.includes('--core=1')")
   })
 
   it('omits nproc when the sandbox shares a uid, whatever the overhead', () => {
@@ -77,7 +77,7 @@ describe('rlimitArgs', () => {
       [
         '--cpu=30:31',
         `--fsize=${256 * 1024 * 1024}`,
-        '--core=0',
+        '--core=1',
         '--nofile=1024',
         `--data=${512 * 1024 * 1024 + DATA_RESERVE_BYTES}`,
         '--nproc=7',
