@@ -169,6 +169,8 @@ export function bwrapArgs(spec: BwrapSpec): string[] {
         e.symlink === null
           ? ['--ro-bind', path.join(spec.rootfs.dir, e.name), at]
           : ['--symlink', e.symlink, at],
+        // A directory of the tree as judged (see judgePaths), whatever its name points at meanwhile.
+        e.symlink === null,
       )
     }
     for (const p of spec.readable ?? []) add(p, 0, false, ['--ro-bind', p, p], true)

@@ -46,9 +46,15 @@ export function namespaceLaunch(ctx: PlanContext): TierLaunch {
   // Staged: a path beneath a directory the sandbox uid cannot search, out of bwrap's reach by its name.
   const blockedAbove = (p: string) => lease !== null && !searchableBy(path.dirname(p), lease.uid, lease.gid)
   const staged = new Set(
-    [cwd, ...writable, ...(readable ?? []), ...ctx.shown, stepFile ?? '/', ctx.bridge ?? '/'].filter(
-      blockedAbove,
-    ),
+    [
+      cwd,
+      ...writable,
+      ...(readable ?? []),
+      ...ctx.shown,
+      ...rootfsDirs(rootfs),
+      stepFile ?? '/',
+      ctx.bridge ?? '/',
+    ].filter(blockedAbove),
   )
   const searchable = lease ? (dir: string) => canSearch(dir, lease.uid, lease.gid) : undefined
   const network = policy.network === 'host' ? 'host' : 'none'
@@ -147,4 +153,11 @@ function hidden(ctx: PlanContext): Hidden[] {
   // A named path shows through what is hidden: not one a link of the sandbox's own leads into.
   refusePlantedIntoHidden(ctx.named.resolved, hide, [cwd, ...writable, ...(readable ?? []), ...ctx.shown])
   return hide
+}
+
+/** The tree's top-level directories, bound by fd (judged in judgePaths). */
+function rootfsDirs(rootfs: PlanContext['named']['rootfs']): string[] {
+  return rootfs
+    ? rootfs.entries.filter((e) => e.symlink === null).map((e) => path.join(rootfs.dir, e.name))
+    : []
 }

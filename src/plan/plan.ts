@@ -172,11 +172,10 @@ function resolveNamed(policy: Policy): NamedPaths {
     return real
   })
   const readable = policy.readable?.map((p, i) => resolve(`readable.${i}`, path.resolve(cwd, p)))
-  // A tree given by path is resolved as the rest (a cached one by name lives in cordon's own cache).
-  const tree = policy.rootfs?.includes('/')
-    ? resolvePath('rootfs', path.resolve(policy.rootfs))
-    : policy.rootfs
-  const rootfs = tree ? resolveRootfs(tree) : null
+  // The tree is resolved as the rest (a symlink a sandbox planted refused); its directories are bound by
+  // the fds judgePaths opens.
+  const tree = policy.rootfs ? resolveRootfs(policy.rootfs) : null
+  const rootfs = tree && { ...tree, dir: resolvePath('rootfs', tree.dir) }
   return { cwd, writable, readable, rootfs, resolved }
 }
 
@@ -318,6 +317,10 @@ function judgePaths(
     )
   }
   for (const [i, real] of (readable ?? []).entries()) pathFds.open(`readable.${i}`, real)
+  // The tree's top-level directories, each the directory listed (a symlink swapped in since is refused).
+  for (const e of named.rootfs?.entries ?? []) {
+    if (e.symlink === null) pathFds.open('rootfs', path.join(named.rootfs!.dir, e.name), { dir: true })
+  }
   const shown = (visible ?? []).map((p) => {
     const r = resolveNamedPath('module', p)
     named.resolved.push(r)

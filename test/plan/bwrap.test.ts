@@ -1003,6 +1003,23 @@ describe('bwrapArgs', () => {
       }
     })
 
+    it("binds a root filesystem's directories by fd, as judged; its symlinks are made, not bound", () => {
+      const rootfs = {
+        dir: '/srv/tree',
+        entries: [
+          { name: 'usr', symlink: null },
+          { name: 'bin', symlink: 'usr/bin' },
+        ],
+      }
+      const { args, uses } = byFd({ rootfs, cwd: '/' })
+      const [[fd, judged]] = uses as [[number, string]]
+      assert.equal(judged, '/srv/tree/usr')
+      assert.deepEqual(fdBinds(args), [['--ro-bind-fd', String(fd), '/usr']])
+      assert.ok(!args.includes('/srv/tree/usr'), 'the tree is never bound by its name')
+      const at = args.indexOf('--symlink')
+      assert.deepEqual(args.slice(at + 1, at + 3), ['usr/bin', '/bin'])
+    })
+
     it('asks no fd for a path it does not bind (the cwd shown through the root)', () => {
       const { args, uses } = byFd({ cwd: '/srv/p' })
       assert.deepEqual(uses, [])

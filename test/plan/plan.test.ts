@@ -293,7 +293,9 @@ describe('prepare over policies × capabilities', { skip: noLauncher }, () => {
       await prepared(machine({ ns: true, root: false, cgroup: null, landlock: 0 }), { rootfs }, (p) => {
         const plan = launched(p)
         assert.equal(plan.tier, 'namespace')
-        assert.ok(inner(plan).some((a) => a.startsWith(`${rootfs}/`)))
+        // Its directories are bound by the fds they were judged on, never by name.
+        assert.ok(plan.pathFds.passed.some((f) => f.path.startsWith(`${rootfs}/`)))
+        assert.ok(!inner(plan).some((a) => a.startsWith(`${rootfs}/`)))
       })
     })
     it('is refused by the process tier', async () => {
