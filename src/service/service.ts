@@ -99,8 +99,10 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
     }
     host = parsed.data
   }
-  const dataDir = path.resolve(options.dataDir)
-  mkdirSync(dataDir, { recursive: true, mode: 0o700 })
+  mkdirSync(path.resolve(options.dataDir), { recursive: true, mode: 0o700 })
+  // Its real path: runs are handed their workspace in it by that path, and a named path reached through
+  // a symlink of the server's own uid into what is hidden (the data dir is) is refused (see paths.ts).
+  const dataDir = realpathSync(path.resolve(options.dataDir))
   // Before anything is read: a second server would end the first one's running runs as interrupted.
   const lock = lockDataDir(dataDir)
   let store: SqliteStore

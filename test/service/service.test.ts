@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
 import { once } from 'node:events'
-import { existsSync } from 'node:fs'
+import { chownSync, existsSync } from 'node:fs'
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import path from 'node:path'
@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url'
 import { createService } from '../../src/service/service.js'
 import { type KeyRecord, type RunEvent, runView, ServiceError } from '../../src/service/types.js'
 import { SIGNATURE_HEADER, verifyWebhook } from '../../src/service/webhook.js'
-import { noNamespace, tempDir } from '../helpers.js'
+import { asUnprivileged, NOBODY, noNamespace, notRoot, noUnprivileged, tempDir } from '../helpers.js'
 
 const skip = noNamespace
 
@@ -62,6 +62,30 @@ after(async () => {
 })
 
 describe('createService', { skip }, () => {
+  // The data dir is hidden from the runs but for each one's workspace, named as its cwd: a data dir
+  // reached through a symlink of the server's own uid must still run them (it is kept as its real path).
+  it('runs requests with a data dir given through a symlink, not as root', {
+    skip: notRoot || noUnprivileged(),
+  }, async () => {
+    const dir = tempDir('cordon-svc-link-', { mode: 0o755, parent: '/var/tmp' })
+    chownSync(dir, NOBODY.uid, NOBODY.gid)
+    const out = await asUnprivileged<{ status: string; stdout: string; message: string }>(`
+      const { mkdirSync, symlinkSync } = await import('node:fs')
+      const { createService } = await import(${JSON.stringify(new URL('../../dist/service/service.js', import.meta.url).href)})
+      mkdirSync(${JSON.stringify(`${dir}/real`)})
+      symlinkSync(${JSON.stringify(`${dir}/real`)}, ${JSON.stringify(`${dir}/link`)})
+      const { service, adminKey } = await createService({ dataDir: ${JSON.stringify(`${dir}/link/data`)}, concurrency: 1 })
+      const admin = service.authenticate(adminKey)
+      const { key } = service.createKey(admin, { name: 'u', scopes: ['runs:write', 'runs:read'], ceilings: {} })
+      const user = service.authenticate(key)
+      const submitted = service.submit(user, { cmd: ['sh', '-c', 'echo hi'] })
+      const done = await service.wait(user, submitted.id, 20_000)
+      await service.close()
+      return { status: done.result.status, stdout: done.result.stdout, message: done.result.violation?.message ?? '' }
+    `)
+    assert.deepEqual(out, { status: 'ok', stdout: 'hi\n', message: '' })
+  })
+
   it('makes an admin key on the first start only', async () => {
     const { dataDir, service, admin, adminKey } = await setup()
     assert.match(adminKey, /^cordon_/)
