@@ -14,6 +14,8 @@
  *   cordon-launch --remove-tree=PATH    removes PATH, a directory of the caller's uid, and all beneath it,
  *                                       never following a symlink or leaving its filesystem (see remove_tree);
  *                                       a symlink or file of the caller's at PATH goes as what it is
+ *   cordon-launch --remove-tree-any=PATH
+ *                 the same, as root, of whatever owner (a run's pool uid), once nothing of its sandbox runs
  *   cordon-launch --exec ARGV0 FILE [ARGS...]
  *                 the sandbox's exec step, and nothing else: execute FILE with argv[0] ARGV0 (bwrap before
  *                 0.9 cannot set argv[0], and cordon executes a program's judged real path, not its name)
@@ -634,20 +636,25 @@ static void kill_session(void) {
   }
 }
 
+/* --remove-tree-any: root walks directories of any owner (its permission checks pass whatever the mode). */
+static int remove_any;
+
 /*
  * `name` in `dir`, opened for the walk when it is a real directory (opened O_NOFOLLOW, so never through a
- * symlink), on the walk's filesystem `dev` (NULL: the one it is on) and owned by the caller; made u+rwx
- * first when its owner took that away (a sandbox's chmod 0 would leave it behind otherwise), by the inode
- * the fd holds, never by name. -1 when it may not be walked.
+ * symlink), on the walk's filesystem `dev` (NULL: the one it is on) and owned by the caller (any owner with
+ * remove_any); made u+rwx first when its owner took that away (a sandbox's chmod 0 would leave it behind
+ * otherwise), by the inode the fd holds, never by name. -1 when it may not be walked.
  */
 static int open_owned_dir(int dir, const char *name, dev_t *dev) {
   int fd = openat(dir, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), walk = -1;
   struct stat st;
   if (fd < 0) return -1;
-  if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode) && (!*dev || st.st_dev == *dev) && st.st_uid == geteuid()) {
+  int own = 0;
+  if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode) && (!*dev || st.st_dev == *dev) &&
+      ((own = st.st_uid == geteuid()) || remove_any)) {
     char self[64];
     snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
-    if ((st.st_mode & S_IRWXU) == S_IRWXU || chmod(self, (st.st_mode & 07777) | S_IRWXU) == 0)
+    if (!own || (st.st_mode & S_IRWXU) == S_IRWXU || chmod(self, (st.st_mode & 07777) | S_IRWXU) == 0)
       walk = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     *dev = st.st_dev;
   } else {
@@ -747,7 +754,8 @@ static int remove_tree(const char *path) {
     /* The name is there but not as a directory (a sandbox swapped it for a symlink): the name goes, as
        what it is, when it is the caller's; nothing it points to is touched. */
     struct stat st;
-    if (fstatat(up, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(st.st_mode) && st.st_uid == geteuid())
+    if (fstatat(up, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(st.st_mode) &&
+        (remove_any || st.st_uid == geteuid()))
       rc = unlinkat(up, name, 0);
     else
       errno = EPERM;
@@ -1144,6 +1152,22 @@ int main(int argc, char **argv) {
   if (argc == 2 && strncmp(argv[1], "--remove-tree=", 14) == 0) {
     if (remove_tree(argv[1] + 14) == 0) return 0;
     fprintf(stderr, "cordon-launch: cannot remove %s: %s\n", argv[1] + 14, strerror(errno));
+    return 1;
+  }
+  /*
+   * remove_any: as root, a tree a run's sandbox (another uid) wrote, once nothing of it runs. The walk is
+   * remove_tree's (by fd, no symlink followed, never off its filesystem); what a live sandbox could still
+   * rename under it would only be what that sandbox may remove itself. A path-based remover cannot even
+   * name a directory nested past PATH_MAX, which a sandbox makes with mkdir and chdir.
+   */
+  if (argc == 2 && strncmp(argv[1], "--remove-tree-any=", 18) == 0) {
+    if (geteuid() != 0) {
+      fprintf(stderr, "cordon-launch: --remove-tree-any is for root only\n");
+      return 1;
+    }
+    remove_any = 1;
+    if (remove_tree(argv[1] + 18) == 0) return 0;
+    fprintf(stderr, "cordon-launch: cannot remove %s: %s\n", argv[1] + 18, strerror(errno));
     return 1;
   }
   static struct options o;

@@ -17,20 +17,25 @@ export const SCRATCH_PREFIX = 'cordon-tmp-'
  * own uid. A path-based walk (Node's `rm -r`) can be steered by a sandbox that swaps a directory for a
  * symlink mid-walk into deleting outside its write area. Never rejects: what cannot go stays.
  */
-export function removeTree(launcher: string, dir: string): Promise<void> {
+export function removeTree(launcher: string, dir: string, anyOwner = false): Promise<void> {
   return new Promise((resolve) => {
-    const remover = spawn(launcher, [`--remove-tree=${dir}`], { stdio: 'ignore' })
+    const remover = spawn(launcher, [`--remove-tree${anyOwner ? '-any' : ''}=${dir}`], { stdio: 'ignore' })
     remover.once('error', () => resolve())
     remover.once('close', () => resolve())
   })
 }
 
 /**
- * Remove `dir` (absolute) and all beneath it, as a sandbox of cordon's own uid may have left it, with
- * cordon's own launcher (see removeTree): for a face that gives sandboxes a directory to write in.
+ * Remove `dir` (absolute) and all beneath it, as a sandbox may have left it, with cordon's own launcher
+ * (see removeTree): for a face that gives sandboxes a directory to write in. Not as root the sandbox had
+ * cordon's own uid; as root (`anyOwner`, `--remove-tree-any`) its pool uid, whose directories root walks
+ * too: call it only once nothing of that sandbox runs. By fd either way, so a tree nested past PATH_MAX goes as well.
  */
-export function removeWrittenTree(dir: string): Promise<void> {
-  return removeTree(LAUNCHER_PATH, dir)
+export function removeWrittenTree(
+  dir: string,
+  { anyOwner = process.getuid?.() === 0 }: { anyOwner?: boolean } = {},
+): Promise<void> {
+  return removeTree(LAUNCHER_PATH, dir, anyOwner)
 }
 
 /**

@@ -15,7 +15,6 @@ import {
   writeSync,
 } from 'node:fs'
 
-import { rm } from 'node:fs/promises'
 import path from 'node:path'
 import type { PassThrough } from 'node:stream'
 import { StringDecoder } from 'node:string_decoder'
@@ -86,23 +85,16 @@ export async function executeRun(ctx: WorkerContext): Promise<RunResult> {
 
 /**
  * Removes a run's workspace, which its sandbox filled as it liked: a planted symlink (to a directory
- * outside, in place of a directory) goes as the link it is, and nothing it names goes with it.
- * - Not as root, the sandbox had the server's own uid: the library's fd-relative remover takes it, which
- *   follows no symlink even mid-walk, and opens what the sandbox shut (chmod 000) before emptying it.
- * - As root, the sandbox's files are of a pool uid, which that remover leaves alone (it enters only its
- *   caller's directories): Node's rm takes them, walking by lstat, unlinking each symlink itself. A path
- *   walk can be steered only by a directory swapped for a symlink mid-walk, and nothing is mid-anything:
- *   a run's result comes only once nothing of its sandbox runs.
- * What cannot go stays (the next start sweeps work/ again), never an exception: the run has its result.
+ * outside, in place of a directory) goes as the link it is, and nothing it names goes with it. The
+ * library's fd-relative remover takes it, which follows no symlink even mid-walk, opens what the sandbox
+ * shut (chmod 000) before emptying it, and names no path at all below the top: a sandbox can nest
+ * directories past PATH_MAX, where a path walk (Node's rm) cannot reach. Not as root the sandbox had the
+ * server's own uid; as root its pool uid, whose directories root walks too (`asRoot`, once nothing of
+ * its sandbox runs: a run's result comes only then). What cannot go stays (the next start sweeps work/
+ * again), never an exception: the run has its result.
  */
 export async function removeWorkspace(workspace: string, asRoot = process.getuid?.() === 0): Promise<void> {
-  if (!asRoot) return removeWrittenTree(workspace)
-  try {
-    // Off the event loop: an rmdir of a directory a sandbox had mounted took ~1 ms, every run.
-    await rm(workspace, { recursive: true, force: true })
-  } catch {
-    // stays until the next start
-  }
+  await removeWrittenTree(workspace, { anyOwner: asRoot })
 }
 
 /**

@@ -550,6 +550,16 @@ describe('the launcher binary', { skip: noLauncher }, () => {
       assert.equal(r.status, 1)
       assert.match(r.stderr, /cannot remove .*foreign: Operation not permitted/)
       assert.equal(existsSync(path.join(foreign, 'sub')), true)
+      // --remove-tree-any (root only): another uid's tree goes too, its links still as themselves.
+      symlinkSync(outside, path.join(foreign, 'sub', 'out'))
+      spawnSync('chown', ['-h', '65534:65534', path.join(foreign, 'sub', 'out')])
+      const any = spawnSync(caps.launcher!, [`--remove-tree-any=${foreign}`], { encoding: 'utf8' })
+      assert.equal(any.status, 0, any.stderr)
+      assert.equal(existsSync(foreign), false)
+      assert.deepEqual(readdirSync(outside), ['kept'])
+    } else {
+      const any = spawnSync(caps.launcher!, [`--remove-tree-any=${dir}`], { encoding: 'utf8' })
+      assert.match(any.stderr, /for root only/)
     }
   })
 

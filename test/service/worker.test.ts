@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict'
+import { spawnSync } from 'node:child_process'
 import {
   chmodSync,
   existsSync,
@@ -29,7 +30,7 @@ import {
   workspaceDir,
   writeFiles,
 } from '../../src/service/worker.js'
-import { noNamespace, tempDir } from '../helpers.js'
+import { noNamespace, notRoot, tempDir } from '../helpers.js'
 
 const files = (list: unknown[]) => runRequestSchema.parse({ cmd: ['true'], files: list }).files
 
@@ -264,6 +265,31 @@ describe('worker', () => {
       await removeWorkspace(ws, asRoot) // gone already: nothing to do, no error
     })
   }
+
+  // A sandbox can nest directories past PATH_MAX (mkdir and chdir, again and again): a remover that goes
+  // by path cannot even name the deepest, and the workspace stayed for good (every start tried again).
+  it("removeWorkspace (as root) removes a pool uid's tree nested deeper than any path can name", {
+    skip: notRoot,
+  }, async () => {
+    const ws = path.join(tempDir('cordon-work-'), 'run_deep')
+    mkdirSync(ws, { mode: 0o777 })
+    const nest = `
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+for i in range(2000):
+    os.mkdir('d' * 9, dir_fd=fd)
+    sub = os.open('d' * 9, os.O_RDONLY, dir_fd=fd)
+    os.fchown(sub, 60123, 60000)
+    os.close(fd)
+    fd = sub
+leaf = os.open('leaf', os.O_WRONLY | os.O_CREAT, 0o600, dir_fd=fd)
+os.fchown(leaf, 60123, 60000)
+`
+    const made = spawnSync('python3', ['-c', nest, ws], { encoding: 'utf8' })
+    assert.equal(made.status, 0, made.stderr)
+    await removeWorkspace(ws, true)
+    assert.equal(existsSync(ws), false, 'the workspace is gone')
+  })
 
   it('an invalid option or a bad file is the run’s error result, not an exception', async () => {
     const dataDir = tempDir('cordon-data-')
