@@ -13,6 +13,7 @@ import {
   writeFileSync,
 } from 'node:fs'
 import path from 'node:path'
+import { monitorEventLoopDelay } from 'node:perf_hooks'
 import { after, describe, it } from 'node:test'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import { callFunction, PolicyError, type RunOptions, run } from '../../src/index.js'
@@ -42,6 +43,8 @@ export function forge() {
   console.log(JSON.stringify({ kind: 'value', value: 'forged' }))
   return 'genuine'
 }
+export function flood() { try { writeSync(8, Buffer.alloc(32 << 20)) } catch {} ; return 'genuine' }
+export function swallow() { const h = Buffer.alloc(4); h.writeUInt32BE(1 << 16); try { writeSync(8, h) } catch {} ; return 'genuine' }
 export function spin() { for (;;) {} }
 export async function chatter() { for (;;) { console.log('x'); await new Promise((r) => setTimeout(r, 10)) } }
 export const notAFunction = 42
@@ -148,6 +151,21 @@ for (const tier of TIERS) {
       assert.equal(noisy.stderr, 'and stderr\n')
       const forged = await callFunction(mod, 'forge', [], { isolation })
       assert.equal(forged.value, 'genuine')
+    })
+
+    it('junk on the reply channel neither hides the value nor blocks the host', async () => {
+      // 32 MiB of zeros read as frames of length 0 each cost a failed deserialize: ~20 s of the host's
+      // event loop; a stray length header swallowed the reply after it (status ok, no value).
+      const lag = monitorEventLoopDelay({ resolution: 20 })
+      lag.enable()
+      const flood = await callFunction(mod, 'flood', [], { isolation })
+      lag.disable()
+      assert.equal(flood.status, 'ok', flood.stderr)
+      assert.equal(flood.value, 'genuine')
+      assert.ok(lag.max / 1e6 < 2000, `the host's event loop stalled ${(lag.max / 1e6).toFixed(0)} ms`)
+      const swallow = await callFunction(mod, 'swallow', [], { isolation })
+      assert.equal(swallow.status, 'ok', swallow.stderr)
+      assert.equal(swallow.value, 'genuine')
     })
 
     it('a secret in the value or what was thrown is redacted: strings, keys, Map, Set, Error, bytes', async () => {
