@@ -4,7 +4,8 @@ import { CordonError, PolicyError } from '../errors.js'
 import { callFunction, type FunctionResult } from '../functions/lazy-call.js'
 import type { RunResult, ViolationKind } from '../policy/result.js'
 import type { AnyRunOptions, OutputData, RunOptions } from '../policy/schema.js'
-import { type RunHandle, run, start } from '../run/launch.js'
+import { launch, type RunHandle } from '../run/launch.js'
+import { SpawnerError } from '../spawner/spawner.js'
 
 /** `D`: what output is made of in every run of the sandbox (Buffer with `encoding: 'buffer'`). */
 export type SandboxOptions<D extends OutputData = string> = RunOptions<D> & {
@@ -55,12 +56,35 @@ export class Sandbox<D extends OutputData = string> {
     this.maxRuns = maxRuns
   }
 
-  /** Count a run against the quota before it starts, so concurrent calls cannot overshoot it. */
-  private admit(): void {
+  /**
+   * Count a run against the quota before it starts, so concurrent calls cannot overshoot it; returns the
+   * refund for a call that then starts nothing (invalid input, a closed spawner): that was no run.
+   */
+  private admit(): () => void {
     if (this.maxRuns !== undefined && this.started >= this.maxRuns) {
       throw new QuotaError(`quota reached: this sandbox allows ${this.maxRuns} runs (maxRuns)`)
     }
     this.started++
+    let refunded = false
+    return () => {
+      if (!refunded) this.started--
+      refunded = true
+    }
+  }
+
+  /** launch() with the sandbox's options, refunding the quota when it throws: then nothing started. */
+  private launch(
+    command: readonly string[],
+    options: SandboxRunOptions<D> | undefined,
+    interactive: boolean,
+  ) {
+    const refund = this.admit()
+    try {
+      return launch(command, merge(this.base, (options ?? {}) as AnyRunOptions), interactive)
+    } catch (error) {
+      refund()
+      throw error
+    }
   }
 
   /** Add a finished run to the totals; returns it unchanged. */
@@ -77,14 +101,12 @@ export class Sandbox<D extends OutputData = string> {
 
   // The merged options carry the sandbox's encoding, which is what D says: the casts below only restate it.
   async run(command: readonly string[], options?: SandboxRunOptions<D>): Promise<RunResult<D>> {
-    this.admit()
-    const merged = merge(this.base, (options ?? {}) as AnyRunOptions) as RunOptions
-    return this.record(await run(command, merged)) as RunResult<OutputData> as RunResult<D>
+    const handle = this.launch(command, options, false)
+    return this.record(await handle.result) as RunResult<OutputData> as RunResult<D>
   }
 
   start(command: readonly string[], options?: SandboxRunOptions<D>): RunHandle<D> {
-    this.admit()
-    const handle = start(command, merge(this.base, (options ?? {}) as AnyRunOptions) as RunOptions)
+    const handle = this.launch(command, options, true)
     const result = handle.result.then((r) => this.record(r))
     return Object.assign(Object.create(handle) as RunHandle, {
       result,
@@ -97,10 +119,18 @@ export class Sandbox<D extends OutputData = string> {
     args: readonly unknown[] = [],
     options?: SandboxRunOptions<D>,
   ): Promise<FunctionResult<T, D>> {
-    this.admit()
-    const merged = merge(this.base, (options ?? {}) as AnyRunOptions) as RunOptions
-    const result = this.record(await callFunction<T>(module, exportName, args, merged))
-    return result as FunctionResult<T, OutputData> as FunctionResult<T, D>
+    const refund = this.admit()
+    let result: FunctionResult<T, OutputData>
+    try {
+      const merged = merge(this.base, (options ?? {}) as AnyRunOptions) as RunOptions
+      result = await callFunction<T>(module, exportName, args, merged)
+    } catch (error) {
+      // What callFunction throws before its run starts is the caller's input or a closed spawner; once it
+      // has started only the caller's own callbacks throw, and then it ran.
+      if (error instanceof PolicyError || error instanceof SpawnerError) refund()
+      throw error
+    }
+    return this.record(result) as FunctionResult<T, OutputData> as FunctionResult<T, D>
   }
 
   stats(): SandboxStats {

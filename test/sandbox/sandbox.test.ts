@@ -2,8 +2,16 @@ import assert from 'node:assert/strict'
 import { writeFileSync } from 'node:fs'
 import path from 'node:path'
 import { describe, it } from 'node:test'
-import { createSandbox, doctor, PolicyError, QuotaError } from '../../src/index.js'
-import { tempDir } from '../helpers.js'
+import {
+  createSandbox,
+  doctor,
+  openSpawner,
+  PolicyError,
+  QuotaError,
+  type SandboxRunOptions,
+  SpawnerError,
+} from '../../src/index.js'
+import { noSpawner, tempDir } from '../helpers.js'
 
 describe('createSandbox', () => {
   it('runs under its policy, merging per-call options, and keeps stats', async () => {
@@ -32,6 +40,26 @@ describe('createSandbox', () => {
     assert.match(refused.reason.message, /maxRuns/)
     await assert.rejects(box.run(['true']), QuotaError)
     assert.equal(box.stats().runs, 2)
+  })
+
+  it('a call that starts nothing (invalid input, a closed spawner) uses none of the quota', async () => {
+    const dir = tempDir('cordon-box-', { parent: '/var/tmp', mode: 0o755 })
+    const mod = path.join(dir, 'm.mjs')
+    writeFileSync(mod, 'export const f = () => 1\n')
+    const spawner = noSpawner ? null : await openSpawner()
+    await spawner?.close()
+    const box = createSandbox({ maxRuns: 1 })
+    const bad = { limits: { memoryBytes: 'lots' } } as unknown as SandboxRunOptions
+    await assert.rejects(box.run(['true'], bad), PolicyError)
+    assert.throws(() => box.start(['true'], bad), PolicyError)
+    assert.throws(() => box.start(['true'], { encoding: 'buffer' } as SandboxRunOptions), PolicyError)
+    await assert.rejects(box.callFunction(path.join(dir, 'missing.mjs'), 'f'), PolicyError)
+    await assert.rejects(box.callFunction(mod, 'f', [() => 1]), PolicyError)
+    await assert.rejects(box.callFunction(mod, 'f', [], bad), PolicyError)
+    if (spawner) await assert.rejects(box.run(['true'], { spawner }), SpawnerError)
+    assert.equal((await box.run(['true'])).status, 'ok', 'the one run the quota allows')
+    await assert.rejects(box.run(['true']), QuotaError)
+    assert.equal(box.stats().runs, 1)
   })
 
   it('an invalid maxRuns is invalid input: a PolicyError naming the field', () => {
