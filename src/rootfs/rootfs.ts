@@ -17,6 +17,13 @@ import path from 'node:path'
 import { CordonError, PolicyError } from '../errors.js'
 
 const NAME_RE = /^[A-Za-z0-9][A-Za-z0-9._-]*$/
+/** NAME is built in NAME.partial, which a failed or interrupted build leaves and the next one removes. */
+const PARTIAL = '.partial'
+
+/** A name a tree in the cache may have: never a path, never the place another name is built in. */
+function isName(name: string): boolean {
+  return NAME_RE.test(name) && !name.endsWith(PARTIAL)
+}
 
 /**
  * A root filesystem could not be built, by the machine's doing: debootstrap is not installed, or it failed
@@ -59,7 +66,7 @@ const PRIVATE_TOP = new Set(['dev', 'proc', 'tmp', 'sys', 'lost+found'])
 /** NAME (from the cache) or a directory path → the tree and its top-level entries. */
 export function resolveRootfs(spec: string, cacheDir = rootfsCacheDir()): Rootfs {
   const dir = spec.includes('/') ? path.resolve(spec) : path.join(cacheDir, spec)
-  if (!spec.includes('/') && !NAME_RE.test(spec))
+  if (!spec.includes('/') && !isName(spec))
     throw new PolicyError('rootfs', `"${spec}" is not a name or a path`)
   let isDir = false
   try {
@@ -91,7 +98,7 @@ export interface RootfsInfo {
 export function listRootfs(cacheDir = rootfsCacheDir()): RootfsInfo[] {
   let names: string[] = []
   try {
-    names = readdirSync(cacheDir).filter((n) => NAME_RE.test(n) && !n.endsWith('.partial'))
+    names = readdirSync(cacheDir).filter(isName)
   } catch {
     return []
   }
@@ -145,7 +152,9 @@ export interface CreateRootfsOptions {
 
 /** Build NAME with debootstrap (minbase plus `packages`) into the cache; atomic: a failed build leaves nothing. */
 export async function createRootfs(name: string, options: CreateRootfsOptions = {}): Promise<RootfsInfo> {
-  if (!NAME_RE.test(name)) throw new PolicyError('name', `"${name}" must be letters, digits, . _ -`)
+  if (!isName(name)) {
+    throw new PolicyError('name', `"${name}" must be letters, digits, . _ - (not ending in ${PARTIAL})`)
+  }
   for (const [i, pkg] of (options.packages ?? []).entries()) {
     if (!/^[a-z0-9][a-z0-9+.-]+$/.test(pkg))
       throw new PolicyError(`packages.${i}`, `"${pkg}" is not a Debian package name`)
@@ -153,7 +162,7 @@ export async function createRootfs(name: string, options: CreateRootfsOptions = 
   const cacheDir = options.cacheDir ?? rootfsCacheDir()
   const dir = path.join(cacheDir, name)
   if (existsSync(dir)) throw new PolicyError('name', `${dir} already exists`)
-  const partial = `${dir}.partial`
+  const partial = `${dir}${PARTIAL}`
   rmSync(partial, { recursive: true, force: true })
   mkdirSync(cacheDir, { recursive: true })
   const host = hostDebian()
@@ -188,7 +197,7 @@ export async function createRootfs(name: string, options: CreateRootfsOptions = 
 
 /** Remove the named tree from the cache (never a path: only what `create` made can be deleted by name). */
 export function deleteRootfs(name: string, cacheDir = rootfsCacheDir()): void {
-  if (!NAME_RE.test(name)) throw new PolicyError('name', `"${name}" is not a root filesystem name`)
+  if (!isName(name)) throw new PolicyError('name', `"${name}" is not a root filesystem name`)
   const dir = path.join(cacheDir, name)
   const st = lstatSync(dir, { throwIfNoEntry: false })
   if (!st?.isDirectory() || !existsSync(path.join(dir, 'usr')))

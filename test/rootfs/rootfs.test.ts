@@ -2,11 +2,19 @@
 // is a RootfsError with a code, not a bare Error; a bad name is invalid input (PolicyError).
 import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
-import { chmodSync, existsSync, readdirSync, writeFileSync } from 'node:fs'
+import { chmodSync, existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 import { describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
-import { CordonError, createRootfs, PolicyError, RootfsError } from '../../src/index.js'
+import {
+  CordonError,
+  createRootfs,
+  deleteRootfs,
+  listRootfs,
+  PolicyError,
+  RootfsError,
+} from '../../src/index.js'
+import { resolveRootfs } from '../../src/rootfs/rootfs.js'
 import { tempDir } from '../helpers.js'
 
 /** Runs `fn` with PATH set to `dir` only, so `debootstrap` is whatever `dir` holds (or nothing). */
@@ -57,6 +65,29 @@ describe('createRootfs', () => {
       createRootfs('../x', { cacheDir: tempDir('cordon-rootfs-cache-') }),
       (e: unknown) => e instanceof PolicyError && e.field === 'name',
     )
+  })
+
+  it('NAME.partial is where NAME is built: no tree may be called that', async () => {
+    // Such a tree was built, then listed by nobody, and removed by the next `create NAME` as its leftover.
+    const cacheDir = tempDir('cordon-rootfs-cache-')
+    const bin = tempDir('cordon-rootfs-path-')
+    const fake = path.join(bin, 'debootstrap')
+    writeFileSync(fake, '#!/bin/sh\nfor a; do t="$p"; p="$a"; done\nmkdir -p "$t/usr"\n')
+    chmodSync(fake, 0o755)
+    const named = (field: string) => (e: unknown) => e instanceof PolicyError && e.field === field
+    await withPath(`${bin}:/usr/bin:/bin`, async () => {
+      await assert.rejects(createRootfs('t3.partial', { cacheDir }), named('name'))
+      assert.deepEqual(readdirSync(cacheDir), [])
+      await createRootfs('t3', { cacheDir })
+    })
+    assert.deepEqual(
+      listRootfs(cacheDir).map((r) => r.name),
+      ['t3'],
+    )
+    mkdirSync(path.join(cacheDir, 't4.partial/usr'), { recursive: true })
+    assert.throws(() => deleteRootfs('t4.partial', cacheDir), named('name'))
+    assert.throws(() => resolveRootfs('t4.partial', cacheDir), named('rootfs'))
+    assert.ok(existsSync(path.join(cacheDir, 't4.partial/usr')), 'a build under way is left alone')
   })
 })
 
