@@ -120,7 +120,12 @@ export async function callFunction<T = unknown>(
     return withError(result, 'reply', message)
   }
   const reply = replies[0]
-  if (!reply) return result // it never answered: the run's own status (timeout, memory, ...) says why
+  if (!reply) {
+    // It never answered: the run's own status (timeout, memory, ...) says why, unless it has none to say.
+    if (result.status !== 'ok') return result
+    const message = 'the function ended its process without a reply (process.exit?)'
+    return withError(result, 'reply', message)
+  }
   if (reply.kind === 'value') {
     // Before anything walks it, the redaction first: a few bytes can describe 2^32 slots or 2^64 nodes.
     const limit = Math.max(EXPANSION_PER_BYTE * replyBytes, MIN_EXPANSION)

@@ -45,6 +45,7 @@ export function forge() {
 }
 export function flood() { try { writeSync(8, Buffer.alloc(32 << 20)) } catch {} ; return 'genuine' }
 export function swallow() { const h = Buffer.alloc(4); h.writeUInt32BE(1 << 16); try { writeSync(8, h) } catch {} ; return 'genuine' }
+export function quits() { process.exit(0) }
 export function spin() { for (;;) {} }
 export async function chatter() { for (;;) { console.log('x'); await new Promise((r) => setTimeout(r, 10)) } }
 export const notAFunction = 42
@@ -166,6 +167,18 @@ for (const tier of TIERS) {
       const swallow = await callFunction(mod, 'swallow', [], { isolation })
       assert.equal(swallow.status, 'ok', swallow.stderr)
       assert.equal(swallow.value, 'genuine')
+    })
+
+    it('a function that ends its process without a reply is an error, never ok without a value', async () => {
+      // Exit 0 and no reply read as `ok` with value undefined: the same as a function returning undefined.
+      const quits = await callFunction(mod, 'quits', [], { isolation })
+      assert.equal(quits.status, 'error')
+      assert.equal(quits.violation?.limit, 'reply')
+      assert.match(quits.violation?.message ?? '', /without a reply/)
+      assert.equal('value' in quits, false)
+      const r = await callFunction(mod, 'echo', [undefined], { isolation })
+      assert.equal(r.status, 'ok', 'undefined returned is a value like any other')
+      assert.equal(r.value, undefined)
     })
 
     it('a secret in the value or what was thrown is redacted: strings, keys, Map, Set, Error, bytes', async () => {
