@@ -1090,6 +1090,10 @@ static void drop_privileges(const struct options *o) {
   if (setgroups(0, NULL) != 0) die("setgroups", NULL);
   if (setresgid((gid_t)o->gid, (gid_t)o->gid, (gid_t)o->gid) != 0) die("setresgid", NULL);
   if (setresuid((uid_t)o->uid, (uid_t)o->uid, (uid_t)o->uid) != 0) die("setresuid", NULL);
+  /* Every run has a uid of its own and the pool's one gid: what a run writes stays writable by the group,
+     so the next run given the same writable directory (another uid) may change it ("install, then run").
+     Only sandboxes have that gid, and each sees only the paths its own policy names. */
+  umask(umask(0) & ~(mode_t)S_IWGRP);
 }
 
 static void no_new_privs(void) {

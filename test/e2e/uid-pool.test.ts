@@ -21,4 +21,34 @@ for (const tier of TIERS) {
       assert.equal((await run(['true'], { isolation: tier, uidPool })).status, 'ok')
     })
   })
+
+  describe(`runs of other uids sharing a workspace (${tier} tier)`, {
+    skip: notRoot || skipTier(tier),
+  }, () => {
+    it('what one run wrote in a writable directory, the next run (another uid of the pool) may change', async () => {
+      // As root each run has a uid of its own, all of one group: "install, then run" over two runs needs
+      // the first run's files and directories writable by the group, whatever the host's umask.
+      const uidPool = { first: 64100, count: 2, lockDir: tempDir('cordon-uids-') }
+      const ws = tempDir('cordon-ws-', { mode: 0o777, parent: '/var/tmp' })
+      const options = { isolation: tier, uidPool, cwd: ws, writable: [ws] }
+      // The first run stays alive once it has written, so the second has the pool's other uid.
+      let wrote: () => void = () => {}
+      const written = new Promise<void>((resolve) => {
+        wrote = resolve
+      })
+      const first = start(['sh', '-c', 'mkdir d && echo one > d/f && echo up && exec sleep 30'], {
+        ...options,
+        onOutput: () => wrote(),
+      })
+      try {
+        await written
+        const second = await run(['sh', '-c', 'echo two >> d/f && touch d/g && cat d/f'], options)
+        assert.equal(second.status, 'ok', second.stderr)
+        assert.equal(second.stdout, 'one\ntwo\n')
+      } finally {
+        first.kill()
+        await first.result
+      }
+    })
+  })
 }
