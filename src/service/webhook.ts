@@ -140,7 +140,12 @@ function checkedLookup(
   }
 }
 
-/** One POST; resolves with the status, rejects with why there was none. */
+/**
+ * One POST; resolves with the status, rejects with why there was none. `timeoutMs` bounds the whole
+ * attempt, not only a silence: a receiver that trickles its answer a byte at a time is never idle, and
+ * would otherwise hold the delivery (and a draining server's close) for as long as it liked. The body of
+ * the answer is never read: the connection is closed once the status is in.
+ */
 function post(
   url: URL,
   body: string,
@@ -153,14 +158,24 @@ function post(
       method: 'POST',
       headers: { ...headers, 'content-length': String(Buffer.byteLength(body)) },
       lookup,
+      // A fresh connection each time: nothing of a receiver's is kept between attempts or deliveries.
+      agent: false,
       timeout: timeoutMs,
     })
+    const deadline = setTimeout(
+      () => request.destroy(new Error(`no response within ${timeoutMs}ms`)),
+      timeoutMs,
+    )
     request.on('timeout', () => request.destroy(new Error(`no response within ${timeoutMs}ms`)))
-    request.on('error', reject)
+    request.on('error', (error) => {
+      clearTimeout(deadline)
+      reject(error)
+    })
     request.on('response', (response) => {
-      // The body is not read: only the status counts.
-      response.resume()
+      clearTimeout(deadline)
+      // Only the status counts: the rest of the answer is not waited for.
       response.on('error', () => {})
+      response.destroy()
       resolve(response.statusCode ?? 0)
     })
     request.end(body)

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { createHmac } from 'node:crypto'
 import http from 'node:http'
-import type { AddressInfo } from 'node:net'
+import net, { type AddressInfo } from 'node:net'
 import { after, before, describe, it } from 'node:test'
 import { ServiceError } from '../../src/service/types.js'
 import {
@@ -254,6 +254,76 @@ describe('deliverWebhook', () => {
     assert.ok(Date.now() - started >= 190, 'waited for the retry to be due')
     assert.deepEqual(out, [[5, null]], 'the last attempt failed: over, nothing next')
     assert.equal(last[0]?.status, 500)
+  })
+
+  it('ends an attempt at its timeout however the receiver trickles, and holds no socket after', async () => {
+    // A receiver that answers a byte at a time (headers, then a body that never ends) is never idle: a
+    // socket idle timeout alone would let it hold the delivery, and a server's shutdown, for ever.
+    const sockets = new Set<net.Socket>()
+    const trickle = net.createServer((socket) => {
+      sockets.add(socket)
+      socket.on('error', () => {})
+      socket.on('close', () => sockets.delete(socket))
+      const first = 'HTTP/1.1 200 OK\r\nContent-Length: 1000000\r\n\r\n'
+      const headersFirst = socket.localPort === slowHeadersPort
+      const text = headersFirst ? `HTTP/1.1 200 OK\r\nX-${'a'.repeat(400)}: 1\r\n\r\n` : first
+      let i = 0
+      const timer = setInterval(
+        () => {
+          if (socket.destroyed) return clearInterval(timer)
+          socket.write(i < text.length ? text[i++]! : 'x')
+        },
+        headersFirst ? 20 : 1,
+      )
+      socket.on('close', () => clearInterval(timer))
+    })
+    const slowHeadersPort = await new Promise<number>((resolve) =>
+      trickle.listen(0, '127.0.0.1', () => resolve((trickle.address() as AddressInfo).port)),
+    )
+    try {
+      const started = Date.now()
+      const attempts = await deliverWebhook(`http://127.0.0.1:${slowHeadersPort}/`, '{}', 's', {
+        allowPrivate: true,
+        attempts: 1,
+        timeoutMs: 300,
+      })
+      assert.equal(attempts.length, 1)
+      assert.equal(attempts[0]!.status, null)
+      assert.match(attempts[0]!.error ?? '', /300ms/)
+      assert.ok(Date.now() - started < 2000, `took ${Date.now() - started} ms`)
+      await new Promise((r) => setTimeout(r, 100))
+      assert.equal(sockets.size, 0, 'the receiver still holds a connection')
+    } finally {
+      for (const s of sockets) s.destroy()
+      await new Promise<void>((resolve) => trickle.close(() => resolve()))
+    }
+  })
+
+  it('reads no body: a 2xx whose body never ends leaves no socket behind', async () => {
+    const sockets = new Set<net.Socket>()
+    const endless = net.createServer((socket) => {
+      sockets.add(socket)
+      socket.on('error', () => {})
+      socket.on('close', () => sockets.delete(socket))
+      socket.write('HTTP/1.1 200 OK\r\nContent-Length: 100000000\r\n\r\n')
+      const timer = setInterval(() => socket.destroyed || socket.write('x'), 5)
+      socket.on('close', () => clearInterval(timer))
+    })
+    const p = await new Promise<number>((resolve) =>
+      endless.listen(0, '127.0.0.1', () => resolve((endless.address() as AddressInfo).port)),
+    )
+    try {
+      const attempts = await deliverWebhook(`http://127.0.0.1:${p}/`, '{}', 's', {
+        allowPrivate: true,
+        attempts: 1,
+      })
+      assert.equal(attempts[0]!.status, 200)
+      await new Promise((r) => setTimeout(r, 300))
+      assert.equal(sockets.size, 0, 'the receiver still holds a connection')
+    } finally {
+      for (const s of sockets) s.destroy()
+      await new Promise<void>((resolve) => endless.close(() => resolve()))
+    }
   })
 
   it('stops waiting for a retry when its signal aborts', async () => {
