@@ -364,22 +364,99 @@ export function writeFiles(workspace: string, files: RunRequest['files']): void 
   }
 }
 
-/** A simple glob (`*`, `?` within a name, `**` across directories) as a regular expression. */
-export function globRegExp(glob: string): RegExp {
-  let re = ''
+/** One piece of a glob: a character, `?`, `*` (within a name), `**` (across names), `**` then `/` (any directories). */
+type GlobToken = { kind: 'char'; c: string } | { kind: 'one' | 'star' | 'any' | 'dirs' }
+
+function globTokens(glob: string): GlobToken[] {
+  const tokens: GlobToken[] = []
   for (let i = 0; i < glob.length; i++) {
     const c = glob[i] as string
     if (c === '*' && glob[i + 1] === '*') {
       i++
       if (glob[i + 1] === '/') {
         i++
-        re += '(?:.*/)?'
-      } else re += '.*'
-    } else if (c === '*') re += '[^/]*'
-    else if (c === '?') re += '[^/]'
-    else re += c.replace(/[.+^${}()|[\]\\]/g, '\\$&')
+        tokens.push({ kind: 'dirs' })
+      } else tokens.push({ kind: 'any' })
+    } else if (c === '*') tokens.push({ kind: 'star' })
+    else if (c === '?') tokens.push({ kind: 'one' })
+    else tokens.push({ kind: 'char', c })
   }
-  return new RegExp(`^${re}$`)
+  return tokens
+}
+
+/** Work shared by every match of one collect(): each state a match visits is a step. */
+export interface GlobBudget {
+  steps: number
+}
+
+/**
+ * A simple glob (`*` and `?` within a name, `**` across directories, `**` then `/`: any directories or none) as a
+ * test of a whole path. The glob is the client's and the path the sandbox's, so it is never a backtracking
+ * RegExp (`*a*a*a…b` against a long name takes exponential time there, on the server's one thread): the
+ * glob runs as an automaton over its positions, all of them at once, in time linear in the path (times
+ * the glob's length at worst). Each state visited is taken from `budget`; once it is spent, nothing more
+ * matches.
+ */
+export function globMatcher(glob: string, budget: GlobBudget = { steps: Number.POSITIVE_INFINITY }) {
+  const tokens = globTokens(glob)
+  const m = tokens.length
+  // States 0..m: about to match token i (m: the end); m+1+i: inside the `**` of a `**` then `/` at i.
+  const seen = new Int32Array(2 * m + 2).fill(-1)
+  return (text: string): boolean => {
+    let gen = 0
+    let current: number[] = []
+    let next: number[] = []
+    const add = (to: number[], state: number) => {
+      // Each state once per position: the closure over what may match nothing (`*`, `**`, and `**` then `/`).
+      for (let s = state; ; s++) {
+        if (seen[s] === gen) return
+        seen[s] = gen
+        to.push(s)
+        budget.steps--
+        const t = s < m ? tokens[s] : undefined
+        if (t === undefined || t.kind === 'char' || t.kind === 'one') return
+      }
+    }
+    seen.fill(-1)
+    add(current, 0)
+    for (let i = 0; i < text.length; i++) {
+      if (budget.steps <= 0 || current.length === 0) return false
+      const c = text[i] as string
+      gen++
+      next = []
+      for (const s of current) {
+        if (s > m) {
+          // Inside `**` then `/`: any character stays inside; a `/` may also end it.
+          if (seen[s] !== gen) {
+            seen[s] = gen
+            next.push(s)
+          }
+          if (c === '/') add(next, s - m)
+          continue
+        }
+        const t = tokens[s]
+        if (t === undefined) continue
+        if (t.kind === 'char') {
+          if (c === t.c) add(next, s + 1)
+        } else if (t.kind === 'one') {
+          if (c !== '/') add(next, s + 1)
+        } else if (t.kind === 'star') {
+          if (c !== '/') add(next, s)
+        } else if (t.kind === 'any') add(next, s)
+        else {
+          const inside = m + 1 + s
+          if (seen[inside] !== gen) {
+            seen[inside] = gen
+            next.push(inside)
+          }
+          if (c === '/') add(next, s + 1)
+        }
+        budget.steps--
+      }
+      current = next
+    }
+    return budget.steps > 0 && current.includes(m)
+  }
 }
 
 /** What collect() keeps beyond the byte cap. */
@@ -388,6 +465,13 @@ export interface CollectOptions {
   maxFiles?: number
   /** Byte strings replaced by `[REDACTED]` in every kept file: the key's secrets. */
   redact?: string[]
+  /**
+   * Directory entries looked at, at most (default 100,000): the walk runs on the server's one thread, and
+   * a sandbox can make a million empty files in its wall time.
+   */
+  maxEntries?: number
+  /** Glob states visited in all, at most (default 20 million, ~0.2 s): then nothing more matches. */
+  maxSteps?: number
 }
 
 /**
@@ -403,21 +487,23 @@ export function collect(
   into: string,
   globs: string[],
   maxBytes: number,
-  { maxFiles = 10_000, redact = [] }: CollectOptions = {},
+  { maxFiles = 10_000, redact = [], maxEntries = 100_000, maxSteps = 20_000_000 }: CollectOptions = {},
 ): string[] {
   if (globs.length === 0) return []
-  const patterns = globs.map(globRegExp)
+  const work: GlobBudget = { steps: maxSteps }
+  const patterns = globs.map((glob) => globMatcher(glob, work))
+  let entries = 0
   const secrets = redact.filter((s) => s.length > 0).map((s) => Buffer.from(s))
   const kept: string[] = []
   let budget = maxBytes
   const walk = (rel: string, depth: number) => {
     if (depth > 32) return
     for (const name of readdirSync(path.join(workspace, rel))) {
-      if (kept.length >= maxFiles) return
+      if (kept.length >= maxFiles || ++entries > maxEntries || work.steps <= 0) return
       const relPath = rel ? `${rel}/${name}` : name
       const st = lstatSync(path.join(workspace, relPath))
       if (st.isDirectory()) walk(relPath, depth + 1)
-      else if (st.isFile() && patterns.some((p) => p.test(relPath))) {
+      else if (st.isFile() && patterns.some((matches) => matches(relPath))) {
         if (st.size > budget || st.nlink !== 1) continue
         const read = readNoFollow(path.join(workspace, relPath), budget)
         if (read === null) continue

@@ -23,7 +23,7 @@ import {
   collect,
   dataDirGuard,
   executeRun,
-  globRegExp,
+  globMatcher,
   MAX_LOG_EVENTS,
   removeWorkspace,
   TextOfChunks,
@@ -78,13 +78,26 @@ describe('worker', () => {
   })
 
   it('globs: * and ? within a name, ** across directories', () => {
-    assert.ok(globRegExp('*.txt').test('a.txt'))
-    assert.ok(!globRegExp('*.txt').test('d/a.txt'))
-    assert.ok(globRegExp('**/*.txt').test('a.txt'))
-    assert.ok(globRegExp('**/*.txt').test('d/e/a.txt'))
-    assert.ok(globRegExp('out/?.json').test('out/1.json'))
-    assert.ok(!globRegExp('out/?.json').test('out/12.json'))
-    assert.ok(globRegExp('a+b(1).txt').test('a+b(1).txt'))
+    const test = (glob: string, p: string) => globMatcher(glob)(p)
+    assert.ok(test('*.txt', 'a.txt'))
+    assert.ok(!test('*.txt', 'd/a.txt'))
+    assert.ok(test('**/*.txt', 'a.txt'))
+    assert.ok(test('**/*.txt', 'd/e/a.txt'))
+    assert.ok(!test('**/*.txt', 'd/e/a.txtx'))
+    assert.ok(test('out/?.json', 'out/1.json'))
+    assert.ok(!test('out/?.json', 'out/12.json'))
+    assert.ok(!test('out/?.json', 'out//.json'))
+    assert.ok(test('a+b(1).txt', 'a+b(1).txt'))
+    assert.ok(!test('a+b(1).txt', 'aab(1).txt'))
+    assert.ok(test('out/**', 'out/a/b/c'))
+    assert.ok(!test('out/**', 'outx/a'))
+    assert.ok(test('a**b', 'a/x/y/b'))
+    assert.ok(test('x/**/y', 'x/y'))
+    assert.ok(test('x/**/y', 'x/p/q/y'))
+    assert.ok(!test('x/**/y', 'x/py'))
+    assert.ok(test('*', 'name'))
+    assert.ok(!test('*', 'd/name'))
+    assert.ok(test('**', 'a/b'))
   })
 
   it('collects matching regular files within the cap, never following a symlink', () => {
@@ -114,6 +127,29 @@ describe('worker', () => {
     writeFileSync(path.join(ws, 'own.txt'), 'own')
     assert.deepEqual(collect(ws, into, ['*.txt'], 1024), ['own.txt'])
     assert.equal(existsSync(path.join(into, 'db.txt')), false)
+  })
+
+  it('matches a glob in time linear in the path: no pattern holds the server (its one thread)', () => {
+    // `*a*a…*b` as a backtracking RegExp on a name of 250 a's takes ~C(250, 12) steps: a request could
+    // hold the event loop, every key's requests with it, for as long as it liked.
+    const ws = tempDir('cordon-ws-')
+    const into = path.join(tempDir('cordon-files-'), 'run')
+    writeFileSync(path.join(ws, 'a'.repeat(250)), 'x')
+    mkdirSync(path.join(ws, 'a'.repeat(200)))
+    writeFileSync(path.join(ws, 'a'.repeat(200), 'a'.repeat(200)), 'y')
+    const started = Date.now()
+    const evil = ['*a'.repeat(12) + '*b', '**a'.repeat(12) + '*b', `${'?'.repeat(100)}*${'*a'.repeat(20)}c`]
+    assert.deepEqual(collect(ws, into, [...evil, 'a*'], 1024), ['a'.repeat(250)])
+    assert.ok(Date.now() - started < 1000, `took ${Date.now() - started} ms`)
+  })
+
+  it('gives up matching past its work budget, and walks a bounded number of entries', () => {
+    const ws = tempDir('cordon-ws-')
+    const into = path.join(tempDir('cordon-files-'), 'run')
+    for (let i = 0; i < 50; i++) writeFileSync(path.join(ws, `f${i}`), '')
+    assert.equal(collect(ws, into, ['*'], 1024, { maxEntries: 10 }).length, 10)
+    const into2 = path.join(tempDir('cordon-files-'), 'run')
+    assert.ok(collect(ws, into2, ['*', '*x'], 1024, { maxSteps: 40 }).length < 50)
   })
 
   it('keeps at most maxFiles files, however small', () => {
