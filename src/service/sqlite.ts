@@ -281,9 +281,15 @@ export class SqliteStore implements Store {
       where.push('created_at > ?')
       args.push(filter.createdAfter)
     }
-    for (const [k, v] of Object.entries(filter.metadata ?? {})) {
-      where.push('EXISTS (SELECT 1 FROM json_each(runs.metadata) AS m WHERE m.key = ? AND m.value = ?)')
-      args.push(k, v)
+    // All the metadata pairs as one parameter: the SQL has one shape however many there are, since every
+    // statement prepared is kept for good (see stmt). Every pair asked must be among the run's.
+    const metadata = Object.entries(filter.metadata ?? {})
+    if (metadata.length > 0) {
+      where.push(
+        `NOT EXISTS (SELECT 1 FROM json_each(?) AS f WHERE NOT EXISTS (
+           SELECT 1 FROM json_each(runs.metadata) AS m WHERE m.key = f.key AND m.value = f.value))`,
+      )
+      args.push(JSON.stringify(Object.fromEntries(metadata)))
     }
     if (filter.cursor !== undefined) {
       const c = decodeCursor(filter.cursor)
@@ -593,7 +599,8 @@ export class SqliteStore implements Store {
    * The statement for `sql`, prepared once and kept for the process's life. better-sqlite3 (12.x) on Node
    * 24 aborts the process (`RemoveEnvironmentCleanupHook: Assertion failed: (env) != nullptr`) when V8
    * collects a Statement at the wrong moment, at exit or mid-run; a statement that is never garbage is
-   * never collected. The set is bounded by the SQL this file writes. Its iterators (`.iterate()`) abort the
+   * never collected. The set is bounded by the SQL this file writes, so no SQL here may vary with a
+   * request's input (a count of filters, say) but through its parameters. Its iterators (`.iterate()`) abort the
    * same way when collected, and cannot be kept: rows are read a few at a time with LIMIT instead.
    */
   private stmt(sql: string): Statement {

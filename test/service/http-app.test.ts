@@ -94,6 +94,11 @@ describe('http app', () => {
     const unknown = await call('/v1/runs?colour=red')
     assert.equal(unknown.status, 400)
     assert.equal((await errorOf(unknown)).field, 'colour')
+    // A run holds at most 32 labels: a filter naming more can match nothing, and is refused.
+    const many = Array.from({ length: 33 }, (_, i) => `metadata.k${i}=v`).join('&')
+    const tooMany = await call(`/v1/runs?${many}`)
+    assert.equal(tooMany.status, 400)
+    assert.equal((await errorOf(tooMany)).field, 'metadata')
   })
 
   it('says what is wrong with a body in one shape: malformed JSON, an unknown field, a server-only option, a huge body', async () => {

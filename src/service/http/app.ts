@@ -13,6 +13,7 @@ import { Counter, Histogram, Registry } from 'prom-client'
 import * as z from 'zod'
 import { durationSchema } from '../../index.js'
 import { hostChecker } from '../hosts.js'
+import { REQUEST_BOUNDS } from '../request.js'
 import type { ServiceExtras } from '../service.js'
 import { type KeyRecord, type RunEvent, runView, type Service, ServiceError } from '../types.js'
 import { bodyCost, byteBudget } from './inflight.js'
@@ -385,6 +386,13 @@ export function createApp(service: AppService, opts: AppOptions = {}): App {
       if (name.startsWith('metadata.') && name.length > 'metadata.'.length) metadata[name.slice(9)] = value
       else rest[name] = value
     }
+    // A run holds at most that many labels, and each filter is work for every run listed.
+    if (Object.keys(metadata).length > REQUEST_BOUNDS.metadata)
+      throw new ServiceError(
+        'invalid',
+        `metadata: at most ${REQUEST_BOUNDS.metadata} filters (a run has at most ${REQUEST_BOUNDS.metadata} labels)`,
+        'metadata',
+      )
     const q = parseQuery(listQuerySchema, rest)
     const page = service.list(key, {
       limit: q.limit,
