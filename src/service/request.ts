@@ -33,6 +33,19 @@ export const hostOptionsSchema = policySchema
 
 export type HostOptions = z.output<typeof hostOptionsSchema>
 
+/** Bounds on what one request may make the server hold (the body itself is capped by the HTTP layer). */
+export const REQUEST_BOUNDS = {
+  args: 10_000,
+  argBytes: 1024 * 1024,
+  files: 1000,
+  collect: 100,
+  metadata: 32,
+  redact: 64,
+  redactChars: 16 * 1024,
+  env: 256,
+  envBytes: 32 * 1024,
+}
+
 /** The options a request may carry: the library's fields, as the library validates them. */
 export const apiOptionsSchema = policySchema
   .pick({
@@ -50,6 +63,25 @@ export const apiOptionsSchema = policySchema
   })
   .partial()
   .superRefine((options, ctx) => {
+    // The engine builds each run's redaction (an automaton over every redact string and every value of a
+    // variable whose name looks secret) in this process, at hundreds of bytes a character: bounded here,
+    // as the body is, since 8 MiB of them ran the server's heap out.
+    const redact = options.redact ?? []
+    const redactChars = redact.reduce((n, r) => n + (typeof r === 'string' ? r.length : 0), 0)
+    if (redact.length > REQUEST_BOUNDS.redact || redactChars > REQUEST_BOUNDS.redactChars)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['redact'],
+        message: `must have at most ${REQUEST_BOUNDS.redact} strings, ${REQUEST_BOUNDS.redactChars} characters in all`,
+      })
+    const env = Object.entries(options.env ?? {})
+    const envBytes = env.reduce((n, [k, v]) => n + Buffer.byteLength(k) + Buffer.byteLength(v) + 2, 0)
+    if (env.length > REQUEST_BOUNDS.env || envBytes > REQUEST_BOUNDS.envBytes)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['env'],
+        message: `must have at most ${REQUEST_BOUNDS.env} variables, ${REQUEST_BOUNDS.envBytes} bytes in all`,
+      })
     // A root filesystem by name only: a path is host state.
     if (typeof options.rootfs === 'string' && options.rootfs.includes('/')) {
       ctx.addIssue({ code: 'custom', path: ['rootfs'], message: 'must name a root filesystem, not a path' })
@@ -64,9 +96,6 @@ const workspacePath = z
   .refine((p) => !p.includes('\0'), 'must not contain NUL')
   .refine((p) => !p.startsWith('/'), 'must be relative to the workspace')
   .refine((p) => !p.split('/').includes('..'), 'must not contain ..')
-
-/** Bounds on what one request may make the server hold (the body itself is capped by the HTTP layer). */
-export const REQUEST_BOUNDS = { args: 10_000, argBytes: 1024 * 1024, files: 1000, collect: 100, metadata: 32 }
 
 export const runRequestSchema = z.strictObject({
   cmd: z

@@ -493,7 +493,11 @@ export function collect(
   const work: GlobBudget = { steps: maxSteps }
   const patterns = globs.map((glob) => globMatcher(glob, work))
   let entries = 0
-  const secrets = redact.filter((s) => s.length > 0).map((s) => Buffer.from(s))
+  // Longest first (one may contain another), sorted once for every file.
+  const secrets = redact
+    .filter((s) => s.length > 0)
+    .map((s) => Buffer.from(s))
+    .sort((a, b) => b.length - a.length)
   const kept: string[] = []
   let budget = maxBytes
   const walk = (rel: string, depth: number) => {
@@ -535,10 +539,10 @@ export function collect(
 
 const REDACTED = Buffer.from('[REDACTED]')
 
-/** `data` with every occurrence of each secret replaced, longest secret first (one may contain another). */
+/** `data` with every occurrence of each secret replaced, in the order given (collect: longest first). */
 function redactBytes(data: Buffer, secrets: Buffer[]): Buffer {
   let out = data
-  for (const secret of [...secrets].sort((a, b) => b.length - a.length)) {
+  for (const secret of secrets) {
     if (out.indexOf(secret) < 0) continue
     const parts: Buffer[] = []
     let from = 0
