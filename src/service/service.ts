@@ -148,6 +148,12 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
   const deliveries = new AbortController()
   let storeClosed = false
   const delivering = new Set<Promise<unknown>>()
+  // Each run's delivery, to stop its retries once the run is deleted (by its key, or by retention).
+  const deliveryOf = new Map<string, AbortController>()
+  const stopDelivery = (runId: string) => {
+    deliveryOf.get(runId)?.abort()
+    deliveryOf.delete(runId)
+  }
   // What is left to do is stored with each attempt (the store made the delivery pending when the run
   // finished), so a restarted server resumes it: `from` is where it was.
   const deliver = (runId: string, from?: { attempt: number; at: string }) => {
@@ -158,9 +164,11 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
       store.dropPendingWebhook(runId)
       return
     }
+    const stop = new AbortController()
+    deliveryOf.set(runId, stop)
     const sent = deliverWebhook(url, JSON.stringify(runView(run)), key.webhookSecret, {
       allowPrivate: options.allowPrivateWebhooks ?? false,
-      signal: deliveries.signal,
+      signal: AbortSignal.any([deliveries.signal, stop.signal]),
       ...(options.webhookBackoff ? { backoff: options.webhookBackoff } : {}),
       ...(from ? { firstAttempt: from.attempt, delayMs: Math.max(0, Date.parse(from.at) - Date.now()) } : {}),
       onAttempt: (attempt, next) => {
@@ -168,7 +176,10 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
       },
     })
     delivering.add(sent)
-    void sent.finally(() => delivering.delete(sent))
+    void sent.finally(() => {
+      delivering.delete(sent)
+      if (deliveryOf.get(runId) === stop) deliveryOf.delete(runId)
+    })
   }
 
   const finished = (runId: string, result: RunResult) => {
@@ -238,6 +249,7 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
 
   const sweepNow = () => {
     store.sweep(nowIso())
+    for (const runId of [...deliveryOf.keys()]) if (!store.getRun(runId)) stopDelivery(runId)
     // Collected files of runs no longer stored (swept or deleted while we were down).
     const dir = path.join(dataDir, 'files')
     if (!existsSync(dir)) return
@@ -368,6 +380,7 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
       if (run.state !== 'finished' || !store.deleteRun(id)) {
         throw new ServiceError('conflict', `run ${id} is ${run.state}: cancel it first`)
       }
+      stopDelivery(id)
       rmSync(filesDir(dataDir, id), { recursive: true, force: true })
     },
 

@@ -358,9 +358,12 @@ export class SqliteStore implements Store {
   recordWebhookAttempt(runId: string, attempt: WebhookAttempt, next?: PendingWebhook | null): void {
     this.db
       .transaction(() => {
+        // Only while the run is there: an attempt that ends after its run was deleted is kept by nothing,
+        // and nothing would ever remove it.
         this.stmt(
-          'INSERT OR REPLACE INTO webhook_attempts (run_id, attempt, at, status, error, duration_ms) VALUES (?, ?, ?, ?, ?, ?)',
-        ).run(runId, attempt.attempt, attempt.at, attempt.status, attempt.error, attempt.durationMs)
+          `INSERT OR REPLACE INTO webhook_attempts (run_id, attempt, at, status, error, duration_ms)
+             SELECT ?, ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM runs WHERE id = ?)`,
+        ).run(runId, attempt.attempt, attempt.at, attempt.status, attempt.error, attempt.durationMs, runId)
         if (next === null) this.dropPendingWebhook(runId)
         else if (next !== undefined)
           this.stmt('UPDATE webhook_pending SET attempt = ?, at = ? WHERE run_id = ?').run(

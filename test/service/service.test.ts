@@ -550,4 +550,34 @@ describe('webhooks', { skip }, () => {
     await service.close()
     server.close()
   })
+
+  it('stops delivering a run that was deleted, and keeps no attempt of it', async () => {
+    // A receiver that always fails: retries would go on after the run is gone, each attempt stored
+    // under an id no run has any more, which neither deletion nor retention would ever remove.
+    let posts = 0
+    const server = http.createServer((req, res) => {
+      req.resume()
+      req.on('end', () => {
+        posts++
+        res.statusCode = 500
+        res.end()
+      })
+    })
+    server.listen(0, '127.0.0.1')
+    await once(server, 'listening')
+    const { port } = server.address() as AddressInfo
+    const { service, user } = await setup({ allowPrivateWebhooks: true, webhookBackoff: () => 150 })
+    const { key } = user()
+    const submitted = service.submit(key, { cmd: ['true'], webhook: { url: `http://127.0.0.1:${port}/` } })
+    await service.wait(key, submitted.id, 20_000)
+    for (let i = 0; i < 100 && posts < 1; i++) await new Promise((r) => setTimeout(r, 10))
+    service.remove(key, submitted.id)
+    const seen = posts
+    await new Promise((r) => setTimeout(r, 1500))
+    assert.ok(posts <= seen + 1, `${posts - seen} more POSTs of a deleted run`)
+    assert.deepEqual(service.store.webhookAttempts(submitted.id), [])
+    assert.ok(!service.store.pendingWebhooks().some((p) => p.runId === submitted.id))
+    await service.close()
+    server.close()
+  })
 })
