@@ -11,7 +11,14 @@ import { mcpCommand } from './mcp.js'
 import { EXIT_BROKEN_PIPE, pipeBroken, print, watchOwnPipes } from './pipes.js'
 import { rootfsCreateCommand, rootfsDeleteCommand, rootfsListCommand } from './rootfs.js'
 import { EXIT, runCommand } from './run.js'
-import { keysCreateCommand, keysListCommand, keysRevokeCommand, serveCommand, wholeNumber } from './serve.js'
+import {
+  keysCreateCommand,
+  keysListCommand,
+  keysRevokeCommand,
+  serveCommand,
+  sizeArg,
+  wholeNumber,
+} from './serve.js'
 
 /** package.json is two levels up from both src/cli/program.ts and dist/cli/program.js. */
 function packageVersion(): string {
@@ -203,6 +210,18 @@ export async function main(argv: string[]): Promise<number> {
         '--max-connections <N>',
         'connections held at once (default 1024); past it a new one is closed at once',
       ).argParser(wholeNumber(1, 1_000_000)),
+    )
+    .addOption(
+      new Option(
+        '--max-output <SIZE>',
+        'the most output any run may keep, whatever its key allows: the server holds it (default 16M)',
+      ).argParser(sizeArg),
+    )
+    .addOption(
+      new Option(
+        '--max-log <SIZE>',
+        'the most log any run may keep, whatever its key allows (default 16M)',
+      ).argParser(sizeArg),
     )
     .addOption(new Option('--allow-private-webhooks', 'let webhooks go to loopback or private addresses'))
     .addOption(new Option('--public-metrics', 'serve /metrics without a key (default: an admin key)'))

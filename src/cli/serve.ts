@@ -2,6 +2,7 @@
 // imported only when one of these runs: it is not in the CLI's bundle (scripts/bundle.mjs keeps
 // ../service/ out), so a plain `cordon run` neither reads nor compiles any of it.
 import { InvalidArgumentError } from 'commander'
+import { policySchema } from '../index.js'
 import { KeyFlagError, keyCreateBody, keyFlagFor } from './keys.js'
 
 /** commander's parser for a whole number within bounds. */
@@ -11,6 +12,13 @@ export function wholeNumber(min: number, max: number): (value: string) => number
       throw new InvalidArgumentError(`must be a whole number from ${min} to ${max}`)
     return Number(value)
   }
+}
+
+/** commander's parser for a size as the options write one (`16M`, `1G`). */
+export function sizeArg(value: string): number {
+  const parsed = policySchema.shape.limits.unwrap().shape.maxOutputBytes.unwrap().safeParse(value)
+  if (!parsed.success) throw new InvalidArgumentError('must be a size such as 16M or 1G')
+  return parsed.data
 }
 
 interface ServeValues {
@@ -23,6 +31,8 @@ interface ServeValues {
   allowPrivateWebhooks?: boolean
   publicMetrics?: boolean
   allowedHost?: string[]
+  maxOutput?: number
+  maxLog?: number
 }
 
 export function serveCommand(values: ServeValues): Promise<number> {
@@ -46,6 +56,14 @@ export function serveCommand(values: ServeValues): Promise<number> {
       ...(values.allowedHost !== undefined ? { allowedHosts: values.allowedHost } : {}),
       allowPrivateWebhooks: values.allowPrivateWebhooks === true,
       publicMetrics: values.publicMetrics === true,
+      ...(values.maxOutput !== undefined || values.maxLog !== undefined
+        ? {
+            limitCeilings: {
+              ...(values.maxOutput !== undefined ? { maxOutputBytes: values.maxOutput } : {}),
+              ...(values.maxLog !== undefined ? { maxLogBytes: values.maxLog } : {}),
+            },
+          }
+        : {}),
     })
     return 0
   })

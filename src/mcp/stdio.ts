@@ -168,6 +168,9 @@ export async function startMcpStdio(options: McpStdioOptions): Promise<McpStdioS
     const { service } = await createService({
       dataDir,
       concurrency: options.concurrency ?? 2,
+      // The one key's ceilings are the operator's flags, every limit of them (--max-output included):
+      // no server default is put above the operator's word.
+      limitCeilings: {},
       ...(host ? { hostOptions: host } : {}),
     })
     const { record } = newKeyRecord({ name: 'mcp', scopes: ['runs:write', 'runs:read'], ceilings })

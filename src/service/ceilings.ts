@@ -11,8 +11,22 @@ type Options = RunRequest['options']
 type Network = NonNullable<Options['network']>
 type Allowlist = Exclude<Network, string>
 
-const over = (field: string, asked: string, ceiling: string) =>
-  new ServiceError('over-ceiling', `${field}: ${asked} is over this key's ceiling of ${ceiling}`, field)
+const over = (field: string, asked: string, ceiling: string, whose: 'key' | 'server' = 'key') =>
+  new ServiceError('over-ceiling', `${field}: ${asked} is over this ${whose}'s ceiling of ${ceiling}`, field)
+
+/** A limit's ceiling for every key, whatever its own: what the server process itself holds per run. */
+export type ServerLimitCeilings = Partial<Record<(typeof LIMIT_NAMES)[number], number>>
+
+/**
+ * The server's own ceilings by default. A run's output and logs are held by the server process (in the
+ * engine's result, as text and as events) as well as stored: a key made without ceilings could otherwise
+ * ask for gigabytes of them (300 MB of output took a server to 2.1 GiB of RSS). Raise them with
+ * ServiceOptions.limitCeilings.
+ */
+export const DEFAULT_SERVER_LIMIT_CEILINGS: ServerLimitCeilings = {
+  maxOutputBytes: 16 * 1024 * 1024,
+  maxLogBytes: 16 * 1024 * 1024,
+}
 
 /** A limit's value as the options write it: `10s`, `256M`, or a count. */
 function shownLimit(name: string, value: number): string {
@@ -39,11 +53,16 @@ function asked(raw: unknown, ...path: string[]): boolean {
  * the client asked from what a default filled in. Throws ServiceError('over-ceiling') naming the field,
  * or ('forbidden-option') for an `env` entry that would override one of the key's secrets.
  */
-export function applyCeilings(key: KeyRecord, raw: unknown, request: RunRequest): RunRequest {
+export function applyCeilings(
+  key: KeyRecord,
+  raw: unknown,
+  request: RunRequest,
+  server: ServerLimitCeilings = {},
+): RunRequest {
   const ceilings = keyCeilings(key)
   const options: Options = { ...request.options }
   checkSecrets(key, options)
-  options.limits = limitsWithin(ceilings, raw, options.limits)
+  options.limits = limitsWithin(ceilings, raw, options.limits, server)
   options.network = networkWithin(ceilings.network, options.network ?? 'none')
   if (ceilings.isolation) {
     // A pinned tier: `auto` (asked or the default) runs it; another tier is refused.
@@ -77,15 +96,28 @@ function checkSecrets(key: KeyRecord, options: Options): void {
 /** The library's default limits: what a request that sets none runs with. */
 const DEFAULT_LIMITS = policySchema.shape.limits.parse({})
 
-function limitsWithin(ceilings: Ceilings, raw: unknown, limits: Options['limits']): Options['limits'] {
-  if (!ceilings.limits) return limits
+function limitsWithin(
+  ceilings: Ceilings,
+  raw: unknown,
+  limits: Options['limits'],
+  server: ServerLimitCeilings,
+): Options['limits'] {
+  if (!ceilings.limits && Object.keys(server).length === 0) return limits
   const out = { ...(limits ?? DEFAULT_LIMITS) }
   for (const name of LIMIT_NAMES) {
-    const ceiling = ceilings.limits[name]
+    // The lower of the key's ceiling and the server's bounds; the refusal names the one that did.
+    const mine = ceilings.limits?.[name]
+    const theirs = server[name]
+    const ceiling = mine === undefined ? theirs : theirs === undefined ? mine : Math.min(mine, theirs)
     if (ceiling === undefined) continue
     if (out[name] <= ceiling) continue
     if (asked(raw, 'limits', name))
-      throw over(`options.limits.${name}`, shownLimit(name, out[name]), shownLimit(name, ceiling))
+      throw over(
+        `options.limits.${name}`,
+        shownLimit(name, out[name]),
+        shownLimit(name, ceiling),
+        ceiling === mine ? 'key' : 'server',
+      )
     out[name] = ceiling
   }
   return out

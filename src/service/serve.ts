@@ -6,6 +6,7 @@ import type { AddressInfo } from 'node:net'
 import path from 'node:path'
 import { serve as listen } from '@hono/node-server'
 import pino from 'pino'
+import { DEFAULT_SERVER_LIMIT_CEILINGS, type ServerLimitCeilings } from './ceilings.js'
 import { allowedHostsSchema } from './hosts.js'
 import { type AppMount, createApp } from './http/app.js'
 import { defaultDataDir } from './paths.js'
@@ -34,6 +35,8 @@ export interface ServeOptions {
    * `.name` (it and its subdomains) or `any` (no check). Case and a trailing dot do not matter.
    */
   allowedHosts?: readonly string[]
+  /** Limits no run may pass, whatever its key (`--max-output`, `--max-log`); default 16 MiB of each. */
+  limitCeilings?: ServerLimitCeilings
 }
 
 export interface Server {
@@ -55,6 +58,10 @@ export async function serve(options: ServeOptions = {}): Promise<Server> {
     allowPrivateWebhooks: options.allowPrivateWebhooks === true,
     ...(options.concurrency !== undefined ? { concurrency: options.concurrency } : {}),
     ...(options.maxQueued !== undefined ? { maxQueued: options.maxQueued } : {}),
+    // The operator's word on a limit replaces the default for it; the others keep theirs.
+    ...(options.limitCeilings
+      ? { limitCeilings: { ...DEFAULT_SERVER_LIMIT_CEILINGS, ...options.limitCeilings } }
+      : {}),
   })
   const { app } = createApp(service, {
     logger: log,

@@ -3,7 +3,7 @@ import path from 'node:path'
 import { PassThrough } from 'node:stream'
 import * as z from 'zod'
 import { errorResult, openSpawner, PolicyError, type RunResult, type Spawner } from '../index.js'
-import { applyCeilings } from './ceilings.js'
+import { applyCeilings, DEFAULT_SERVER_LIMIT_CEILINGS, type ServerLimitCeilings } from './ceilings.js'
 import { newKeyRecord } from './key-schema.js'
 import { hashKey } from './keys.js'
 import { lockDataDir } from './lock.js'
@@ -38,6 +38,11 @@ export interface ServiceOptions {
   useSpawner?: boolean
   /** Called with each run once it is finished (webhooks hang here). Errors are ignored. */
   onFinished?: (run: RunRecord, key: KeyRecord | null) => void
+  /**
+   * Limits no request may pass, whatever its key's ceilings (the lower of the two bounds). Default:
+   * DEFAULT_SERVER_LIMIT_CEILINGS (maxOutputBytes and maxLogBytes 16 MiB, which the server holds itself).
+   */
+  limitCeilings?: ServerLimitCeilings
   /** Webhooks may target private and loopback addresses (`--allow-private-webhooks`); default false. */
   allowPrivateWebhooks?: boolean
   /** The wait before webhook attempt n+1, in ms (default: 1 s doubling, at most 1 min). */
@@ -113,6 +118,7 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
     throw error
   }
   const concurrency = options.concurrency ?? 2
+  const limitCeilings = options.limitCeilings ?? DEFAULT_SERVER_LIMIT_CEILINGS
   const maxStdinBuffered = options.maxStdinBuffered ?? 1024 * 1024
   let spawner: Spawner | undefined
   if (options.useSpawner !== false) {
@@ -308,7 +314,7 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
       }
       const parsed = runRequestSchema.safeParse(body)
       if (!parsed.success) throw invalid(parsed.error)
-      const request = applyCeilings(key, body, parsed.data)
+      const request = applyCeilings(key, body, parsed.data, limitCeilings)
       if (host?.cwd !== undefined) {
         for (const field of ['files', 'collect'] as const) {
           if (request[field].length > 0)

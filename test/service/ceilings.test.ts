@@ -358,3 +358,41 @@ describe('runRequestSchema + applyCeilings, properties', () => {
     assert.ok(seen.accepted > 100 && seen.overCeiling > 100, JSON.stringify(seen))
   })
 })
+
+describe('applyCeilings: the server’s own ceilings', () => {
+  // What the server process itself holds for a run (its output and logs, in the result and the events)
+  // is bounded for every key: a key made without ceilings asked maxOutputBytes 1G, and 300 MB of output
+  // took the server to 2.1 GiB of RSS.
+  const server = { maxOutputBytes: 16 * 1024 * 1024, maxLogBytes: 16 * 1024 * 1024 }
+  const open = keyWith({})
+
+  it('bounds a key without ceilings, naming the server’s ceiling', () => {
+    const body = { cmd: ['true'], options: { limits: { maxOutputBytes: '1G' } } }
+    const e = refusal(() => applyCeilings(open, body, runRequestSchema.parse(body), server))
+    assert.equal(e.code, 'over-ceiling')
+    assert.equal(e.field, 'options.limits.maxOutputBytes')
+    assert.equal(e.message, "options.limits.maxOutputBytes: 1G is over this server's ceiling of 16M")
+    const fine = { cmd: ['true'], options: { limits: { maxOutputBytes: '16M', maxLogBytes: '1M' } } }
+    assert.equal(
+      applyCeilings(open, fine, runRequestSchema.parse(fine), server).options.limits?.maxOutputBytes,
+      16 * 1024 * 1024,
+    )
+  })
+
+  it('takes the lower of the key’s and the server’s, naming the one that bounds', () => {
+    const low = keyWith({ limits: { maxOutputBytes: '4M' } })
+    const body = { cmd: ['true'], options: { limits: { maxOutputBytes: '8M' } } }
+    const e = refusal(() => applyCeilings(low, body, runRequestSchema.parse(body), server))
+    assert.equal(e.message, "options.limits.maxOutputBytes: 8M is over this key's ceiling of 4M")
+    const high = keyWith({ limits: { maxOutputBytes: '1G' } })
+    const e2 = refusal(() =>
+      applyCeilings(
+        high,
+        { ...body, options: { limits: { maxOutputBytes: '32M' } } },
+        runRequestSchema.parse({ ...body, options: { limits: { maxOutputBytes: '32M' } } }),
+        server,
+      ),
+    )
+    assert.match(e2.message, /this server's ceiling of 16M/)
+  })
+})
