@@ -306,6 +306,12 @@ export function createMcpServer(options: McpToolsOptions): McpServer {
             isError: true,
             content: [{ type: 'text', text: 'invalid: give either cmd (an argv array) or shell (a line)' }],
           }
+        // `run` waits for the run, which reads it: a key that may not is told before a run is made.
+        if (!key.scopes.includes('runs:read') && !key.scopes.includes('admin'))
+          return {
+            isError: true,
+            content: [{ type: 'text', text: 'forbidden: this key lacks the runs:read scope that run needs' }],
+          }
         const cmd = input.cmd ?? ['sh', '-c', input.shell as string]
         const runOptions: Record<string, unknown> = { ...fixed }
         if (input.limits) runOptions.limits = input.limits

@@ -144,6 +144,14 @@ describe('MCP tools', { skip }, () => {
     assert.match(text(other), /not-found/)
   })
 
+  it('a key without runs:read is refused run before a run is made (it could not wait for it)', async () => {
+    const writeOnly = await connect({ scopes: ['runs:write'] })
+    const r = await writeOnly.call('run', { cmd: ['true'] })
+    assert.equal(r.isError, true)
+    assert.match(text(r), /runs:read/)
+    assert.deepEqual(writeOnly.service.store.listRuns({ limit: 10, keyId: writeOnly.key.id }).runs, [])
+  })
+
   it('output past the budget is head and tail with a marker; read_output pages the whole of it', async () => {
     const { call } = await connect()
     const r = await call('run', { shell: 'seq 1 20000' })

@@ -361,6 +361,20 @@ describe('http app', () => {
     assert.equal((await call('/v1/runs', { key: key.key as string })).status, 401)
   })
 
+  it('refuses a wait a write-only key may not do before making the run, not after', async () => {
+    // The run was made and the answer was 403: a client retrying the refusal made the run again.
+    const made = (await (await post('/v1/keys', { name: 'writer', scopes: ['runs:write'] })).json()) as {
+      key: string
+    }
+    const before = (await (await call('/v1/runs?limit=1000')).json()) as { runs: Json[] }
+    const res = await post('/v1/runs', { cmd: ['true'], wait: '5s' }, made.key)
+    assert.equal(res.status, 403)
+    assert.equal((await errorOf(res)).field, 'wait')
+    const after = (await (await call('/v1/runs?limit=1000')).json()) as { runs: Json[] }
+    assert.equal(after.runs.length, before.runs.length, 'no run was made')
+    assert.equal((await post('/v1/runs', { cmd: ['true'] }, made.key)).status, 201)
+  })
+
   it('serves /healthz, /readyz, /metrics and an OpenAPI 3.1 document with every route', async () => {
     assert.equal((await app.request('/healthz')).status, 200)
     assert.equal((await app.request('/readyz')).status, 200)

@@ -369,6 +369,14 @@ export function createApp(service: AppService, opts: AppOptions = {}): App {
     const key = c.get('key')
     const body = await jsonBody(c)
     const wait = waitMs(body && typeof body === 'object' ? (body as { wait?: unknown }).wait : undefined)
+    // Waiting reads the run: a key that may not is told before the run is made, not after (a client
+    // retrying the refusal would make it again).
+    if (wait !== null && !key.scopes.includes('runs:read') && !key.scopes.includes('admin'))
+      throw new ServiceError(
+        'forbidden',
+        'wait: this key lacks the runs:read scope that waiting needs',
+        'wait',
+      )
     let run = service.submit(key, body)
     submitted.inc()
     countEnd(key, run.id)
