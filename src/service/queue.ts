@@ -99,6 +99,18 @@ export class RunQueue {
     return true
   }
 
+  /** Takes every waiting run of a key out of the queue (it was revoked): their ids. */
+  removeKey(keyId: string): string[] {
+    const gone = this.waiting.filter((w) => w.keyId === keyId).map((w) => w.runId)
+    for (const runId of gone) this.remove(runId)
+    return gone
+  }
+
+  /** The keys with runs waiting now. */
+  waitingKeys(): Set<string> {
+    return new Set(this.waiting.map((w) => w.keyId))
+  }
+
   /** Starts no more runs (drain); those waiting stay queued in the store, for the next start. */
   pause(): void {
     this.paused = true

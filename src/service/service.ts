@@ -85,8 +85,7 @@ const nowIso = () => new Date().toISOString()
 export const EVENT_PAGE = { events: 1000, bytes: 1024 * 1024 }
 
 /** The result of a run canceled before it started: as the library words one. */
-function canceledResult(): RunResult {
-  const message = 'canceled before start'
+function canceledResult(message = 'canceled before start'): RunResult {
   return {
     ...errorResult('signal', message),
     status: 'canceled',
@@ -236,6 +235,18 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
 
   const queue = new RunQueue({ store, concurrency, maxQueued: options.maxQueued ?? 100, execute })
 
+  /**
+   * A revoked key does nothing more: its waiting runs never start, its running ones are canceled. At
+   * once for a revocation made here; within a sweep for one made by `cordon keys revoke` on the data dir.
+   */
+  const stopRunsOf = (keyId: string) => {
+    for (const runId of queue.removeKey(keyId))
+      finished(runId, canceledResult('canceled: the key was revoked'))
+    for (const [runId, controller] of controllers) {
+      if (store.getRun(runId)?.keyId === keyId) controller.abort()
+    }
+  }
+
   // Start-up: what a dead server left running is over (its workspaces with it); what it left queued runs now.
   store.interruptRunning(nowIso())
   await removeWorkspace(path.join(dataDir, 'work'))
@@ -254,6 +265,12 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
   }
 
   const sweepNow = () => {
+    const keyIds = queue.waitingKeys()
+    for (const runId of controllers.keys()) {
+      const keyId = store.getRun(runId)?.keyId
+      if (keyId) keyIds.add(keyId)
+    }
+    for (const keyId of keyIds) if (store.getKey(keyId)?.revokedAt != null) stopRunsOf(keyId)
     store.sweep(nowIso())
     for (const runId of [...deliveryOf.keys()]) if (!store.getRun(runId)) stopDelivery(runId)
     // Collected files of runs no longer stored (swept or deleted while we were down).
@@ -517,6 +534,7 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
     revokeKey(admin, id) {
       need(admin, 'admin')
       if (!store.revokeKey(id, nowIso())) throw new ServiceError('not-found', `no active key ${id}`)
+      stopRunsOf(id)
     },
 
     ready() {

@@ -8,6 +8,7 @@ import path from 'node:path'
 import { after, describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { createService } from '../../src/service/service.js'
+import { SqliteStore } from '../../src/service/sqlite.js'
 import { type KeyRecord, type RunEvent, runView, ServiceError } from '../../src/service/types.js'
 import { SIGNATURE_HEADER, verifyWebhook } from '../../src/service/webhook.js'
 import { asUnprivileged, NOBODY, noNamespace, notRoot, noUnprivileged, tempDir } from '../helpers.js'
@@ -294,6 +295,48 @@ describe('createService', { skip }, () => {
     assert.equal(service.authenticate(bUser.token), null)
     service.remove(a, run.id)
     rejects(() => service.get(a, run.id), 'not-found')
+  })
+
+  it("revoking a key stops its runs at once, running and queued, and no other key's", async () => {
+    // A revoked key is one that must do nothing more: its running runs went on to their wall time (a
+    // compromised key's miner, or its exfiltration), its queued ones held their places.
+    const { service, admin, user } = await setup({ concurrency: 2 })
+    closers.push(() => service.close())
+    const a = user().key
+    const b = user().key
+    const running = service.submit(a, { cmd: ['sleep', '30'] })
+    const other = service.submit(b, { cmd: ['sleep', '1'] })
+    const queued = service.submit(a, { cmd: ['true'] })
+    for (let i = 0; i < 100 && service.get(a, running.id).state !== 'running'; i++)
+      await new Promise((r) => setTimeout(r, 20))
+    const started = Date.now()
+    service.revokeKey(admin, a.id)
+    const ended = await service.wait(admin, running.id, 10_000)
+    assert.ok(Date.now() - started < 5000, `took ${Date.now() - started} ms`)
+    assert.equal(ended.state, 'finished')
+    assert.equal(ended.result?.status, 'canceled')
+    const q = await service.wait(admin, queued.id, 5000)
+    assert.equal(q.state, 'finished')
+    assert.equal(q.result?.status, 'canceled')
+    const o = await service.wait(admin, other.id, 10_000)
+    assert.equal(o.result?.status, 'ok', 'another key’s run goes on')
+  })
+
+  it('stops the runs of a key revoked on the data dir by another process, within a sweep', async () => {
+    // `cordon keys revoke` writes the store only; the server learns of it when it next looks.
+    const { service, dataDir, admin, user } = await setup({ sweepIntervalMs: 100 })
+    closers.push(() => service.close())
+    const a = user().key
+    const running = service.submit(a, { cmd: ['sleep', '30'] })
+    for (let i = 0; i < 100 && service.get(a, running.id).state !== 'running'; i++)
+      await new Promise((r) => setTimeout(r, 20))
+    const other = new SqliteStore(dataDir)
+    other.revokeKey(a.id, new Date().toISOString())
+    other.close()
+    const started = Date.now()
+    const ended = await service.wait(admin, running.id, 10_000)
+    assert.ok(Date.now() - started < 5000, `took ${Date.now() - started} ms`)
+    assert.equal(ended.result?.status, 'canceled')
   })
 
   it('refuses server-only options and invalid fields, naming them', async () => {

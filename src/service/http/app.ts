@@ -166,6 +166,13 @@ export function createApp(service: AppService, opts: AppOptions = {}): App {
     }
   }
   const holdStream = holds(opts.maxStreamsPerKey ?? 8, opts.maxStreams ?? 256, 'event streams')
+  // Each key's open event streams, to end them the moment the key is revoked here (one revoked by
+  // `cordon keys revoke` ends at the next heartbeat's check).
+  const streamsOf = new Map<string, Set<(reason: string) => void>>()
+  const endStreamsOf = (keyId: string, reason: string) => {
+    for (const close of [...(streamsOf.get(keyId) ?? [])]) close(reason)
+    streamsOf.delete(keyId)
+  }
   const holdWait = holds(opts.maxWaitsPerKey ?? 32, opts.maxWaits ?? 1024, 'long polls')
   const waitHeld = async (key: KeyRecord, id: string, ms: number) => {
     const release = holdWait(key)
@@ -483,7 +490,12 @@ export function createApp(service: AppService, opts: AppOptions = {}): App {
       after = service.tailAfter(key, c.req.param('id'), q.tail)
     const token = c.get('token')
     const session = c.get('session')
-    const release = holdStream(key)
+    const holding = holdStream(key)
+    let closer: ((reason: string) => void) | undefined
+    const release = () => {
+      holding()
+      if (closer) streamsOf.get(key.id)?.delete(closer)
+    }
     let body: ReadableStream<Uint8Array>
     try {
       body = sseStream(service, key, c.req.param('id'), after, {
@@ -496,6 +508,15 @@ export function createApp(service: AppService, opts: AppOptions = {}): App {
         stillValid: () =>
           session === undefined ? service.authenticate(token) !== null : sessions.check(session) !== null,
         onClose: release,
+        onOpen: (close) => {
+          closer = close
+          let set = streamsOf.get(key.id)
+          if (!set) {
+            set = new Set()
+            streamsOf.set(key.id, set)
+          }
+          set.add(close)
+        },
       })
     } catch (error) {
       release()
@@ -517,7 +538,11 @@ export function createApp(service: AppService, opts: AppOptions = {}): App {
   })
   app.get('/v1/keys', (c) => c.json({ keys: service.listKeys(c.get('key')).map(keyView) }))
   app.delete('/v1/keys/:id', (c) => {
-    service.revokeKey(c.get('key'), c.req.param('id'))
+    const id = c.req.param('id')
+    // Only an admin may revoke (the service checks): the streams end first, so that nothing of the
+    // key's runs (their end, as revoking cancels them) reaches them after the revocation.
+    if (c.get('key').scopes.includes('admin')) endStreamsOf(id, 'the key was revoked')
+    service.revokeKey(c.get('key'), id)
     return c.body(null, 204)
   })
 

@@ -22,6 +22,8 @@ export interface SseOptions {
   stillValid?: () => boolean
   /** Called once when the stream ends, however it ends. */
   onClose?: () => void
+  /** Given the stream's close, once it starts: a caller that learns the key was revoked ends it at once. */
+  onOpen?: (close: (reason: string) => void) => void
 }
 
 export const DEFAULT_SSE_QUEUED_BYTES = 256 * 1024
@@ -155,7 +157,10 @@ export function sseStream(
         }, opts.heartbeatMs)
         if (opts.signal?.aborted) close()
         else if (over) close(`the run has ended, and has no event after ${after}`)
-        else opts.signal?.addEventListener('abort', onAbort, { once: true })
+        else {
+          opts.signal?.addEventListener('abort', onAbort, { once: true })
+          opts.onOpen?.(close)
+        }
       },
       pull() {
         fill()
