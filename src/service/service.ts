@@ -1,4 +1,15 @@
-import { existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmSync } from 'node:fs'
+import {
+  closeSync,
+  constants,
+  existsSync,
+  fstatSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  realpathSync,
+  rmSync,
+} from 'node:fs'
 import path from 'node:path'
 import { PassThrough } from 'node:stream'
 import * as z from 'zod'
@@ -69,6 +80,8 @@ export interface ServiceExtras {
   files(key: KeyRecord, id: string): string[]
   /** One collected file's bytes. */
   file(key: KeyRecord, id: string, filePath: string): Buffer
+  /** One collected file, opened (the caller reads it as its client takes it, and closes the fd). */
+  openFile(key: KeyRecord, id: string, filePath: string): { fd: number; size: number }
   readonly store: Store
 }
 
@@ -501,14 +514,28 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
     },
 
     file(key, id, filePath) {
+      const { fd } = service.openFile(key, id, filePath)
+      try {
+        return readFileSync(fd)
+      } finally {
+        closeSync(fd)
+      }
+    },
+
+    openFile(key, id, filePath) {
       own(key, id, 'runs:read')
       const root = filesDir(dataDir, id)
       const target = path.resolve(root, filePath)
+      let fd: number | undefined
       try {
         // Only what collect() wrote: regular files, inside the run's own directory.
         if (!realpathSync(target).startsWith(`${realpathSync(root)}/`)) throw new Error('outside')
-        return readFileSync(target)
+        fd = openSync(target, constants.O_RDONLY | constants.O_NOFOLLOW)
+        const st = fstatSync(fd)
+        if (!st.isFile()) throw new Error('not a file')
+        return { fd, size: st.size }
       } catch {
+        if (fd !== undefined) closeSync(fd)
         throw new ServiceError('not-found', `no collected file ${filePath}`)
       }
     },

@@ -4,7 +4,8 @@ import assert from 'node:assert/strict'
 import { connect, type Socket } from 'node:net'
 import { describe, it } from 'node:test'
 import { serve } from '../../src/service/serve.js'
-import { tempDir } from '../helpers.js'
+import { createService } from '../../src/service/service.js'
+import { noNamespace, tempDir } from '../helpers.js'
 
 describe('serve limits', () => {
   it('holds at most maxConnections connections: the next one is closed at once', async () => {
@@ -25,6 +26,60 @@ describe('serve limits', () => {
         setTimeout(() => resolve(false), 1000)
       })
       assert.ok(closed, 'a fourth idle connection is refused')
+    } finally {
+      for (const s of sockets) s.destroy()
+      await server.close()
+    }
+  })
+})
+
+describe('serve: answers held for clients that do not read', { skip: noNamespace }, () => {
+  // A collected file was read whole into memory for each request, and /output built its whole range
+  // (up to 8 MiB) before sending: 20 connections that asked for a 60 MB file and read nothing held
+  // 1.1 GiB of the server. An answer is now read from disk or the store as the client takes it.
+  it('holds little per connection, however big the file or the range asked', async () => {
+    const dataDir = tempDir('cordon-serve-slow-')
+    const made = await createService({ dataDir })
+    const key = made.adminKey as string
+    await made.service.close()
+    const server = await serve({ dataDir, port: 0 })
+    const { hostname, port } = new URL(server.url)
+    const sockets: Socket[] = []
+    const api = (p: string, init: RequestInit = {}) =>
+      fetch(`${server.url}${p}`, { ...init, headers: { authorization: `Bearer ${key}` } })
+    try {
+      const body = {
+        cmd: ['sh', '-c', 'head -c 60000000 /dev/zero > big; head -c 8000000 /dev/zero | tr "\\0" a'],
+        collect: ['big'],
+        options: { limits: { maxOutputBytes: '8M', wallTimeMs: '60s' } },
+        wait: '60s',
+      }
+      const run = (await (await api('/v1/runs', { method: 'POST', body: JSON.stringify(body) })).json()) as {
+        id: string
+        result: { status: string; outputBytes: number }
+      }
+      assert.equal(run.result.status, 'ok')
+      // What a reading client gets is whole.
+      const file = await api(`/v1/runs/${run.id}/files/big`)
+      assert.equal((await file.arrayBuffer()).byteLength, 60_000_000)
+      const out = await api(`/v1/runs/${run.id}/output?stream=stdout&offset=100&limit=8000000`)
+      assert.equal((await out.arrayBuffer()).byteLength, 8_000_000 - 100)
+      const part = await api(`/v1/runs/${run.id}/output?stream=stdout&offset=10&limit=5`)
+      assert.equal(await part.text(), 'aaaaa')
+
+      const before = process.memoryUsage().arrayBuffers
+      for (const p of [`files/big`, `output?stream=stdout&limit=8000000`]) {
+        for (let i = 0; i < 15; i++) {
+          const s = connect(Number(port), hostname)
+          s.on('error', () => {})
+          s.write(`GET /v1/runs/${run.id}/${p} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\n\r\n`)
+          s.pause()
+          sockets.push(s)
+        }
+      }
+      await new Promise((r) => setTimeout(r, 2000))
+      const grew = (process.memoryUsage().arrayBuffers - before) / 2 ** 20
+      assert.ok(grew < 100, `the server holds ${grew.toFixed(0)} MiB more for 30 clients that read nothing`)
     } finally {
       for (const s of sockets) s.destroy()
       await server.close()

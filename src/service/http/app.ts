@@ -5,6 +5,8 @@
 // themselves rather than through zod-openapi's validators, so a server-only option is the service's 403
 // (not a strict schema's 400), and the OpenAPI document is still generated from the very schemas the
 // service validates with.
+import { createReadStream } from 'node:fs'
+import { Readable } from 'node:stream'
 import { OpenAPIHono } from '@hono/zod-openapi'
 import type { Context, MiddlewareHandler } from 'hono'
 import { bodyLimit } from 'hono/body-limit'
@@ -70,6 +72,8 @@ export interface AppMount {
 }
 
 export const DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
+/** What an answer read from disk or the store (a file, a range of output) holds for its client at once. */
+const ANSWER_PIECE = 256 * 1024
 export const DEFAULT_MAX_WAIT_MS = 60_000
 export const DEFAULT_MAX_BODY_BYTES_IN_FLIGHT = 64 * 1024 * 1024
 
@@ -128,7 +132,7 @@ export interface App {
 }
 
 /** The service, and the collected files of its runs when it keeps them (createService's does). */
-export type AppService = Service & Partial<Pick<ServiceExtras, 'files' | 'file'>>
+export type AppService = Service & Partial<Pick<ServiceExtras, 'files' | 'file' | 'openFile'>>
 
 export function createApp(service: AppService, opts: AppOptions = {}): App {
   const maxBodyBytes = opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES
@@ -437,10 +441,35 @@ export function createApp(service: AppService, opts: AppOptions = {}): App {
 
   app.get('/v1/runs/:id/output', (c) => {
     const q = parseQuery(outputQuerySchema, c.req.query())
-    const bytes = service.output(c.get('key'), c.req.param('id'), q.stream, q.offset, q.limit)
-    return c.body(new Uint8Array(bytes), 200, {
-      'Content-Type': 'application/octet-stream',
-    })
+    const key = c.get('key')
+    const id = c.req.param('id')
+    // The first piece now (a refusal is a status, not a broken stream), the rest as the client takes it:
+    // a client that reads nothing holds one piece here, not the whole range.
+    const first = service.output(key, id, q.stream, q.offset, Math.min(q.limit, ANSWER_PIECE))
+    if (first.length < Math.min(q.limit, ANSWER_PIECE))
+      return c.body(new Uint8Array(first), 200, { 'Content-Type': 'application/octet-stream' })
+    let at = q.offset + first.length
+    const end = q.offset + q.limit
+    let pending: Buffer | null = first
+    const body = new ReadableStream<Uint8Array>(
+      {
+        pull(controller) {
+          if (pending) {
+            controller.enqueue(new Uint8Array(pending))
+            pending = null
+            return
+          }
+          const want = Math.min(end - at, ANSWER_PIECE)
+          const piece = want > 0 ? service.output(key, id, q.stream, at, want) : Buffer.alloc(0)
+          if (piece.length > 0) controller.enqueue(new Uint8Array(piece))
+          at += piece.length
+          // The output as kept now: a shorter piece is its end.
+          if (piece.length < want || at >= end) controller.close()
+        },
+      },
+      { highWaterMark: 0 },
+    )
+    return c.body(body, 200, { 'Content-Type': 'application/octet-stream' })
   })
 
   app.post('/v1/runs/:id/stdin', async (c) => {
@@ -470,8 +499,18 @@ export function createApp(service: AppService, opts: AppOptions = {}): App {
     } catch {
       throw new ServiceError('not-found', 'no such collected file')
     }
-    const bytes = service.file(c.get('key'), c.req.param('id'), filePath)
-    return c.body(new Uint8Array(bytes), 200, { 'Content-Type': 'application/octet-stream' })
+    if (!service.openFile) {
+      const bytes = service.file(c.get('key'), c.req.param('id'), filePath)
+      return c.body(new Uint8Array(bytes), 200, { 'Content-Type': 'application/octet-stream' })
+    }
+    // Read from disk as the client takes it: a collected file may be 64 MiB, and a client that reads
+    // nothing would otherwise hold all of it here.
+    const { fd, size } = service.openFile(c.get('key'), c.req.param('id'), filePath)
+    const file = createReadStream('', { fd, highWaterMark: ANSWER_PIECE })
+    return c.body(Readable.toWeb(file) as ReadableStream<Uint8Array>, 200, {
+      'Content-Type': 'application/octet-stream',
+      'Content-Length': String(size),
+    })
   })
 
   app.get('/v1/runs/:id/events', (c) => {
