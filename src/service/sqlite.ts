@@ -104,6 +104,9 @@ function outputPlace(
   return { stream, end: offset + bytes, bytes }
 }
 
+/** Bytes of runs (request, result, metadata as stored) a listing page holds at most, past its first run. */
+export const LIST_PAGE_BYTES = 8 * 1024 * 1024
+
 /** Rows read at once where a read stops early (a page of events, a range of output). */
 const ROWS_AT_ONCE = 16
 
@@ -298,11 +301,26 @@ export class SqliteStore implements Store {
       args.push(c[0], c[0], c[1])
     }
     const limit = Math.max(1, Math.floor(filter.limit))
-    const sql = `SELECT * FROM runs ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
+    // First the page's ids and sizes (octet_length reads no content), then only the runs that fit
+    // LIST_PAGE_BYTES: a run holds up to megabytes (its request's files, its result's output), and a
+    // page of `limit` of them read whole would be gigabytes. At least one run, so paging goes on.
+    const sql = `SELECT id, octet_length(request) + coalesce(octet_length(result), 0) + octet_length(metadata) AS bytes
+                   FROM runs ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
                  ORDER BY created_at DESC, id DESC LIMIT ?`
-    const rows = this.stmt(sql).all(...args, limit + 1) as RunRow[]
-    const more = rows.length > limit
-    const page = rows.slice(0, limit).map(toRun)
+    const sizes = this.stmt(sql).all(...args, limit + 1) as { id: string; bytes: number }[]
+    const ids: string[] = []
+    let bytes = 0
+    for (const row of sizes.slice(0, limit)) {
+      if (ids.length > 0 && bytes + row.bytes > LIST_PAGE_BYTES) break
+      ids.push(row.id)
+      bytes += row.bytes
+    }
+    const more = sizes.length > ids.length
+    const page = (
+      this.stmt(
+        `SELECT * FROM runs WHERE id IN (SELECT value FROM json_each(?)) ORDER BY created_at DESC, id DESC`,
+      ).all(JSON.stringify(ids)) as RunRow[]
+    ).map(toRun)
     const last = page.at(-1)
     return { runs: page, nextCursor: more && last ? encodeCursor(last.createdAt, last.id) : null }
   }

@@ -3,7 +3,7 @@ import { statSync } from 'node:fs'
 import path from 'node:path'
 import { describe, it } from 'node:test'
 import { errorResult } from '../../src/index.js'
-import { newRunId, SqliteStore } from '../../src/service/sqlite.js'
+import { LIST_PAGE_BYTES, newRunId, SqliteStore } from '../../src/service/sqlite.js'
 import type { KeyRecord } from '../../src/service/types.js'
 import { tempDir } from '../helpers.js'
 
@@ -377,6 +377,36 @@ describe('SqliteStore', () => {
     assert.equal(store.listRuns({ limit: 10, keyId: 'k', metadata: { a: '1', b: '3' } }).runs.length, 0)
     assert.equal(store.listRuns({ limit: 10, keyId: 'k', metadata: { a: '2' } }).runs.length, 0)
     assert.equal(store.listRuns({ limit: 10, keyId: 'k', metadata: {} }).runs.length, 1)
+    store.close()
+  })
+
+  it('holds a listing page to a byte budget: a run may carry megabytes (its files, its output)', () => {
+    // A page of `limit` runs was read whole, requests and results parsed: 60 runs with a 7 MiB file
+    // each made one listing take 797 MiB, and limit=1000 of them would end the server.
+    const { store } = open()
+    const big = 'x'.repeat(3 * 1024 * 1024)
+    const ids: string[] = []
+    for (let i = 0; i < 12; i++) {
+      const id = `run_${String(i).padStart(2, '0')}`
+      ids.push(id)
+      const createdAt = new Date(Date.UTC(2026, 0, 1, 0, 0, i)).toISOString()
+      const request = { cmd: ['true'], files: i % 3 === 0 ? [{ path: 'a', content: big }] : [] }
+      store.createRun({ id, keyId: 'k', createdAt, metadata: {}, request })
+    }
+    const seen: string[] = []
+    let cursor: string | undefined
+    let pages = 0
+    do {
+      const page = store.listRuns({ limit: 1000, keyId: 'k', ...(cursor ? { cursor } : {}) })
+      assert.ok(page.runs.length >= 1)
+      const bytes = page.runs.reduce((n, r) => n + JSON.stringify(r.request).length, 0)
+      assert.ok(page.runs.length === 1 || bytes <= LIST_PAGE_BYTES, `a page of ${bytes} bytes`)
+      seen.push(...page.runs.map((r) => r.id))
+      cursor = page.nextCursor ?? undefined
+      pages++
+    } while (cursor && pages < 100)
+    assert.deepEqual(seen, [...ids].reverse(), 'every run once, newest first')
+    assert.ok(pages > 1)
     store.close()
   })
 
