@@ -86,3 +86,55 @@ describe('serve: answers held for clients that do not read', { skip: noNamespace
     }
   })
 })
+
+describe('serve: run views held for clients that do not read', { skip: noNamespace }, () => {
+  // A run's view carries its result (stdout, stderr and output, each up to the output ceiling): every
+  // GET of it built and held the whole answer until its client read it, however many clients.
+  it('holds a bounded number of bytes of answers per key; past it, 503 with Retry-After', async () => {
+    const dataDir = tempDir('cordon-serve-views-')
+    const made = await createService({ dataDir })
+    const key = made.adminKey as string
+    await made.service.close()
+    const server = await serve({ dataDir, port: 0 })
+    const { hostname, port } = new URL(server.url)
+    const sockets: Socket[] = []
+    const api = (p: string, init: RequestInit = {}) =>
+      fetch(`${server.url}${p}`, { ...init, headers: { authorization: `Bearer ${key}` } })
+    try {
+      const body = {
+        cmd: ['sh', '-c', 'head -c 12000000 /dev/zero | tr "\\0" a'],
+        options: { limits: { maxOutputBytes: '12M', wallTimeMs: '60s' } },
+        wait: '60s',
+      }
+      const submitted = await api('/v1/runs', { method: 'POST', body: JSON.stringify(body) })
+      const run = (await submitted.json()) as { id: string; result: { status: string; stdout: string } }
+      assert.equal(run.result.stdout.length, 12_000_000)
+      global.gc?.()
+      const before = process.memoryUsage().rss
+      for (let i = 0; i < 20; i++) {
+        const s = connect(Number(port), hostname)
+        s.on('error', () => {})
+        s.write(`GET /v1/runs/${run.id} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\n\r\n`)
+        s.pause()
+        sockets.push(s)
+      }
+      await new Promise((r) => setTimeout(r, 3000))
+      global.gc?.()
+      const grew = (process.memoryUsage().rss - before) / 2 ** 20
+      assert.ok(grew < 250, `the server holds ${grew.toFixed(0)} MiB more for 20 clients that read nothing`)
+      // Past the key's share, a view is refused for now rather than held.
+      const busy = await api(`/v1/runs/${run.id}`)
+      assert.equal(busy.status, 503)
+      assert.ok(busy.headers.get('retry-after'))
+      for (const s of sockets) s.destroy()
+      sockets.length = 0
+      await new Promise((r) => setTimeout(r, 500))
+      const again = await api(`/v1/runs/${run.id}`)
+      assert.equal(again.status, 200)
+      assert.equal(((await again.json()) as { result: { stdout: string } }).result.stdout.length, 12_000_000)
+    } finally {
+      for (const s of sockets) s.destroy()
+      await server.close()
+    }
+  })
+})

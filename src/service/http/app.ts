@@ -46,6 +46,12 @@ export interface AppOptions {
   maxWaits?: number
   /** Bytes an event stream holds for a client that reads slowly (default 256 KiB). */
   maxStreamQueuedBytes?: number
+  /**
+   * Bytes of big answers (run views carry their output) being sent at once (default 256 MiB), and per key
+   * (default 64 MiB, past its first answer); past it 503 with Retry-After.
+   */
+  maxAnswerBytesInFlight?: number
+  maxAnswerBytesInFlightPerKey?: number
   /** Request bodies held at once, bytes, by their length (default 64 MiB); past it 503. */
   maxBodyBytesInFlight?: number
   /** The most of that one key holds past its first body (default a quarter of it). */
@@ -359,6 +365,54 @@ export function createApp(service: AppService, opts: AppOptions = {}): App {
     app.all(mount.path, (c) => mount.handler(c.req.raw, c.get('key')))
   }
 
+  // Answers as big as a run's output (its view carries stdout, stderr and output) are held until their
+  // client has read them: each takes its size from a budget, per key and in all, while it is sent, a piece
+  // at a time as the client reads (node-server writes with backpressure), and gives it back at the end or
+  // when the client goes. A small answer takes nothing.
+  const answers = byteBudget(
+    opts.maxAnswerBytesInFlight ?? 256 * 1024 * 1024,
+    opts.maxAnswerBytesInFlightPerKey ?? 64 * 1024 * 1024,
+  )
+  const heldJson = (
+    c: Context<Env>,
+    value: unknown,
+    status: ContentfulStatusCode = 200,
+    { refusable = true } = {},
+  ): Response => {
+    const text = JSON.stringify(value)
+    if (text.length < ANSWER_PIECE) return c.json(value, status)
+    const data = Buffer.from(text)
+    const owner = c.get('key').id
+    // A submission's answer is sent even past the budget (counted, so that reads wait): refusing it
+    // would tell the client no while its run goes on. Long polls bound how many there are.
+    if (!answers.take(data.length, owner) && !(refusable === false && answers.force(data.length, owner))) {
+      c.header('Retry-After', '1')
+      return c.json(errorBody('busy', 'the server is sending too many big answers at once: retry'), 503)
+    }
+    let at = 0
+    let held = true
+    const release = () => {
+      if (held) answers.give(data.length, owner)
+      held = false
+    }
+    const body = new ReadableStream<Uint8Array>(
+      {
+        pull(controller) {
+          if (at >= data.length) {
+            release()
+            controller.close()
+            return
+          }
+          controller.enqueue(data.subarray(at, at + ANSWER_PIECE))
+          at += ANSWER_PIECE
+        },
+        cancel: release,
+      },
+      { highWaterMark: 0 },
+    )
+    return c.body(body, status, { 'Content-Type': 'application/json', 'Content-Length': String(data.length) })
+  }
+
   const jsonBody = async (c: Context<Env>): Promise<unknown> => {
     const text = await c.req.text()
     c.get('bodyRead')?.()
@@ -393,7 +447,7 @@ export function createApp(service: AppService, opts: AppOptions = {}): App {
     countEnd(key, run.id)
     if (wait !== null && run.state !== 'finished') run = await waitHeld(key, run.id, wait)
     c.header('Location', `/v1/runs/${run.id}`)
-    return c.json(runView(run), 201)
+    return heldJson(c, runView(run), 201, { refusable: false })
   })
 
   app.get('/v1/runs', (c) => {
@@ -421,7 +475,7 @@ export function createApp(service: AppService, opts: AppOptions = {}): App {
       ...(q.cursor ? { cursor: q.cursor } : {}),
       ...(Object.keys(metadata).length ? { metadata } : {}),
     })
-    return c.json({ runs: page.runs.map(runView), nextCursor: page.nextCursor })
+    return heldJson(c, { runs: page.runs.map(runView), nextCursor: page.nextCursor })
   })
 
   app.get('/v1/runs/:id', async (c) => {
@@ -429,10 +483,12 @@ export function createApp(service: AppService, opts: AppOptions = {}): App {
     const id = c.req.param('id')
     const { wait } = parseQuery(getQuerySchema, c.req.query())
     const run = wait === undefined ? service.get(key, id) : await waitHeld(key, id, Math.min(wait, maxWaitMs))
-    return c.json(runView(run))
+    return heldJson(c, runView(run))
   })
 
-  app.post('/v1/runs/:id/cancel', (c) => c.json(runView(service.cancel(c.get('key'), c.req.param('id')))))
+  app.post('/v1/runs/:id/cancel', (c) =>
+    heldJson(c, runView(service.cancel(c.get('key'), c.req.param('id')))),
+  )
 
   app.delete('/v1/runs/:id', (c) => {
     service.remove(c.get('key'), c.req.param('id'))
