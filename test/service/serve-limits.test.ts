@@ -72,7 +72,9 @@ describe('serve: answers held for clients that do not read', { skip: noNamespace
         for (let i = 0; i < 15; i++) {
           const s = connect(Number(port), hostname)
           s.on('error', () => {})
-          s.write(`GET /v1/runs/${run.id}/${p} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\n\r\n`)
+          s.write(
+            `GET /v1/runs/${run.id}/${p} HTTP/1.1\r\nHost: ${hostname}:${port}\r\nAuthorization: Bearer ${key}\r\n\r\n`,
+          )
           s.pause()
           sockets.push(s)
         }
@@ -114,7 +116,9 @@ describe('serve: run views held for clients that do not read', { skip: noNamespa
       for (let i = 0; i < 20; i++) {
         const s = connect(Number(port), hostname)
         s.on('error', () => {})
-        s.write(`GET /v1/runs/${run.id} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\n\r\n`)
+        s.write(
+          `GET /v1/runs/${run.id} HTTP/1.1\r\nHost: ${hostname}:${port}\r\nAuthorization: Bearer ${key}\r\n\r\n`,
+        )
         s.pause()
         sockets.push(s)
       }
