@@ -1,6 +1,7 @@
 // `serve`'s listener against clients that only hold connections: bounded in number, and slow headers or
 // bodies are cut off by the server's timeouts.
 import assert from 'node:assert/strict'
+import { readdirSync } from 'node:fs'
 import { connect, type Socket } from 'node:net'
 import { describe, it } from 'node:test'
 import { serve } from '../../src/service/serve.js'
@@ -138,6 +139,59 @@ describe('serve: run views held for clients that do not read', { skip: noNamespa
       assert.equal(((await again.json()) as { result: { stdout: string } }).result.stdout.length, 12_000_000)
     } finally {
       for (const s of sockets) s.destroy()
+      await server.close()
+    }
+  })
+})
+
+describe('serve: HEAD holds nothing', { skip: noNamespace }, () => {
+  // Hono answers HEAD by running the GET route and dropping its body unread, never cancelled: a file's
+  // fd stayed open, a big view's bytes stayed counted against the answer budget, and an event stream
+  // kept its place among the key's streams, each for the server's life, one per HEAD.
+  it('gives back the fd, the answer budget and the stream of every HEAD', async () => {
+    const dataDir = tempDir('cordon-serve-head-')
+    const made = await createService({ dataDir })
+    const key = made.adminKey as string
+    await made.service.close()
+    const server = await serve({ dataDir, port: 0 })
+    const api = (p: string, init: RequestInit = {}) =>
+      fetch(`${server.url}${p}`, { ...init, headers: { authorization: `Bearer ${key}` } })
+    const fds = () => readdirSync('/proc/self/fd').length
+    try {
+      const body = {
+        cmd: ['sh', '-c', 'head -c 1000000 /dev/zero > f; head -c 12000000 /dev/zero | tr "\\0" a'],
+        collect: ['f'],
+        options: { limits: { maxOutputBytes: '12M', wallTimeMs: '60s' } },
+        wait: '60s',
+      }
+      const run = (await (await api('/v1/runs', { method: 'POST', body: JSON.stringify(body) })).json()) as {
+        id: string
+        result: { status: string }
+      }
+      assert.equal(run.result.status, 'ok')
+
+      const before = fds()
+      for (let i = 0; i < 40; i++) {
+        const head = await api(`/v1/runs/${run.id}/files/f`, { method: 'HEAD' })
+        assert.equal(head.status, 200)
+        assert.equal(head.headers.get('content-length'), '1000000')
+      }
+      await new Promise((r) => setTimeout(r, 200))
+      assert.ok(fds() - before < 10, `${fds() - before} fds more after 40 HEADs of a file`)
+
+      for (let i = 0; i < 12; i++) {
+        const head = await api(`/v1/runs/${run.id}`, { method: 'HEAD' })
+        assert.equal(head.status, 200)
+      }
+      const view = await api(`/v1/runs/${run.id}`)
+      assert.equal(view.status, 200, 'a view after HEADs of it is not refused as busy')
+      assert.equal(((await view.json()) as { result: { stdout: string } }).result.stdout.length, 12_000_000)
+
+      for (let i = 0; i < 12; i++) await api(`/v1/runs/${run.id}/events`, { method: 'HEAD' })
+      const events = await api(`/v1/runs/${run.id}/events`)
+      assert.equal(events.status, 200, 'an event stream after HEADs of it is not refused (429)')
+      assert.match(await events.text(), /event: end/)
+    } finally {
       await server.close()
     }
   })

@@ -264,6 +264,18 @@ export function createApp(service: AppService, opts: AppOptions = {}): App {
   })
   app.notFound((c) => c.json(errorBody('not-found', `no route ${c.req.method} ${c.req.path}`), 404))
 
+  // HEAD runs the GET route; hono then drops its body unread, never cancelled. A body that holds
+  // something until it is read or cancelled (a file's fd, a view's share of the answer budget, an event
+  // stream's place among its key's) would hold it for the server's life, one per HEAD: it is cancelled
+  // here, and the answer keeps its status and headers only.
+  app.use('*', async (c, next) => {
+    await next()
+    if (c.req.method !== 'HEAD' || c.res.body === null) return
+    const res = c.res
+    c.res = undefined
+    c.res = new Response(null, res)
+    res.body?.cancel().catch(() => {})
+  })
   // What the API serves is often a program's bytes (its output, its collected files), on the dashboard's
   // origin: no browser may sniff them into a page, run them, or frame them. The pages set their own policy.
   app.use('*', async (c, next) => {
