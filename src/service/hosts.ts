@@ -45,7 +45,9 @@ function hostName(header: string): { ip: boolean; name: string } | null {
     const inner = header.slice(1, end)
     return isIPv6(inner) ? { ip: true, name: inner } : null
   }
-  const m = /^([^:]+)(?::\d*)?$/.exec(header)
+  // A name's characters only: two Host headers come joined ("evil.example, x.localhost"), which must not
+  // pass for the last name in it.
+  const m = /^([a-z0-9_.-]+)(?::\d*)?$/i.exec(header)
   if (!m) return null
   const name = normal(m[1] as string)
   return { ip: isIPv4(name), name }

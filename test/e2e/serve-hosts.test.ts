@@ -175,6 +175,35 @@ describe('cordon serve against DNS rebinding', { skip }, () => {
     assert.equal(mcp.status, 200, mcp.body)
   })
 
+  it('judges every Host a request names: two Host headers, an absolute-form target', async () => {
+    const { hostname } = new URL(served.url)
+    const raw = (text: string) =>
+      new Promise<string>((resolve, reject) => {
+        let data = ''
+        const socket = connect(Number(port), hostname, () => socket.write(text))
+        socket.setEncoding('utf8').on('data', (s: string) => {
+          data += s
+        })
+        socket.on('end', () => resolve(data)).on('error', reject)
+      })
+    const key = `Authorization: Bearer ${served.adminKey}\r\n`
+    for (const request of [
+      // Node keeps the first Host; hono joined both ("evil.example, x.localhost"), which ended in .localhost.
+      `GET /v1/runs HTTP/1.1\r\nHost: evil.example\r\nHost: x.localhost\r\n${key}Connection: close\r\n\r\n`,
+      `GET /v1/runs HTTP/1.1\r\nHost: evil.example, x.localhost\r\n${key}Connection: close\r\n\r\n`,
+      // The request is for the target's authority (RFC 9112 3.2.2), and the app's URL is built from it.
+      `GET http://evil.example/v1/runs HTTP/1.1\r\nHost: localhost\r\n${key}Connection: close\r\n\r\n`,
+      `GET http://evil.example:${port}/v1/runs HTTP/1.0\r\n${key}\r\n`,
+    ]) {
+      const answer = await raw(request)
+      assert.match(answer, /^HTTP\/1\.[01] (400|403) /, `${JSON.stringify(request)}: ${answer.slice(0, 200)}`)
+    }
+    const ok = await raw(
+      `GET http://localhost:${port}/healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n`,
+    )
+    assert.match(ok, /^HTTP\/1\.1 200 /)
+  })
+
   it('serves a request without a Host header (HTTP/1.0)', async () => {
     const { hostname } = new URL(served.url)
     const answer = await new Promise<string>((resolve, reject) => {

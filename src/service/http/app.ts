@@ -297,7 +297,11 @@ export function createApp(service: AppService, opts: AppOptions = {}): App {
   // on every path (the pages, the API, its event streams, /mcp, the probes), key or no key.
   const hostAllowed = hostChecker(opts.allowedHosts ?? [])
   app.use('*', async (c, next) => {
-    const host = c.req.header('host')
+    // The Host, and the target's authority: an absolute-form target (`GET http://evil.example/`) names
+    // the host the request is for, whatever the Host says, and the app's URL is built from it.
+    const header = c.req.header('host')
+    const target = new URL(c.req.url).host
+    const host = hostAllowed(header) ? target : header
     if (hostAllowed(host)) return next()
     const name = host?.replace(/:\d*$/, '').replace(/\.$/, '').toLowerCase()
     return c.json(
