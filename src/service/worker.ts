@@ -400,62 +400,85 @@ export interface GlobBudget {
 export function globMatcher(glob: string, budget: GlobBudget = { steps: Number.POSITIVE_INFINITY }) {
   const tokens = globTokens(glob)
   const m = tokens.length
+  // What each token is and matches, as numbers: the loop below runs for every name the sandbox made.
+  const [CHAR, ONE, STAR, ANY] = [0, 1, 2, 3]
+  const KIND = { char: CHAR, one: ONE, star: STAR, any: ANY, dirs: 4 } as const
+  const kinds = new Uint8Array(m)
+  const chars = new Array<string>(m)
+  tokens.forEach((t, i) => {
+    kinds[i] = KIND[t.kind]
+    chars[i] = t.kind === 'char' ? t.c : ''
+  })
   // States 0..m: about to match token i (m: the end); m+1+i: inside the `**` of a `**` then `/` at i.
-  const seen = new Int32Array(2 * m + 2).fill(-1)
-  return (text: string): boolean => {
-    let gen = 0
-    let current: number[] = []
-    let next: number[] = []
-    const add = (to: number[], state: number) => {
-      // Each state once per position: the closure over what may match nothing (`*`, `**`, and `**` then `/`).
-      for (let s = state; ; s++) {
-        if (seen[s] === gen) return
-        seen[s] = gen
-        to.push(s)
-        budget.steps--
-        const t = s < m ? tokens[s] : undefined
-        if (t === undefined || t.kind === 'char' || t.kind === 'one') return
-      }
+  // `seen[s] === gen`: s is in the set being built. The generation goes on from one path to the next, and
+  // the sets live in two buffers made once: a match costs what it visits, nothing as long as the glob.
+  const states = 2 * m + 2
+  const seen = new Int32Array(states).fill(-1)
+  let gen = 0
+  let current = new Int32Array(states)
+  let next = new Int32Array(states)
+  let size = 0
+  /** Adds `state` to `next`, with the closure over what may match nothing (`*`, `**`, `**` then `/`). */
+  const add = (state: number) => {
+    for (let s = state; ; s++) {
+      if (seen[s] === gen) return
+      seen[s] = gen
+      next[size++] = s
+      budget.steps--
+      if (s >= m || kinds[s] === CHAR || kinds[s] === ONE) return
     }
-    seen.fill(-1)
-    add(current, 0)
+  }
+  const keep = (s: number) => {
+    if (seen[s] === gen) return
+    seen[s] = gen
+    next[size++] = s
+  }
+  return (text: string): boolean => {
+    if (gen > 2 ** 30) {
+      seen.fill(-1)
+      gen = 0
+    }
+    // Each match is a step, whatever it visits: a name against many globs is work too.
+    budget.steps--
+    gen++
+    size = 0
+    add(0)
+    let count = size
+    ;[current, next] = [next, current]
     for (let i = 0; i < text.length; i++) {
-      if (budget.steps <= 0 || current.length === 0) return false
+      if (budget.steps <= 0 || count === 0) return false
       const c = text[i] as string
       gen++
-      next = []
-      for (const s of current) {
+      size = 0
+      for (let j = 0; j < count; j++) {
+        const s = current[j] as number
+        budget.steps--
         if (s > m) {
           // Inside `**` then `/`: any character stays inside; a `/` may also end it.
-          if (seen[s] !== gen) {
-            seen[s] = gen
-            next.push(s)
-          }
-          if (c === '/') add(next, s - m)
+          keep(s)
+          if (c === '/') add(s - m)
           continue
         }
-        const t = tokens[s]
-        if (t === undefined) continue
-        if (t.kind === 'char') {
-          if (c === t.c) add(next, s + 1)
-        } else if (t.kind === 'one') {
-          if (c !== '/') add(next, s + 1)
-        } else if (t.kind === 'star') {
-          if (c !== '/') add(next, s)
-        } else if (t.kind === 'any') add(next, s)
+        if (s === m) continue
+        const kind = kinds[s]
+        if (kind === CHAR) {
+          if (c === chars[s]) add(s + 1)
+        } else if (kind === ONE) {
+          if (c !== '/') add(s + 1)
+        } else if (kind === STAR) {
+          if (c !== '/') add(s)
+        } else if (kind === ANY) add(s)
         else {
-          const inside = m + 1 + s
-          if (seen[inside] !== gen) {
-            seen[inside] = gen
-            next.push(inside)
-          }
-          if (c === '/') add(next, s + 1)
+          keep(m + 1 + s)
+          if (c === '/') add(s + 1)
         }
-        budget.steps--
       }
-      current = next
+      count = size
+      ;[current, next] = [next, current]
     }
-    return budget.steps > 0 && current.includes(m)
+    if (budget.steps <= 0) return false
+    for (let j = 0; j < count; j++) if (current[j] === m) return true
+    return false
   }
 }
 

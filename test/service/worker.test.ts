@@ -152,6 +152,19 @@ describe('worker', () => {
     assert.ok(collect(ws, into2, ['*', '*x'], 1024, { maxSteps: 40 }).length < 50)
   })
 
+  it('charges the budget for what each match costs, a long glob against many names included', () => {
+    // A glob's matcher reset a state table as long as the glob (4096 characters) before each name, and
+    // charged it nothing: 100 long globs that fail on the first character against 100 000 names (what a
+    // sandbox makes in a second) cost 2 steps a glob a name and held the server's thread for 15 s.
+    const ws = tempDir('cordon-ws-')
+    const into = path.join(tempDir('cordon-files-'), 'run')
+    for (let i = 0; i < 30_000; i++) writeFileSync(path.join(ws, `f${i}`), '')
+    const globs = Array.from({ length: 100 }, () => `z${'x'.repeat(4095)}`)
+    const started = Date.now()
+    assert.deepEqual(collect(ws, into, globs, 1024), [])
+    assert.ok(Date.now() - started < 1500, `took ${Date.now() - started} ms`)
+  })
+
   it('keeps at most maxFiles files, however small', () => {
     const ws = tempDir('cordon-ws-')
     const into = path.join(tempDir('cordon-files-'), 'run')
