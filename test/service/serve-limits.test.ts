@@ -6,6 +6,7 @@ import { connect, type Socket } from 'node:net'
 import { describe, it } from 'node:test'
 import { serve } from '../../src/service/serve.js'
 import { createService } from '../../src/service/service.js'
+import type { KeyRecord } from '../../src/service/types.js'
 import { noNamespace, tempDir } from '../helpers.js'
 
 describe('serve limits', () => {
@@ -192,6 +193,68 @@ describe('serve: HEAD holds nothing', { skip: noNamespace }, () => {
       assert.equal(events.status, 200, 'an event stream after HEADs of it is not refused (429)')
       assert.match(await events.text(), /event: end/)
     } finally {
+      await server.close()
+    }
+  })
+})
+
+describe('serve: downloads held by clients that do not read', { skip: noNamespace }, () => {
+  // A collected file or a range of output is sent as the client reads, and a response has no timeout:
+  // a client that asked and read nothing held its connection, an fd (a file) and a piece, for as long
+  // as it liked. One key could so take every connection the server allows (1024), for good.
+  it('holds a bounded number of answers being sent per key; past it, 429; another key is served', async () => {
+    const dataDir = tempDir('cordon-serve-downloads-')
+    const made = await createService({ dataDir })
+    const key = made.adminKey as string
+    const other = made.service.createKey(made.service.authenticate(key) as KeyRecord, {
+      name: 'other',
+      scopes: ['runs:read', 'runs:write'],
+    }).key
+    await made.service.close()
+    const server = await serve({ dataDir, port: 0 })
+    const { hostname, port } = new URL(server.url)
+    const sockets: Socket[] = []
+    const api = (p: string, init: RequestInit = {}, k = key) =>
+      fetch(`${server.url}${p}`, { ...init, headers: { authorization: `Bearer ${k}` } })
+    try {
+      const body = {
+        cmd: ['sh', '-c', 'head -c 40000000 /dev/zero > big'],
+        collect: ['big'],
+        options: { limits: { wallTimeMs: '60s' } },
+        wait: '60s',
+      }
+      const mine = (await (await api('/v1/runs', { method: 'POST', body: JSON.stringify(body) })).json()) as {
+        id: string
+      }
+      const theirs = (await (
+        await api('/v1/runs', { method: 'POST', body: JSON.stringify(body) }, other)
+      ).json()) as { id: string }
+      const held = () => {
+        const s = connect(Number(port), hostname)
+        s.on('error', () => {})
+        s.write(
+          `GET /v1/runs/${mine.id}/files/big HTTP/1.1\r\nHost: ${hostname}:${port}\r\nAuthorization: Bearer ${key}\r\n\r\n`,
+        )
+        s.pause()
+        sockets.push(s)
+      }
+      for (let i = 0; i < 40; i++) held()
+      await new Promise((r) => setTimeout(r, 1500))
+      const refused = await api(`/v1/runs/${mine.id}/files/big`)
+      assert.equal(refused.status, 429, 'a key holding many unread answers is refused another')
+      assert.ok(refused.headers.get('retry-after'))
+      await refused.body?.cancel()
+      const served = await api(`/v1/runs/${theirs.id}/files/big`, {}, other)
+      assert.equal(served.status, 200)
+      assert.equal((await served.arrayBuffer()).byteLength, 40_000_000)
+      for (const s of sockets) s.destroy()
+      sockets.length = 0
+      await new Promise((r) => setTimeout(r, 500))
+      const again = await api(`/v1/runs/${mine.id}/files/big`)
+      assert.equal(again.status, 200)
+      assert.equal((await again.arrayBuffer()).byteLength, 40_000_000)
+    } finally {
+      for (const s of sockets) s.destroy()
       await server.close()
     }
   })

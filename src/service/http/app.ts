@@ -52,6 +52,13 @@ export interface AppOptions {
    */
   maxAnswerBytesInFlight?: number
   maxAnswerBytesInFlightPerKey?: number
+  /**
+   * Answers sent a piece at a time as their client reads (a collected file, a range of output, a big view)
+   * at once, per key (default 16) and in all (default 512); past it 429. A response has no timeout: a
+   * client that reads nothing holds its connection (and a file's fd) for as long as it likes.
+   */
+  maxAnswersPerKey?: number
+  maxAnswers?: number
   /** Request bodies held at once, bytes, by their length (default 64 MiB); past it 503. */
   maxBodyBytesInFlight?: number
   /** The most of that one key holds past its first body (default a quarter of it). */
@@ -184,6 +191,31 @@ export function createApp(service: AppService, opts: AppOptions = {}): App {
     streamsOf.delete(keyId)
   }
   const holdWait = holds(opts.maxWaitsPerKey ?? 32, opts.maxWaits ?? 1024, 'long polls')
+  const holdAnswer = holds(opts.maxAnswersPerKey ?? 16, opts.maxAnswers ?? 512, 'answers being sent')
+  /** `body`, giving `release` back once it has ended, failed or been canceled, whichever comes first. */
+  const releasing = (body: ReadableStream<Uint8Array>, release: () => void): ReadableStream<Uint8Array> => {
+    const reader = body.getReader()
+    return new ReadableStream<Uint8Array>(
+      {
+        async pull(controller) {
+          try {
+            const { done, value } = await reader.read()
+            if (!done) return controller.enqueue(value)
+            release()
+            controller.close()
+          } catch (error) {
+            release()
+            controller.error(error)
+          }
+        },
+        cancel(reason) {
+          release()
+          return reader.cancel(reason)
+        },
+      },
+      { highWaterMark: 0 },
+    )
+  }
   const waitHeld = async (key: KeyRecord, id: string, ms: number) => {
     const release = holdWait(key)
     try {
@@ -401,7 +433,10 @@ export function createApp(service: AppService, opts: AppOptions = {}): App {
     const owner = c.get('key').id
     // A submission's answer is sent even past the budget (counted, so that reads wait): refusing it
     // would tell the client no while its run goes on. Long polls bound how many there are.
+    // A submission's answer is not counted among the key's answers either (its run is made).
+    const holding = refusable ? holdAnswer(c.get('key')) : () => {}
     if (!answers.take(data.length, owner) && !(refusable === false && answers.force(data.length, owner))) {
+      holding()
       c.header('Retry-After', '1')
       return c.json(errorBody('busy', 'the server is sending too many big answers at once: retry'), 503)
     }
@@ -410,6 +445,7 @@ export function createApp(service: AppService, opts: AppOptions = {}): App {
     const release = () => {
       if (held) answers.give(data.length, owner)
       held = false
+      holding()
     }
     const body = new ReadableStream<Uint8Array>(
       {
@@ -541,7 +577,7 @@ export function createApp(service: AppService, opts: AppOptions = {}): App {
       },
       { highWaterMark: 0 },
     )
-    return c.body(body, 200, { 'Content-Type': 'application/octet-stream' })
+    return c.body(releasing(body, holdAnswer(key)), 200, { 'Content-Type': 'application/octet-stream' })
   })
 
   app.post('/v1/runs/:id/stdin', async (c) => {
@@ -577,9 +613,17 @@ export function createApp(service: AppService, opts: AppOptions = {}): App {
     }
     // Read from disk as the client takes it: a collected file may be 64 MiB, and a client that reads
     // nothing would otherwise hold all of it here.
-    const { fd, size } = service.openFile(c.get('key'), c.req.param('id'), filePath)
+    const release = holdAnswer(c.get('key'))
+    let opened: { fd: number; size: number }
+    try {
+      opened = service.openFile(c.get('key'), c.req.param('id'), filePath)
+    } catch (error) {
+      release()
+      throw error
+    }
+    const { fd, size } = opened
     const file = createReadStream('', { fd, highWaterMark: ANSWER_PIECE })
-    return c.body(Readable.toWeb(file) as ReadableStream<Uint8Array>, 200, {
+    return c.body(releasing(Readable.toWeb(file) as ReadableStream<Uint8Array>, release), 200, {
       'Content-Type': 'application/octet-stream',
       'Content-Length': String(size),
     })
