@@ -259,3 +259,65 @@ describe('serve: downloads held by clients that do not read', { skip: noNamespac
     }
   })
 })
+
+describe('serve: a revoked key’s downloads', { skip: noNamespace }, () => {
+  // Revoking a key ended its event streams at once, but not the files and output it was being sent:
+  // a revoked key's client that reads nothing went on holding its connections and fds.
+  it('end when the key is revoked, read or not', async () => {
+    const dataDir = tempDir('cordon-serve-revoked-')
+    const made = await createService({ dataDir })
+    const admin = made.adminKey as string
+    const created = made.service.createKey(made.service.authenticate(admin) as KeyRecord, {
+      name: 'doomed',
+      scopes: ['runs:read', 'runs:write'],
+    })
+    await made.service.close()
+    const server = await serve({ dataDir, port: 0 })
+    const { hostname, port } = new URL(server.url)
+    const sockets: Socket[] = []
+    const api = (p: string, init: RequestInit = {}, k = created.key) =>
+      fetch(`${server.url}${p}`, { ...init, headers: { authorization: `Bearer ${k}` } })
+    try {
+      const body = {
+        cmd: ['sh', '-c', 'head -c 40000000 /dev/zero > big; head -c 8000000 /dev/zero'],
+        collect: ['big'],
+        options: { limits: { maxOutputBytes: '8M', wallTimeMs: '60s' } },
+        wait: '60s',
+      }
+      const run = (await (await api('/v1/runs', { method: 'POST', body: JSON.stringify(body) })).json()) as {
+        id: string
+      }
+      const received: Promise<number>[] = []
+      for (const p of ['files/big', 'output?stream=stdout&limit=8000000']) {
+        const s = connect(Number(port), hostname)
+        s.on('error', () => {})
+        s.write(
+          `GET /v1/runs/${run.id}/${p} HTTP/1.1\r\nHost: ${hostname}:${port}\r\nAuthorization: Bearer ${created.key}\r\n\r\n`,
+        )
+        s.pause()
+        sockets.push(s)
+        received.push(
+          new Promise((resolve) => {
+            let bytes = 0
+            s.on('data', (d: Buffer) => {
+              bytes += d.length
+            })
+            s.once('close', () => resolve(bytes))
+          }),
+        )
+      }
+      await new Promise((r) => setTimeout(r, 1000))
+      const revoked = await api(`/v1/keys/${created.record.id}`, { method: 'DELETE' }, admin)
+      assert.equal(revoked.status, 204)
+      await new Promise((r) => setTimeout(r, 500))
+      // What the clients read from now on is what was sent before the revocation, then the end.
+      for (const s of sockets) s.resume()
+      const [file, output] = await Promise.all(received)
+      assert.ok((file as number) < 40_000_000, `${file} bytes of the file after the revocation`)
+      assert.ok((output as number) < 8_000_000, `${output} bytes of output after the revocation`)
+    } finally {
+      for (const s of sockets) s.destroy()
+      await server.close()
+    }
+  })
+})

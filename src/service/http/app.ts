@@ -192,30 +192,54 @@ export function createApp(service: AppService, opts: AppOptions = {}): App {
   }
   const holdWait = holds(opts.maxWaitsPerKey ?? 32, opts.maxWaits ?? 1024, 'long polls')
   const holdAnswer = holds(opts.maxAnswersPerKey ?? 16, opts.maxAnswers ?? 512, 'answers being sent')
-  /** `body`, giving `release` back once it has ended, failed or been canceled, whichever comes first. */
-  const releasing = (body: ReadableStream<Uint8Array>, release: () => void): ReadableStream<Uint8Array> => {
+  /**
+   * `body` as an answer of `key`'s sent as its client reads: it holds one of the key's answers until it
+   * has ended, failed or been canceled, and a revocation of the key here ends it, with its connection (a
+   * client that reads nothing would not see a stream's end).
+   */
+  const sending = (c: Context<Env>, body: ReadableStream<Uint8Array>, release: () => void) => {
+    const key = c.get('key')
     const reader = body.getReader()
+    let done = false
+    const end = () => {
+      if (done) return
+      done = true
+      release()
+      streamsOf.get(key.id)?.delete(close)
+    }
+    const close = () => {
+      end()
+      reader.cancel().catch(() => {})
+      ;(c.env as { outgoing?: { destroy?: () => void } } | undefined)?.outgoing?.destroy?.()
+    }
+    let set = streamsOf.get(key.id)
+    if (!set) {
+      set = new Set()
+      streamsOf.set(key.id, set)
+    }
+    set.add(close)
     return new ReadableStream<Uint8Array>(
       {
         async pull(controller) {
           try {
-            const { done, value } = await reader.read()
-            if (!done) return controller.enqueue(value)
-            release()
+            const { done: over, value } = await reader.read()
+            if (!over) return controller.enqueue(value)
+            end()
             controller.close()
           } catch (error) {
-            release()
+            end()
             controller.error(error)
           }
         },
         cancel(reason) {
-          release()
+          end()
           return reader.cancel(reason)
         },
       },
       { highWaterMark: 0 },
     )
   }
+
   const waitHeld = async (key: KeyRecord, id: string, ms: number) => {
     const release = holdWait(key)
     try {
@@ -441,28 +465,24 @@ export function createApp(service: AppService, opts: AppOptions = {}): App {
       return c.json(errorBody('busy', 'the server is sending too many big answers at once: retry'), 503)
     }
     let at = 0
-    let held = true
     const release = () => {
-      if (held) answers.give(data.length, owner)
-      held = false
+      answers.give(data.length, owner)
       holding()
     }
-    const body = new ReadableStream<Uint8Array>(
+    const pieces = new ReadableStream<Uint8Array>(
       {
         pull(controller) {
-          if (at >= data.length) {
-            release()
-            controller.close()
-            return
-          }
+          if (at >= data.length) return controller.close()
           controller.enqueue(data.subarray(at, at + ANSWER_PIECE))
           at += ANSWER_PIECE
         },
-        cancel: release,
       },
       { highWaterMark: 0 },
     )
-    return c.body(body, status, { 'Content-Type': 'application/json', 'Content-Length': String(data.length) })
+    return c.body(sending(c, pieces, release), status, {
+      'Content-Type': 'application/json',
+      'Content-Length': String(data.length),
+    })
   }
 
   const jsonBody = async (c: Context<Env>): Promise<unknown> => {
@@ -577,7 +597,7 @@ export function createApp(service: AppService, opts: AppOptions = {}): App {
       },
       { highWaterMark: 0 },
     )
-    return c.body(releasing(body, holdAnswer(key)), 200, { 'Content-Type': 'application/octet-stream' })
+    return c.body(sending(c, body, holdAnswer(key)), 200, { 'Content-Type': 'application/octet-stream' })
   })
 
   app.post('/v1/runs/:id/stdin', async (c) => {
@@ -623,7 +643,7 @@ export function createApp(service: AppService, opts: AppOptions = {}): App {
     }
     const { fd, size } = opened
     const file = createReadStream('', { fd, highWaterMark: ANSWER_PIECE })
-    return c.body(releasing(Readable.toWeb(file) as ReadableStream<Uint8Array>, release), 200, {
+    return c.body(sending(c, Readable.toWeb(file) as ReadableStream<Uint8Array>, release), 200, {
       'Content-Type': 'application/octet-stream',
       'Content-Length': String(size),
     })
