@@ -236,6 +236,26 @@ describe('http limits', () => {
       await call(`/v1/runs/${id}/cancel`, { method: 'POST' })
     })
 
+    it('refuses a submission whose wait is past the key’s long polls before making its run', async () => {
+      // The wait was taken after the run was made: a 429 told the client no while its run went on, and
+      // a client retrying the refusal (Retry-After) made it again.
+      const id = await submit(['sleep', '3'])
+      const held = call(`/v1/runs/${id}?wait=1s`)
+      await sleep(20)
+      const count = () =>
+        created.service.list(created.service.authenticate(admin) as KeyRecord, { limit: 1000 }).runs.length
+      const before = count()
+      const refused = await call('/v1/runs', {
+        method: 'POST',
+        body: JSON.stringify({ cmd: ['true'], wait: '5s' }),
+      })
+      assert.equal(refused.status, 429)
+      assert.ok(refused.headers.get('retry-after'))
+      assert.equal(count(), before, 'no run made')
+      assert.equal((await held).status, 200)
+      await call(`/v1/runs/${id}/cancel`, { method: 'POST' })
+    })
+
     it('answers a malformed escape in a file path with 404, not 500', async () => {
       const id = await submit(['true'])
       for (const p of [

@@ -17,7 +17,14 @@ import { durationSchema } from '../../index.js'
 import { hostChecker } from '../hosts.js'
 import { REQUEST_BOUNDS } from '../request.js'
 import type { ServiceExtras } from '../service.js'
-import { type KeyRecord, type RunEvent, runView, type Service, ServiceError } from '../types.js'
+import {
+  type KeyRecord,
+  type RunEvent,
+  type RunRecord,
+  runView,
+  type Service,
+  ServiceError,
+} from '../types.js'
 import { bodyCost, byteBudget } from './inflight.js'
 import { registerOpenApi } from './openapi.js'
 import { eventsQuerySchema, getQuerySchema, listQuerySchema, outputQuerySchema } from './schemas.js'
@@ -514,10 +521,17 @@ export function createApp(service: AppService, opts: AppOptions = {}): App {
         'wait: this key lacks the runs:read scope that waiting needs',
         'wait',
       )
-    let run = service.submit(key, body)
-    submitted.inc()
-    countEnd(key, run.id)
-    if (wait !== null && run.state !== 'finished') run = await waitHeld(key, run.id, wait)
+    // The long poll too is taken before the run is made: past the key's, 429 and no run.
+    const release = wait !== null ? holdWait(key) : () => {}
+    let run: RunRecord
+    try {
+      run = service.submit(key, body)
+      submitted.inc()
+      countEnd(key, run.id)
+      if (wait !== null && run.state !== 'finished') run = await service.wait(key, run.id, wait)
+    } finally {
+      release()
+    }
     c.header('Location', `/v1/runs/${run.id}`)
     return heldJson(c, runView(run), 201, { refusable: false })
   })
