@@ -317,6 +317,18 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
     }
     return run
   }
+  /**
+   * own(), for a read that needs only to know the run is the key's (its output, events, files, stdin):
+   * the run is not loaded, as its request (up to 8 MiB of files) and result (its output as escaped JSON,
+   * some 200 MB at the output ceiling) would be parsed for each piece of output read.
+   */
+  const owns = (key: KeyRecord, id: string, scope: Scope): void => {
+    need(key, scope)
+    const keyId = store.runKeyId(id)
+    if (keyId === null || (keyId !== key.id && !key.scopes.includes('admin'))) {
+      throw new ServiceError('not-found', `no run ${id}`)
+    }
+  }
 
   const service: Service & ServiceExtras = {
     store,
@@ -421,7 +433,7 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
     },
 
     events(key, id, afterSeq, follow) {
-      own(key, id, 'runs:read')
+      owns(key, id, 'runs:read')
       // Subscribe first, then read what is stored: an event appended in between is both buffered and
       // read, and the seq decides which copy is delivered. One page at most is read: a full page means
       // there may be more, and the caller asks again after it, not followed meanwhile.
@@ -463,12 +475,12 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
     },
 
     tailAfter(key, id, bytes) {
-      own(key, id, 'runs:read')
+      owns(key, id, 'runs:read')
       return store.outputTailSeq(id, Math.max(0, bytes))
     },
 
     output(key, id, stream, offset, limit) {
-      own(key, id, 'runs:read')
+      owns(key, id, 'runs:read')
       // From the stored events, during the run and after it: the program's bytes as kept and redacted.
       const from = Math.max(0, offset)
       const to = from + Math.max(0, limit)
@@ -480,7 +492,7 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
     },
 
     writeStdin(key, id, data) {
-      own(key, id, 'runs:write')
+      owns(key, id, 'runs:write')
       const stdin = stdins.get(id)
       if (!stdin || stdin.writableEnded) throw new ServiceError('conflict', `run ${id} has no open stdin`)
       // What the program has not read yet stays in this process: a client writing faster than it reads
@@ -497,14 +509,14 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
     },
 
     closeStdin(key, id) {
-      own(key, id, 'runs:write')
+      owns(key, id, 'runs:write')
       const stdin = stdins.get(id)
       if (!stdin || stdin.writableEnded) throw new ServiceError('conflict', `run ${id} has no open stdin`)
       stdin.end()
     },
 
     files(key, id) {
-      own(key, id, 'runs:read')
+      owns(key, id, 'runs:read')
       const root = filesDir(dataDir, id)
       if (!existsSync(root)) return []
       return readdirSync(root, { recursive: true, withFileTypes: true })
@@ -523,7 +535,7 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
     },
 
     openFile(key, id, filePath) {
-      own(key, id, 'runs:read')
+      owns(key, id, 'runs:read')
       const root = filesDir(dataDir, id)
       const target = path.resolve(root, filePath)
       let fd: number | undefined

@@ -259,6 +259,11 @@ export class SqliteStore implements Store {
     return { ...run, state: 'queued', startedAt: null, finishedAt: null, result: null }
   }
 
+  runKeyId(id: string): string | null {
+    const row = this.stmt('SELECT key_id FROM runs WHERE id = ?').get(id) as { key_id: string } | undefined
+    return row?.key_id ?? null
+  }
+
   getRun(id: string): RunRecord | null {
     const row = this.stmt('SELECT * FROM runs WHERE id = ?').get(id) as RunRow | undefined
     return row ? toRun(row) : null

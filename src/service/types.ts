@@ -134,6 +134,8 @@ export interface Store {
   /** Gives up a pending delivery (its run or key is gone). */
   dropPendingWebhook(runId: string): void
 
+  /** The id of the key that made a run, without reading the run (null: no such run). */
+  runKeyId(id: string): string | null
   createKey(key: KeyRecord): void
   keyByHash(hash: string): KeyRecord | null
   getKey(id: string): KeyRecord | null
