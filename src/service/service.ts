@@ -82,6 +82,8 @@ export interface ServiceExtras {
   file(key: KeyRecord, id: string, filePath: string): Buffer
   /** One collected file, opened (the caller reads it as its client takes it, and closes the fd). */
   openFile(key: KeyRecord, id: string, filePath: string): { fd: number; size: number }
+  /** About how many bytes a run's view takes (its result and metadata as stored), without loading it. */
+  viewBytes(key: KeyRecord, id: string): number
   readonly store: Store
 }
 
@@ -513,6 +515,11 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
       const stdin = stdins.get(id)
       if (!stdin || stdin.writableEnded) throw new ServiceError('conflict', `run ${id} has no open stdin`)
       stdin.end()
+    },
+
+    viewBytes(key, id) {
+      owns(key, id, 'runs:read')
+      return store.runViewBytes(id)
     },
 
     files(key, id) {

@@ -264,6 +264,13 @@ export class SqliteStore implements Store {
     return row?.key_id ?? null
   }
 
+  runViewBytes(id: string): number {
+    const row = this.stmt(
+      'SELECT coalesce(octet_length(result), 0) + octet_length(metadata) AS bytes FROM runs WHERE id = ?',
+    ).get(id) as { bytes: number } | undefined
+    return row?.bytes ?? 0
+  }
+
   getRun(id: string): RunRecord | null {
     const row = this.stmt('SELECT * FROM runs WHERE id = ?').get(id) as RunRow | undefined
     return row ? toRun(row) : null

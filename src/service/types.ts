@@ -136,6 +136,8 @@ export interface Store {
 
   /** The id of the key that made a run, without reading the run (null: no such run). */
   runKeyId(id: string): string | null
+  /** Bytes of a run's result and metadata as stored, without reading them (0: no such run). */
+  runViewBytes(id: string): number
   createKey(key: KeyRecord): void
   keyByHash(hash: string): KeyRecord | null
   getKey(id: string): KeyRecord | null

@@ -291,6 +291,46 @@ describe('http limits', () => {
       }
     })
 
+    it('refuses a big view past the answers being sent before loading the run', async () => {
+      // A view past the budget was refused (503) only after the run was loaded and its answer built: a
+      // view of 192 MB (16 MiB of control characters, escaped) cost the server 1.6 s a request, refused
+      // or not, and a key asking again and again held its thread.
+      const store = created.service.store
+      const key = created.service.authenticate(admin) as KeyRecord
+      const id = `run_big${Date.now()}`
+      store.createRun({ id, keyId: key.id, createdAt: new Date().toISOString(), metadata: {}, request: {} })
+      store.finishRun(
+        id,
+        { ...errorResult('x', 'y'), status: 'ok', violation: null, stdout: 'a'.repeat(400 * 1024) },
+        new Date().toISOString(),
+      )
+      const tight = createApp(created.service, {
+        maxAnswerBytesInFlight: 1,
+        maxAnswerBytesInFlightPerKey: 1,
+      }).app
+      const get = () => tight.request(`/v1/runs/${id}`, { headers: { authorization: `Bearer ${admin}` } })
+      const held = await get()
+      assert.equal(held.status, 200)
+      let loads = 0
+      const getRun = store.getRun.bind(store)
+      store.getRun = (...args) => {
+        loads++
+        return getRun(...args)
+      }
+      try {
+        const refused = await get()
+        assert.equal(refused.status, 503)
+        assert.ok(refused.headers.get('retry-after'))
+        assert.equal(loads, 0, 'the run was loaded for a view refused')
+      } finally {
+        store.getRun = getRun
+      }
+      assert.equal(((await held.json()) as { result: { stdout: string } }).result.stdout.length, 400 * 1024)
+      const again = await get()
+      assert.equal(again.status, 200, 'served once the first is read')
+      await again.body?.cancel()
+    })
+
     it('answers a malformed escape in a file path with 404, not 500', async () => {
       const id = await submit(['true'])
       for (const p of [

@@ -152,7 +152,7 @@ export interface App {
 }
 
 /** The service, and the collected files of its runs when it keeps them (createService's does). */
-export type AppService = Service & Partial<Pick<ServiceExtras, 'files' | 'file' | 'openFile'>>
+export type AppService = Service & Partial<Pick<ServiceExtras, 'files' | 'file' | 'openFile' | 'viewBytes'>>
 
 export function createApp(service: AppService, opts: AppOptions = {}): App {
   const maxBodyBytes = opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES
@@ -167,7 +167,8 @@ export function createApp(service: AppService, opts: AppOptions = {}): App {
   const holds = (perKey: number, total: number, what: string) => {
     const byKey = new Map<string, number>()
     let all = 0
-    return (key: KeyRecord): (() => void) => {
+    const full = (key: KeyRecord) => (byKey.get(key.id) ?? 0) >= perKey || all >= total
+    const take = (key: KeyRecord): (() => void) => {
       const mine = byKey.get(key.id) ?? 0
       if (mine >= perKey || all >= total)
         throw new ServiceError(
@@ -188,6 +189,7 @@ export function createApp(service: AppService, opts: AppOptions = {}): App {
         else byKey.delete(key.id)
       }
     }
+    return Object.assign(take, { full })
   }
   const holdStream = holds(opts.maxStreamsPerKey ?? 8, opts.maxStreams ?? 256, 'event streams')
   // Each key's open event streams, to end them the moment the key is revoked here (one revoked by
@@ -568,6 +570,17 @@ export function createApp(service: AppService, opts: AppOptions = {}): App {
     const key = c.get('key')
     const id = c.req.param('id')
     const { wait } = parseQuery(getQuerySchema, c.req.query())
+    // A view the answers being sent have no room for is refused before the run is loaded and its answer
+    // built (a run's result as JSON may be hundreds of MB, seconds of this thread): refused after, a
+    // client asking again and again would hold the thread. A run finishing during a wait is judged after.
+    const bytes = service.viewBytes?.(key, id) ?? 0
+    if (bytes >= ANSWER_PIECE) {
+      if (holdAnswer.full(key)) holdAnswer(key)
+      if (!answers.fits(bytes, key.id)) {
+        c.header('Retry-After', '1')
+        return c.json(errorBody('busy', 'the server is sending too many big answers at once: retry'), 503)
+      }
+    }
     const run = wait === undefined ? service.get(key, id) : await waitHeld(key, id, Math.min(wait, maxWaitMs))
     return heldJson(c, runView(run))
   })

@@ -11,6 +11,8 @@
 /** A budget of bytes; `take` refuses what would go past it (one body alone is always let through). */
 export interface ByteBudget {
   take(bytes: number, owner?: string): boolean
+  /** Whether take() would take `bytes` now (takes nothing). */
+  fits(bytes: number, owner?: string): boolean
   /** Takes `bytes` past the budget if need be (what must be held anyway); always true. */
   force(bytes: number, owner?: string): true
   give(bytes: number, owner?: string): void
@@ -20,13 +22,18 @@ export interface ByteBudget {
 export function byteBudget(max: number, maxPerOwner = max): ByteBudget {
   let held = 0
   const byOwner = new Map<string, number>()
+  // An idle server takes any one body the body limit allows, so a budget below it cannot refuse all;
+  // likewise an owner holding nothing may send one body past its share.
+  const fits = (bytes: number, owner?: string) => {
+    if (held > 0 && held + bytes > max) return false
+    const mine = owner === undefined ? 0 : (byOwner.get(owner) ?? 0)
+    return !(mine > 0 && mine + bytes > maxPerOwner)
+  }
   return {
+    fits,
     take(bytes, owner) {
-      // An idle server takes any one body the body limit allows, so a budget below it cannot refuse all;
-      // likewise an owner holding nothing may send one body past its share.
-      if (held > 0 && held + bytes > max) return false
+      if (!fits(bytes, owner)) return false
       const mine = owner === undefined ? 0 : (byOwner.get(owner) ?? 0)
-      if (mine > 0 && mine + bytes > maxPerOwner) return false
       held += bytes
       if (owner !== undefined) byOwner.set(owner, mine + bytes)
       return true
