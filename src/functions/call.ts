@@ -12,7 +12,7 @@ import { launch } from '../run/launch.js'
 import { redactionFor, redactionForInput, redactThrown } from '../run/redact.js'
 import { errorResult, withError } from '../run/result.js'
 import { expandedSize } from './expansion.js'
-import { type ErrorInfo, findReplies, GUARD_FROM_RUNNER } from './protocol.js'
+import { type ErrorInfo, GUARD_FROM_RUNNER, scanReplies } from './protocol.js'
 import { redactErrorInfo, redactValue } from './redact-value.js'
 
 export interface FunctionResult<T = unknown, D extends OutputData = string> extends RunResult<D> {
@@ -113,10 +113,14 @@ export async function callFunction<T = unknown>(
   if (replyBytes > MAX_REPLY_BYTES) {
     return withError(result, 'reply', `the reply exceeded ${MAX_REPLY_BYTES} bytes`)
   }
-  const replies = findReplies(Buffer.concat(chunks), nonce)
-  if (replies.length > 1) {
-    // Only the runner should know the nonce: a second reply means one was forged, and which is unknown.
-    const message = "more than one reply carried the call's nonce: one was forged, so none is trusted"
+  const { replies, forged } = scanReplies(Buffer.concat(chunks), nonce)
+  if (replies.length > 1 || forged) {
+    // Only the runner should know the nonce: a second reply (or the nonce where no reply begins) means
+    // something else wrote it, and what else it wrote is unknown.
+    const message =
+      replies.length > 1
+        ? "more than one reply carried the call's nonce: one was forged, so none is trusted"
+        : "the call's nonce was on the reply channel where no reply begins: it was forged, so no reply is trusted"
     return withError(result, 'reply', message)
   }
   const reply = replies[0]

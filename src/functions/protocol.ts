@@ -55,41 +55,61 @@ export function frame(message: CallReply): Buffer {
   return Buffer.concat([Buffer.from(message.nonce, 'latin1'), header, payload])
 }
 
-/**
- * Every reply carrying `nonce`, in order. Only where the nonce stands in the clear is a frame read: what
- * else is on the channel (written by the function or what it started, without the nonce) is passed over
- * by one scan, never parsed, so neither its cost to the host (a failed deserialize per 4 bytes was ~0.7 s
- * a MiB) nor a stray length prefix (which swallowed the reply after it) depends on it. Only the runner
- * should know the nonce, so more than one reply means something else wrote one.
- */
-export function findReplies(data: Buffer, nonce: string): CallReply[] {
-  const found: CallReply[] = []
-  const mark = Buffer.from(nonce, 'latin1')
-  if (mark.length === 0) return found
-  for (let at = data.indexOf(mark); at >= 0; ) {
-    const start = at + mark.length
-    if (start + 4 > data.length) break
-    const length = data.readUInt32BE(start)
-    const body = data.subarray(start + 4, start + 4 + length)
-    let next = at + 1
-    if (body.length === length) {
-      try {
-        const message = deserialize(body) as CallReply
-        if (message && typeof message === 'object' && message.nonce === nonce) {
-          found.push(message)
-          next = start + 4 + length // the nonce inside its payload is not another frame
-        }
-      } catch {
-        // not a frame of ours
-      }
-    }
-    at = data.indexOf(mark, next)
-  }
-  return found
+/** What the reply channel holds: the replies carrying the nonce, and whether anything else did. */
+export interface ReplyScan {
+  replies: CallReply[]
+  /**
+   * The nonce stood in the clear where no reply begins: whoever wrote it knew the nonce (the function, which
+   * is the runner's own process), so no reply on the channel is trusted. A frame cut short at the end (a
+   * run killed as it wrote) is not one, unless a reply came before it: the run's status says why there is
+   * no reply.
+   */
+  forged: boolean
 }
 
-/** The reply carrying `nonce` when exactly one does; null when none does, or several (one was forged). */
+/**
+ * The replies carrying `nonce`, in order. Only where the nonce stands in the clear is a frame read: what
+ * else is on the channel (written by the function or what it started, without the nonce) is passed over
+ * by one scan, never parsed, so neither its cost to the host (a failed deserialize per 4 bytes was ~0.7 s
+ * a MiB) nor a stray length prefix (which swallowed the reply after it) depends on it. A frame read is
+ * passed over whole (the nonce inside its payload is not another frame), and the scan stops at the first
+ * nonce that begins none: read from each, frames nested in one another cost a pass each over all the rest
+ * (2 MiB held the host ~44 s). So every byte is deserialized at most once. Only the runner should know the
+ * nonce, so more than one reply, or a nonce where none begins, means something else wrote one.
+ */
+export function scanReplies(data: Buffer, nonce: string): ReplyScan {
+  const replies: CallReply[] = []
+  const mark = Buffer.from(nonce, 'latin1')
+  if (mark.length === 0) return { replies, forged: false }
+  for (let at = data.indexOf(mark); at >= 0; ) {
+    const start = at + mark.length
+    // Cut short: the runner's own frame as a killed run left it, unless a reply came before (the runner
+    // writes one and exits).
+    const cut = { replies, forged: replies.length > 0 }
+    if (start + 4 > data.length) return cut
+    const length = data.readUInt32BE(start)
+    const body = data.subarray(start + 4, start + 4 + length)
+    if (body.length < length) return cut
+    let message: CallReply | null = null
+    try {
+      message = deserialize(body) as CallReply
+    } catch {
+      // not a reply
+    }
+    if (!message || typeof message !== 'object' || message.nonce !== nonce) return { replies, forged: true }
+    replies.push(message)
+    at = data.indexOf(mark, start + 4 + length)
+  }
+  return { replies, forged: false }
+}
+
+/** Every reply carrying `nonce`, in order, as scanReplies reads them. */
+export function findReplies(data: Buffer, nonce: string): CallReply[] {
+  return scanReplies(data, nonce).replies
+}
+
+/** The reply carrying `nonce` when exactly one does and none was forged (see scanReplies); null otherwise. */
 export function findReply(data: Buffer, nonce: string): CallReply | null {
-  const replies = findReplies(data, nonce)
-  return replies.length === 1 ? replies[0]! : null
+  const { replies, forged } = scanReplies(data, nonce)
+  return replies.length === 1 && !forged ? replies[0]! : null
 }

@@ -45,6 +45,25 @@ export function forge() {
 }
 export function flood() { try { writeSync(8, Buffer.alloc(32 << 20)) } catch {} ; return 'genuine' }
 export function swallow() { const h = Buffer.alloc(4); h.writeUInt32BE(1 << 16); try { writeSync(8, h) } catch {} ; return 'genuine' }
+// The function is the runner's process: it learns the nonce as the runner frames its value (Buffer.from),
+// and writes first frames carrying it, nested so each deserializes at the cost of all the rest.
+export function nested() {
+  const from = Buffer.from
+  Buffer.from = function (v, enc) {
+    if (enc === 'latin1' && typeof v === 'string') {
+      Buffer.from = from
+      const frames = []
+      for (let size = 0; size < (2 << 20); ) {
+        const len = []; for (let n = size; ; n >>>= 7) { if (n < 0x80) { len.push(n); break } len.push((n & 0x7f) | 0x80) }
+        const body = from([0xff, 0x0f, 0x22, ...len]); const head = Buffer.alloc(4); head.writeUInt32BE(body.length + size)
+        const f = Buffer.concat([from(v, 'latin1'), head, body]); frames.push(f); size += f.length
+      }
+      try { writeSync(8, Buffer.concat(frames.reverse())) } catch {}
+    }
+    return from.apply(this, arguments)
+  }
+  return 'genuine'
+}
 export function quits() { process.exit(0) }
 export function spin() { for (;;) {} }
 export async function chatter() { for (;;) { console.log('x'); await new Promise((r) => setTimeout(r, 10)) } }
@@ -160,6 +179,8 @@ for (const tier of TIERS) {
       const lag = monitorEventLoopDelay({ resolution: 20 })
       lag.enable()
       const flood = await callFunction(mod, 'flood', [], { isolation })
+      // A timer of its own must fire before the histogram sees a stall that ended the await.
+      await new Promise((r) => setTimeout(r, 50))
       lag.disable()
       assert.equal(flood.status, 'ok', flood.stderr)
       assert.equal(flood.value, 'genuine')
@@ -167,6 +188,25 @@ for (const tier of TIERS) {
       const swallow = await callFunction(mod, 'swallow', [], { isolation })
       assert.equal(swallow.status, 'ok', swallow.stderr)
       assert.equal(swallow.value, 'genuine')
+    })
+
+    it('frames a function writes with the nonce it learned cost the host one pass, and no reply is trusted', async () => {
+      // 2 MiB of frames nested in one another: a deserialize each, as long as the rest, held the host's
+      // event loop ~44 s. Only the runner's own process knows the nonce: what it wrote besides is forged.
+      const lag = monitorEventLoopDelay({ resolution: 20 })
+      lag.enable()
+      const started = performance.now()
+      const r = await callFunction(mod, 'nested', [], { isolation })
+      const ms = performance.now() - started
+      // A timer of its own must fire before the histogram sees a stall that ended the await.
+      await new Promise((r) => setTimeout(r, 50))
+      lag.disable()
+      assert.ok(ms < 15_000, `the call took ${ms.toFixed(0)} ms`)
+      assert.ok(lag.max / 1e6 < 2000, `the host's event loop stalled ${(lag.max / 1e6).toFixed(0)} ms`)
+      assert.equal(r.status, 'error')
+      assert.equal(r.violation?.limit, 'reply')
+      assert.match(r.violation?.message ?? '', /forged/)
+      assert.equal('value' in r, false)
     })
 
     it('a function that ends its process without a reply is an error, never ok without a value', async () => {

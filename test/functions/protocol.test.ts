@@ -2,7 +2,14 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import { serialize } from 'node:v8'
-import { type CallReply, errorInfo, findReplies, findReply, frame } from '../../src/functions/protocol.js'
+import {
+  type CallReply,
+  errorInfo,
+  findReplies,
+  findReply,
+  frame,
+  scanReplies,
+} from '../../src/functions/protocol.js'
 
 const NONCE = '3f2b1c9e-0000-4000-8000-123456789abc'
 const OTHER = '3f2b1c9e-0000-4000-8000-cba987654321'
@@ -15,6 +22,31 @@ function rawFrame(payload: Buffer): Buffer {
 }
 
 const valueReply = (value: unknown, nonce = NONCE): CallReply => ({ nonce, kind: 'value', value })
+
+/** LEB128, as v8 writes a length. */
+function varint(n: number): Buffer {
+  const out: number[] = []
+  for (; n >= 0x80; n >>>= 7) out.push((n & 0x7f) | 0x80)
+  out.push(n)
+  return Buffer.from(out)
+}
+
+/**
+ * About `total` bytes of frames carrying the nonce, each body a v8 one-byte string holding every frame
+ * after it: each deserializes (to a string, not a reply) at the cost of all the rest.
+ */
+function nestedFrames(nonce: string, total: number): Buffer {
+  const frames: Buffer[] = []
+  for (let size = 0; size < total; ) {
+    const body = Buffer.concat([Buffer.from([0xff, 0x0f, 0x22]), varint(size)])
+    const head = Buffer.alloc(4)
+    head.writeUInt32BE(body.length + size)
+    const f = Buffer.concat([Buffer.from(nonce, 'latin1'), head, body])
+    frames.push(f)
+    size += f.length
+  }
+  return Buffer.concat(frames.reverse())
+}
 
 /** mulberry32: deterministic bytes for garbage. */
 function randomBytes(seed: number, n: number): Buffer {
@@ -144,7 +176,6 @@ describe('findReply: nonce and garbage', () => {
       rawFrame(serialize('a string')),
       rawFrame(serialize(null)),
       rawFrame(serialize(42)),
-      rawFrame(serialize([NONCE])),
       rawFrame(serialize({ kind: 'value', value: 'no nonce' })),
       rawFrame(serialize({ nonce: 123, kind: 'value' })),
       frame(valueReply('real')),
@@ -195,6 +226,50 @@ describe('findReply: nonce and garbage', () => {
   })
 })
 
+describe('findReply: the nonce where no reply begins', () => {
+  it('frames carrying the nonce nested in one another cost one pass, not one per frame', () => {
+    // Each body a string holding all the frames after it: a deserialize per frame, each as long as the
+    // rest, was quadratic (1 MiB: ~10 s, 2 MiB: ~44 s of the host's event loop). Only one who knows the
+    // nonce writes it in the clear, and then no reply is trusted.
+    const data = Buffer.concat([nestedFrames(NONCE, 1 << 20), frame(valueReply('real'))])
+    const started = performance.now()
+    const scan = scanReplies(data, NONCE)
+    const ms = performance.now() - started
+    assert.ok(ms < 500, `the scan took ${ms.toFixed(0)} ms`)
+    assert.equal(scan.forged, true)
+    assert.equal(findReply(data, NONCE), null)
+  })
+
+  it('the nonce in the clear before or after the reply, not beginning one, means it was forged', () => {
+    const real = frame(valueReply('real'))
+    const mark = Buffer.from(NONCE, 'latin1')
+    const stray = [
+      Buffer.concat([mark, rawFrame(serialize('a string'))]),
+      Buffer.concat([mark, rawFrame(Buffer.from('junk'))]),
+      Buffer.concat([mark, rawFrame(serialize({ nonce: OTHER, kind: 'value', value: 1 }))]),
+      // Once read as a frame of junk to pass over: its bytes hold the nonce in the clear.
+      rawFrame(serialize([NONCE])),
+    ]
+    for (const s of stray) {
+      for (const data of [Buffer.concat([s, real]), Buffer.concat([real, s])]) {
+        const scan = scanReplies(data, NONCE)
+        // Before the reply, the nonce in the payload of serialize([NONCE]) announces a frame past the end.
+        assert.ok(scan.forged || scan.replies.length === 0, 'forged, or the reply swallowed by it')
+        assert.equal(findReply(data, NONCE), null)
+      }
+      // After the reply, even a frame cut short: the runner writes its one reply and exits.
+      assert.equal(scanReplies(Buffer.concat([real, s]), NONCE).forged, true)
+    }
+    for (const s of stray.slice(0, 3)) {
+      assert.equal(scanReplies(Buffer.concat([s, real]), NONCE).forged, true)
+      assert.equal(scanReplies(Buffer.concat([real, s.subarray(0, NONCE.length + 2)]), NONCE).forged, true)
+    }
+    // The nonce inside the reply's own payload is not another frame.
+    assert.deepEqual(scanReplies(real, NONCE), { replies: [valueReply('real')], forged: false })
+    assert.deepEqual(findReply(frame(valueReply(`x${NONCE}y`)), NONCE), valueReply(`x${NONCE}y`))
+  })
+})
+
 describe('findReply: truncated data', () => {
   it('empty data and a partial header give null', () => {
     assert.equal(findReply(Buffer.alloc(0), NONCE), null)
@@ -205,6 +280,8 @@ describe('findReply: truncated data', () => {
   it('every truncation of a frame gives null', () => {
     const f = frame(valueReply({ list: [1, 2, 3], text: 'hello' }))
     for (let n = 0; n < f.length; n++) assert.equal(findReply(f.subarray(0, n), NONCE), null, `cut at ${n}`)
+    // Cut short (a run killed as it wrote) is no forgery: the run's own status says why there is none.
+    for (let n = 0; n < f.length; n++) assert.equal(scanReplies(f.subarray(0, n), NONCE).forged, false)
     assert.deepEqual(findReply(f, NONCE), valueReply({ list: [1, 2, 3], text: 'hello' }))
   })
 
