@@ -4,7 +4,7 @@
 
 import os from 'node:os'
 import { lazy } from '../lazy.js'
-import { addressKind, embeddedIPv4, type Host, type IpHost, parseIp } from './host.js'
+import { addressForms, embeddedIPv4, type Host, type IpHost, parseIp } from './host.js'
 import type { NetworkPolicy } from './policy.js'
 import { type HostRule, parseRule, ruleMatches } from './rules.js'
 
@@ -93,22 +93,26 @@ export class NetworkGate {
       const deniedAddress = this.denied(address.text, address.bytes, port)
       if (deniedAddress) return refuse(`${address.text} is ${byRule(deniedAddress)}`)
     }
-    const kind = addressKind(address.bytes)
-    if (kind === 'loopback' && !this.policy.allowLoopback) {
+    // Each place the address leads to (both of Teredo's) needs what it needs: allowing one kind never
+    // allows another.
+    const forms = addressForms(address.bytes)
+    const has = (kind: string) => forms.some((f) => f.kind === kind)
+    if (has('loopback') && !this.policy.allowLoopback) {
       return refuse(`${address.text} is a loopback address (allowLoopback is off)`)
     }
     // The proxy runs on the host: its own addresses reach its services (bound to 0.0.0.0) as 127.0.0.1
     // does, from inside any firewall. Asked each time: interfaces come and go.
     // In every spelling: an IPv6 form of one of its IPv4 addresses (NAT64, 6to4...) leads back to it.
     const own = hostAddresses()
-    const ofThisHost = [address.text, ...embeddedIPv4(address.bytes)].some((form) => own.includes(form))
-    if (ofThisHost && !this.policy.allowLoopback)
+    const isOwn = (text: string) => own.includes(text)
+    if ((isOwn(address.text) || forms.some((f) => isOwn(f.text))) && !this.policy.allowLoopback)
       return refuse(`${address.text} is an address of this host (allowLoopback is off)`)
-    // The host's own link-local address is the host, which allowLoopback has just let through.
-    if (kind === 'metadata' && !this.policy.allowMetadata && !ofThisHost) {
+    // The host's own link-local address is the host, which allowLoopback has just let through; only that
+    // very form, not metadata beside it.
+    if (forms.some((f) => f.kind === 'metadata' && !isOwn(f.text)) && !this.policy.allowMetadata) {
       return refuse(`${address.text} is a cloud metadata address (allowMetadata is off)`)
     }
-    if (kind === 'private' && !this.policy.allowPrivate) {
+    if (has('private') && !this.policy.allowPrivate) {
       return refuse(`${address.text} is a private or reserved address (allowPrivate is off)`)
     }
     return { allowed: true, address: address.text }

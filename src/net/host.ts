@@ -270,6 +270,17 @@ export function embeddedIPv4(bytes: Uint8Array): string[] {
 }
 
 /**
+ * Every address `bytes` leads to, each with its own kind: the IPv4 addresses an IPv6 one carries (see
+ * embeddedIPv4), or the address itself. Teredo leads to two, and one kind (the worst) does not say what
+ * each needs: loopback outranks metadata, yet allowLoopback does not allow metadata.
+ */
+export function addressForms(bytes: Uint8Array): { text: string; kind: AddressKind }[] {
+  const v4 = embeddedIPv4(bytes)
+  if (v4.length === 0) return [{ text: ipFromBytes(bytes).text, kind: addressKind(bytes) }]
+  return v4.map((text) => ({ text, kind: addressKind(parseIPv4(text)!) }))
+}
+
+/**
  * What an IP literal reaches: canonical IPv4 or any IPv6 spelling (bracketed or not; a v4-mapped one as its
  * IPv4 address); null for anything else, a name included. For a face that must keep its own outgoing
  * connections (a service's webhooks) off loopback and private ranges, judged as the proxies judge them.

@@ -545,6 +545,43 @@ describe('network gate', () => {
     assert.equal((await only.decide(h('10.1.2.3'), 80)).allowed, false)
   })
 
+  it('an address leading to two places needs what each needs: Teredo, loopback and metadata', async () => {
+    // Teredo carries two IPv4 addresses (its server's, and its client's inverted); one kind, the worst,
+    // stood for both, and loopback outranked the rest: allowLoopback let the other through unjudged. So
+    // did an address of this host beside metadata, which only the host's own link-local address may be.
+    const teredo = (server: string, client: string) => {
+      const hex = (a: string, flip: number) =>
+        Array.from(parseIp(a)!.bytes, (b) => (b ^ flip).toString(16).padStart(2, '0')).join('')
+      const words = (x: string) => `${x.slice(0, 4)}:${x.slice(4)}`
+      return `2001:0:${words(hex(server, 0))}:0:0:${words(hex(client, 0xff))}`
+    }
+    const own = Object.values(os.networkInterfaces())
+      .flat()
+      .filter((i) => i !== undefined && i.family === 'IPv4')
+      .map((i) => i!.address)
+    const cases: [string, object, RegExp][] = [
+      [teredo('127.0.0.1', '169.254.169.254'), { allowLoopback: true }, /cloud metadata/],
+      [teredo('127.0.0.1', '169.254.169.254'), { allowLoopback: true, allowPrivate: true }, /cloud metadata/],
+      [teredo('127.0.0.1', '10.1.2.3'), { allowLoopback: true }, /private or reserved/],
+      [teredo('169.254.169.254', '127.0.0.1'), { allowMetadata: true }, /loopback/],
+      ...own.map((a): [string, object, RegExp] => [
+        teredo(a, '169.254.169.254'),
+        { allowLoopback: true, allowPrivate: true },
+        /cloud metadata/,
+      ]),
+    ]
+    for (const [address, flags, why] of cases) {
+      const d = await gate({ allow: [`[${address}]`], ...flags }).decide(h(address), 80)
+      assert.equal(d.allowed, false, `${address} with ${JSON.stringify(flags)}`)
+      assert.match(d.allowed ? '' : d.reason, why, address)
+    }
+    // Each place allowed, the address is.
+    const all = { allowLoopback: true, allowPrivate: true, allowMetadata: true }
+    for (const [address] of cases) {
+      assert.equal((await gate({ allow: [`[${address}]`], ...all }).decide(h(address), 80)).allowed, true)
+    }
+  })
+
   it('a deny of an IPv4 address holds for the IPv6 spellings that lead to it, and for what a name resolves to', async () => {
     const g = new NetworkGate(
       {
