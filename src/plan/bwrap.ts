@@ -125,6 +125,46 @@ export const covers = (dir: string, target: string) =>
   target === dir || target.startsWith(dir.endsWith('/') ? dir : `${dir}/`)
 const depth = (p: string) => (p === '/' ? 0 : p.split('/').length - 1)
 
+/**
+ * The directories between a writable path and a hidden path beneath it (not the writable path, not the
+ * hidden one): each is bound onto itself so it is a mount point in the sandbox, which nothing there can
+ * rename or remove (EBUSY). A hide is by name: a run that renamed one of them (data -> data2, a link or
+ * nothing left at data) moved the hidden path out from under its name, and the next run hid nothing.
+ * Not one a listed path binds already, nor one inside a hidden path (the bind would show it).
+ */
+export function pinnedDirs(
+  hide: readonly { path: string }[],
+  writable: readonly string[],
+  listed: readonly string[],
+): string[] {
+  const out = new Set<string>()
+  for (const h of hide) {
+    for (let dir = path.dirname(h.path); dir !== '/' && dir !== h.path; dir = path.dirname(dir)) {
+      if (!writable.some((w) => w !== dir && covers(w, dir))) break
+      if (listed.includes(dir) || hide.some((other) => covers(other.path, dir))) continue
+      out.add(dir)
+    }
+  }
+  return [...out].sort()
+}
+
+/** The sandbox's own mounts in place of the host's: a hide of one of them is already done. */
+const privateDirs = (network: BwrapSpec['network']) =>
+  network === 'none' ? ['/dev', '/proc', '/tmp', '/run'] : ['/dev', '/proc', '/tmp']
+
+/**
+ * The hides bwrap makes: not one equal to a listed path or the cwd (listed wins; one *inside* them still
+ * applies), nor a private mount, which hides the host's view already.
+ */
+export function appliedHides<H extends { path: string }>(
+  hide: readonly H[],
+  spec: Pick<BwrapSpec, 'writable' | 'readable' | 'cwd' | 'network'>,
+): H[] {
+  const explicit = [...(spec.readable ?? []), ...spec.writable]
+  const own = privateDirs(spec.network)
+  return hide.filter((h) => !explicit.includes(h.path) && h.path !== spec.cwd && !own.includes(h.path))
+}
+
 /** One mount: applied parent-first, so a deeper mount always lands on top of the ones that contain it. */
 interface Mount {
   path: string
@@ -203,11 +243,7 @@ export function bwrapArgs(spec: BwrapSpec): string[] {
   if (spec.netDir && spec.bridge)
     add(BRIDGE_INSIDE, 3, false, ['--ro-bind', spec.bridge, BRIDGE_INSIDE], true)
   if (spec.execStep) add(EXEC_INSIDE, 3, false, ['--ro-bind', spec.execStep, EXEC_INSIDE], true)
-  // A hide equal to a listed path or the cwd is dropped (listed wins); one *inside* them still applies.
-  // A private mount hides the host's view already.
-  const hide = spec.hide.filter(
-    (h) => !explicit.includes(h.path) && h.path !== spec.cwd && !isPrivate(h.path),
-  )
+  const hide = appliedHides(spec.hide, spec)
   // cordon's users in place of the host's, over whatever would show the host's (the root, /etc listed).
   if (spec.identityFd && !spec.rootfs) {
     for (const p of IDENTITY_PATHS) {
@@ -215,6 +251,8 @@ export function bwrapArgs(spec: BwrapSpec): string[] {
       add(p, 4, true, ['--ro-bind-data', String(spec.identityFd(p)), p])
     }
   }
+  // Pinned: what lies between a writable path and a hidden one stays where the hide names it.
+  for (const dir of pinnedDirs(hide, spec.writable, explicit)) add(dir, 3, false, ['--bind', dir, dir], true)
   // A hidden file reads as an empty /dev/null (a plain bind would be nodev and unreadable).
   for (const h of hide) add(h.path, 4, true, h.dir ? tmpfs(h.path) : ['--dev-bind', '/dev/null', h.path])
   // A directory the sandbox uid cannot search (root's 0700 home above a clone cordon runs from) between

@@ -7,7 +7,7 @@ import { isSocket, recentHostSockets } from '../host/sockets.js'
 import { HTTP_PROXY_PORT, SOCKS_PROXY_PORT } from '../net/proxy.js'
 import { defaultHide } from '../policy/schema.js'
 import { bridgeArgv } from './bridge.js'
-import { bwrapArgs, EXEC_INSIDE } from './bwrap.js'
+import { appliedHides, bwrapArgs, EXEC_INSIDE, pinnedDirs } from './bwrap.js'
 import { identityFor, type PlanContext, type TierLaunch } from './context.js'
 import { IDENTITY_FDS, SECCOMP_FD, STATUS_FD } from './fd-layout.js'
 import type { IdentityPath } from './identity.js'
@@ -45,9 +45,16 @@ export function namespaceLaunch(ctx: PlanContext): TierLaunch {
   // in the sandbox and the staging itself must not rest on two lookups a chmod could fall between.
   // Staged: a path beneath a directory the sandbox uid cannot search, out of bwrap's reach by its name.
   const blockedAbove = (p: string) => lease !== null && !searchableBy(path.dirname(p), lease.uid, lease.gid)
+  // The hides, and the directories above them pinned in place (see pinnedDirs): judged and bound by fd.
+  const network = policy.network === 'host' ? 'host' : 'none'
+  const hide = hidden(ctx)
+  const applied = appliedHides(hide, { writable, ...(readable ? { readable } : {}), cwd, network })
+  const pinned = pinnedDirs(applied, writable, [...writable, ...(readable ?? [])])
+  for (const dir of pinned) pathFds.open('hide', dir, { dir: true })
   const staged = new Set(
     [
       cwd,
+      ...pinned,
       ...writable,
       ...(readable ?? []),
       ...ctx.shown,
@@ -57,7 +64,6 @@ export function namespaceLaunch(ctx: PlanContext): TierLaunch {
     ].filter(blockedAbove),
   )
   const searchable = lease ? (dir: string) => canSearch(dir, lease.uid, lease.gid) : undefined
-  const network = policy.network === 'host' ? 'host' : 'none'
   /** Which of cordon's own /etc files bwrap shows (the rest are the tree's, listed or hidden). */
   const identityShown: IdentityPath[] = []
   const bwrap = [
@@ -69,7 +75,7 @@ export function namespaceLaunch(ctx: PlanContext): TierLaunch {
       network,
       ...(ctx.netDir && ctx.bridge ? { netDir: ctx.netDir, bridge: ctx.bridge } : {}),
       tmpfsBytes: policy.limits.tmpfsBytes,
-      hide: hidden(ctx),
+      hide,
       ...(rootfs ? { rootfs } : {}),
       ...(readable ? { readable } : {}),
       ...(ctx.seccomp ? { seccompFd: SECCOMP_FD } : {}),

@@ -19,7 +19,7 @@ import path from 'node:path'
 import { after, describe, it } from 'node:test'
 import { probeCapabilities } from '../../src/host/capabilities.js'
 import { SOCKETS_TTL_MS } from '../../src/host/sockets.js'
-import { openSpawner, PolicyError, run } from '../../src/index.js'
+import { openSpawner, PolicyError, type RunOptions, run } from '../../src/index.js'
 import {
   asUnprivileged,
   NOBODY,
@@ -132,6 +132,49 @@ describe('filesystem (namespace tier)', { skip: noNamespace }, () => {
     })
     assert.equal(r.stdout, 'done\n')
     assert.equal(readFileSync(path.join(dir, '.env'), 'utf8'), 'SECRET=1')
+  })
+
+  it('a hidden path deep in a writable one stays hidden: no run can move it out from under its name', async () => {
+    // A hide is by name. A run renamed the directory above it (data -> data2: only the hidden path itself
+    // was a mount point) and left a link or nothing at the old name: the next run with the same policy
+    // hid nothing and read data2/secret/key. Each directory between the writable path and the hidden one
+    // is a mount point of its own now, which no one in the sandbox can rename or remove (EBUSY).
+    const dir = path.join(base, 'deep-hide')
+    mkdirSync(path.join(dir, 'data', 'secret'), { recursive: true })
+    mkdirSync(path.join(dir, 'a', 'b'), { recursive: true })
+    chmodSync(dir, 0o777)
+    chmodSync(path.join(dir, 'data'), 0o777)
+    chmodSync(path.join(dir, 'a'), 0o777)
+    chmodSync(path.join(dir, 'a', 'b'), 0o777)
+    writeFileSync(path.join(dir, 'data', 'secret', 'key'), 'TOPSECRET\n')
+    writeFileSync(path.join(dir, 'a', 'b', 'key'), 'ALSOSECRET\n')
+    const policy: RunOptions = {
+      isolation,
+      cwd: dir,
+      writable: [dir],
+      hide: [path.join(dir, 'data', 'secret'), path.join(dir, 'a', 'b', 'key')],
+    }
+    const first = await run(
+      [
+        'sh',
+        '-c',
+        'mv data data2 || echo kept data; mv a a2 || echo kept a; rm -rf a/b data; ln -s /nonexistent data; ' +
+          'mkdir -p data/secret; cat data/secret/key a/b/key; echo x > a/b/key; ls data data/secret a a/b; echo ran',
+      ],
+      policy,
+    )
+    assert.match(first.stdout, /kept data\nkept a\n/)
+    assert.match(first.stdout, /ran\n$/)
+    const second = await run(
+      ['sh', '-c', 'cat data2/secret/key a2/b/key data/secret/key a/b/key; echo ran'],
+      policy,
+    )
+    assert.doesNotMatch(first.stdout + second.stdout, /SECRET/)
+    assert.equal(readFileSync(path.join(dir, 'data', 'secret', 'key'), 'utf8'), 'TOPSECRET\n')
+    assert.equal(readFileSync(path.join(dir, 'a', 'b', 'key'), 'utf8'), 'ALSOSECRET\n')
+    // Beside the hidden path, the directories pinned above it stay as writable as before.
+    const third = await run(['sh', '-c', 'echo new > data/other && cat data/other'], policy)
+    assert.equal(third.stdout, 'new\n', third.stderr)
   })
 
   it('strict mode needs the namespace tier: the process tier refuses it', async () => {

@@ -7,6 +7,7 @@ import {
   CGROUP_ROOT,
   EXEC_INSIDE,
   NET_DIR_INSIDE,
+  pinnedDirs,
   SYSTEM_PATHS,
 } from '../../src/plan/bwrap.js'
 import { IDENTITY_PATHS, type IdentityPath } from '../../src/plan/identity.js'
@@ -1277,5 +1278,22 @@ describe('bwrapArgs: directories the sandbox uid cannot search', () => {
     before(host, tmpfs('/run/cordon'), remount('/run/cordon'))
     const none = bwrapArgs(spec({ stageDir: '/run/cordon' }))
     assert.equal(indexOf(none, ...tmpfs('/run/cordon')), -1)
+  })
+})
+
+describe('pinnedDirs', () => {
+  it('the directories between a writable path and a hidden one, and no others', () => {
+    const hide = [
+      { path: '/w/data/secret' },
+      { path: '/w/a/b/c/key' },
+      { path: '/w/.env' },
+      { path: '/etc/x/y' },
+    ]
+    assert.deepEqual(pinnedDirs(hide, ['/w'], ['/w']), ['/w/a', '/w/a/b', '/w/a/b/c', '/w/data'])
+    // A listed path is a mount point already; beneath it, its own pins.
+    assert.deepEqual(pinnedDirs(hide, ['/w', '/w/a/b'], ['/w', '/w/a/b']), ['/w/a', '/w/a/b/c', '/w/data'])
+    // Nothing inside a hidden directory: a bind there would show it.
+    assert.deepEqual(pinnedDirs([{ path: '/w/a' }, { path: '/w/a/b/key' }], ['/w'], ['/w']), [])
+    assert.deepEqual(pinnedDirs(hide, [], []), [])
   })
 })
