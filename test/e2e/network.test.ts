@@ -390,6 +390,23 @@ describe('network allowlist: every spelling of a host, bounded host side (namesp
     assert.equal(requests, seen, `the test server was reached: ${r.stdout}`)
     return r
   }
+  /** `host` asked for three ways: a SOCKS5 name, an HTTP CONNECT and an absolute-URI GET (IPv6 bracketed). */
+  const threeWays = (host: string): ProbeCase[] => {
+    const at = host.includes(':') ? `[${host}]` : host
+    return [
+      ['socks', 3, text(host)],
+      ['http', `CONNECT ${at}:PORT HTTP/1.1`],
+      ['http', `GET http://${at}:PORT/ HTTP/1.1`],
+    ]
+  }
+  /** Every connection recorded, and each refused with a reason matching `reason`. */
+  const allRefused = (r: Awaited<ReturnType<typeof probe>>, cases: ProbeCase[], reason: RegExp) => {
+    assert.equal(r.network.length, cases.length, JSON.stringify(r.network))
+    for (const e of r.network) {
+      assert.equal(e.allowed, false, JSON.stringify(e))
+      assert.match(e.reason, reason, JSON.stringify(e))
+    }
+  }
 
   it('a SOCKS5 name with a NUL byte is refused, recorded escaped, and never resolved', async () => {
     const r = await probe([['socks', 3, text('localhost\0.example.com')]], {
@@ -467,24 +484,12 @@ describe('network allowlist: every spelling of a host, bounded host side (namesp
       '2002:7f00:1::',
       '::',
     ]
-    const cases: ProbeCase[] = []
-    for (const h of spellings) {
-      cases.push(
-        ['socks', 3, text(h)],
-        ['http', `CONNECT [${h}]:PORT HTTP/1.1`],
-        ['http', `GET http://[${h}]:PORT/ HTTP/1.1`],
-      )
-    }
+    const cases = spellings.flatMap(threeWays)
     const v4mapped = Buffer.alloc(16)
     v4mapped.writeUInt16BE(0xffff, 10)
     v4mapped.writeUInt32BE(0x7f000001, 12)
     cases.push(['socks', 4, v4mapped.toString('hex')])
-    const r = await probe(cases, { allow: spellings.map((h) => `[${h}]`) })
-    assert.equal(r.network.length, cases.length, JSON.stringify(r.network))
-    for (const e of r.network) {
-      assert.equal(e.allowed, false, JSON.stringify(e))
-      assert.match(e.reason, /loopback/, JSON.stringify(e))
-    }
+    allRefused(await probe(cases, { allow: spellings.map((h) => `[${h}]`) }), cases, /loopback/)
   })
 
   it('cloud metadata in every spelling is refused with allowPrivate, through both proxies', async () => {
@@ -496,24 +501,10 @@ describe('network allowlist: every spelling of a host, bounded host side (namesp
       'fd00:ec2::254',
       '168.63.129.16',
     ]
-    const cases: ProbeCase[] = []
-    for (const h of spellings) {
-      const at = h.includes(':') ? `[${h}]` : h
-      cases.push(
-        ['socks', 3, text(h)],
-        ['http', `CONNECT ${at}:PORT HTTP/1.1`],
-        ['http', `GET http://${at}:PORT/ HTTP/1.1`],
-      )
-    }
-    const r = await probe(cases, {
-      allow: spellings.map((h) => (h.includes(':') ? `[${h}]` : h)),
-      allowPrivate: true,
-    })
-    assert.equal(r.network.length, cases.length, JSON.stringify(r.network))
-    for (const e of r.network) {
-      assert.equal(e.allowed, false, JSON.stringify(e))
-      assert.match(e.reason, /cloud metadata address \(allowMetadata is off\)/, JSON.stringify(e))
-    }
+    const cases = spellings.flatMap(threeWays)
+    const allow = spellings.map((h) => (h.includes(':') ? `[${h}]` : h))
+    const r = await probe(cases, { allow, allowPrivate: true })
+    allRefused(r, cases, /cloud metadata address \(allowMetadata is off\)/)
   })
 
   it('a deny of an IPv4 address holds for its IPv6 spellings', async () => {
