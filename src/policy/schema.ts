@@ -49,10 +49,13 @@ function withUnits(parse: (text: string) => number, what: string, max: number) {
 
 /** setTimeout's limit (about 24.8 days); longer ones fire at once. */
 const MAX_DURATION_MS = 2 ** 31 - 1
-const duration = () => withUnits(parseDuration, 'number of milliseconds', MAX_DURATION_MS)
 /** A duration as the options take one (ms, or a string with its unit: `500ms`, `20s`), for the faces' own fields. */
-export const durationSchema = duration()
-const size = () => withUnits(parseSize, 'number of bytes', Number.MAX_SAFE_INTEGER)
+export const durationSchema = withUnits(parseDuration, 'number of milliseconds', MAX_DURATION_MS)
+const sizeSchema = withUnits(parseSize, 'number of bytes', Number.MAX_SAFE_INTEGER)
+// One schema each, shared by every field (a schema is immutable; each field's default wraps it): every
+// CLI start builds the policy schema, and a union with its transform is ~10 zod objects to build.
+const duration = () => durationSchema
+const size = () => sizeSchema
 const envName = z
   .string()
   .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name')
