@@ -103,8 +103,15 @@ Examples:
   cordon mcp --net 'allow:pypi.org,*.pythonhosted.org' --function grade=./grade.mjs#grade
   Claude Desktop: { "command": "npx", "args": ["cordon", "mcp", "--timeout", "2m"] }`
 
+/** The subcommands, each added by `main` only when it is the one asked for (or when none is). */
+const SUBCOMMANDS = new Set(['run', 'call', 'rootfs', 'doctor', 'serve', 'mcp', 'keys'])
+
 export async function main(argv: string[]): Promise<number> {
   let code = 0
+  // Only the subcommand being run is built (each start builds what it parses, ~80 options in all, for one
+  // command's): a subcommand's parsing, help and errors never look at its siblings. Without one (`cordon
+  // --help`, `cordon help run`, a typo), all of them, for the list and the suggestions.
+  const wanted = (name: string) => !SUBCOMMANDS.has(argv[0] ?? '') || argv[0] === name
   const program = new Command('cordon')
     .description('Run untrusted commands under kernel-enforced limits.')
     .version(packageVersion(), '-V, --version', 'print the version')
@@ -115,9 +122,9 @@ export async function main(argv: string[]): Promise<number> {
       writeErr: (s) => print(process.stderr, s.startsWith('error:') ? `cordon: ${s}` : s),
     })
 
-  const runCmd = program
-    .command('run')
-    .description('run CMD in a sandbox')
+  const runCmd = wanted('run') ? program.command('run') : undefined
+  runCmd
+    ?.description('run CMD in a sandbox')
     .argument('<command...>', 'program and its arguments (put them after --)')
     .passThroughOptions()
     .addOption(
@@ -136,24 +143,30 @@ export async function main(argv: string[]): Promise<number> {
     .action(async (command: string[], values: Record<string, unknown>) => {
       code = await runCommand(command, values)
     })
-  for (const option of commanderOptions()) runCmd.addOption(option)
-  runCmd.addHelpText('after', RUN_HELP)
+  if (runCmd) {
+    for (const option of commanderOptions()) runCmd.addOption(option)
+    runCmd.addHelpText('after', RUN_HELP)
+  }
 
-  const callCmd = program
-    .command('call')
-    .description("call FILE's exported function in a sandbox and print its value")
+  const callCmd = wanted('call') ? program.command('call') : undefined
+  callCmd
+    ?.description("call FILE's exported function in a sandbox and print its value")
     .argument('<target>', 'FILE#export')
     .addOption(new Option('--args <JSON>', 'the arguments, as a JSON array'))
     .addOption(new Option('--json', 'print the whole result (with value or error) as one JSON object'))
     .action(async (target: string, values: Record<string, unknown>) => {
       code = await callCommand(target, values)
     })
-  for (const option of commanderOptions()) callCmd.addOption(option)
-  callCmd.addHelpText('after', CALL_HELP)
+  if (callCmd) {
+    for (const option of commanderOptions()) callCmd.addOption(option)
+    callCmd.addHelpText('after', CALL_HELP)
+  }
 
-  const rootfs = program.command('rootfs').description('root filesystems for --rootfs')
+  const rootfs = wanted('rootfs')
+    ? program.command('rootfs').description('root filesystems for --rootfs')
+    : undefined
   rootfs
-    .command('create')
+    ?.command('create')
     .description('build a Debian root filesystem (debootstrap, minbase) into the cache')
     .argument('<name>', 'name to use with --rootfs')
     .addOption(new Option('--packages <LIST>', 'comma-separated Debian packages to include'))
@@ -161,7 +174,7 @@ export async function main(argv: string[]): Promise<number> {
       code = await rootfsCreateCommand(name, values)
     })
   rootfs
-    .command('list')
+    ?.command('list')
     .description('the root filesystems in the cache')
     .addOption(new Option('--json', 'print them as JSON'))
     .action((values: Record<string, unknown>) => {
@@ -169,75 +182,77 @@ export async function main(argv: string[]): Promise<number> {
     })
 
   rootfs
-    .command('delete')
+    ?.command('delete')
     .description('remove a root filesystem from the cache')
     .argument('<name>', 'its name, as `cordon rootfs list` shows it')
     .action((name: string) => {
       code = rootfsDeleteCommand(name)
     })
 
-  program
-    .command('doctor')
-    .description('say what this machine can enforce, and how to fix what it cannot')
-    .addOption(new Option('--json', 'print the report as JSON'))
-    .action((values: Record<string, unknown>) => {
-      code = doctorCommand(values)
-    })
+  if (wanted('doctor'))
+    program
+      .command('doctor')
+      .description('say what this machine can enforce, and how to fix what it cannot')
+      .addOption(new Option('--json', 'print the report as JSON'))
+      .action((values: Record<string, unknown>) => {
+        code = doctorCommand(values)
+      })
 
   const dataDirOption = () =>
     new Option(
       '--data-dir <DIR>',
       "the service's data (default: $XDG_DATA_HOME/cordon or ~/.local/share/cordon)",
     )
-  program
-    .command('serve')
-    .description('serve the HTTP API (POST /v1/runs …) on loopback; SIGTERM drains, then exits')
-    .addOption(new Option('--host <HOST>', 'address to listen on').default('127.0.0.1'))
-    .addOption(
-      new Option('--port <N>', 'port to listen on (0: any free one)')
-        .default(7070)
-        .argParser(wholeNumber(0, 65535)),
-    )
-    .addOption(dataDirOption())
-    .addOption(new Option('--concurrency <N>', 'runs at once (default 2)').argParser(wholeNumber(1, 1024)))
-    .addOption(
-      new Option('--max-queued <N>', 'runs waiting at most (default 100)').argParser(
-        wholeNumber(0, 1_000_000),
-      ),
-    )
-    .addOption(
-      new Option(
-        '--max-connections <N>',
-        'connections held at once (default 1024); past it a new one is closed at once',
-      ).argParser(wholeNumber(1, 1_000_000)),
-    )
-    .addOption(
-      new Option(
-        '--max-output <SIZE>',
-        'the most output any run may keep, whatever its key allows: the server holds it (default 16M)',
-      ).argParser(sizeArg),
-    )
-    .addOption(
-      new Option(
-        '--max-log <SIZE>',
-        'the most log any run may keep, whatever its key allows (default 16M)',
-      ).argParser(sizeArg),
-    )
-    .addOption(new Option('--allow-private-webhooks', 'let webhooks go to loopback or private addresses'))
-    .addOption(new Option('--public-metrics', 'serve /metrics without a key (default: an admin key)'))
-    .addOption(
-      new Option(
-        '--allowed-host <NAME>',
-        'a Host name served besides IP literals and localhost (repeatable; .NAME: it and its subdomains; any: no check)',
-      ).argParser((value: string, previous: string[] = []) => [...previous, value]),
-    )
-    .action(async (values: Record<string, unknown>) => {
-      code = await serveCommand(values)
-    })
+  if (wanted('serve'))
+    program
+      .command('serve')
+      .description('serve the HTTP API (POST /v1/runs …) on loopback; SIGTERM drains, then exits')
+      .addOption(new Option('--host <HOST>', 'address to listen on').default('127.0.0.1'))
+      .addOption(
+        new Option('--port <N>', 'port to listen on (0: any free one)')
+          .default(7070)
+          .argParser(wholeNumber(0, 65535)),
+      )
+      .addOption(dataDirOption())
+      .addOption(new Option('--concurrency <N>', 'runs at once (default 2)').argParser(wholeNumber(1, 1024)))
+      .addOption(
+        new Option('--max-queued <N>', 'runs waiting at most (default 100)').argParser(
+          wholeNumber(0, 1_000_000),
+        ),
+      )
+      .addOption(
+        new Option(
+          '--max-connections <N>',
+          'connections held at once (default 1024); past it a new one is closed at once',
+        ).argParser(wholeNumber(1, 1_000_000)),
+      )
+      .addOption(
+        new Option(
+          '--max-output <SIZE>',
+          'the most output any run may keep, whatever its key allows: the server holds it (default 16M)',
+        ).argParser(sizeArg),
+      )
+      .addOption(
+        new Option(
+          '--max-log <SIZE>',
+          'the most log any run may keep, whatever its key allows (default 16M)',
+        ).argParser(sizeArg),
+      )
+      .addOption(new Option('--allow-private-webhooks', 'let webhooks go to loopback or private addresses'))
+      .addOption(new Option('--public-metrics', 'serve /metrics without a key (default: an admin key)'))
+      .addOption(
+        new Option(
+          '--allowed-host <NAME>',
+          'a Host name served besides IP literals and localhost (repeatable; .NAME: it and its subdomains; any: no check)',
+        ).argParser((value: string, previous: string[] = []) => [...previous, value]),
+      )
+      .action(async (values: Record<string, unknown>) => {
+        code = await serveCommand(values)
+      })
 
-  const mcpCmd = program
-    .command('mcp')
-    .description('serve MCP on stdio: tools that run commands in sandboxes, within these flags')
+  const mcpCmd = wanted('mcp') ? program.command('mcp') : undefined
+  mcpCmd
+    ?.description('serve MCP on stdio: tools that run commands in sandboxes, within these flags')
     .addOption(
       new Option(
         '--output-budget <SIZE>',
@@ -263,34 +278,38 @@ export async function main(argv: string[]): Promise<number> {
     .action(async (values: Record<string, unknown>) => {
       code = await mcpCommand(values, packageVersion())
     })
-  for (const option of commanderOptions()) mcpCmd.addOption(option)
-  mcpCmd.addHelpText('after', MCP_HELP)
+  if (mcpCmd) {
+    for (const option of commanderOptions()) mcpCmd.addOption(option)
+    mcpCmd.addHelpText('after', MCP_HELP)
+  }
 
-  const keys = program.command('keys').description("the service's API keys (no running server needed)")
-  const keysCreate = keys.command('create').description('create a key and print it (shown only this once)')
-  for (const option of keyCreateOptions()) keysCreate.addOption(option)
-  keysCreate
-    .addOption(dataDirOption())
-    .addOption(new Option('--json', 'print it as JSON'))
-    .action(async (values: Record<string, unknown>) => {
-      code = await keysCreateCommand(values)
-    })
-  keys
-    .command('list')
-    .description('the keys (never their secrets)')
-    .addOption(dataDirOption())
-    .addOption(new Option('--json', 'print them as JSON'))
-    .action(async (values: Record<string, unknown>) => {
-      code = await keysListCommand(values)
-    })
-  keys
-    .command('revoke')
-    .description('revoke a key: it authenticates no more')
-    .argument('<id>', 'its id, as `cordon keys list` shows it')
-    .addOption(dataDirOption())
-    .action(async (id: string, values: Record<string, unknown>) => {
-      code = await keysRevokeCommand(id, values)
-    })
+  if (wanted('keys')) {
+    const keys = program.command('keys').description("the service's API keys (no running server needed)")
+    const keysCreate = keys.command('create').description('create a key and print it (shown only this once)')
+    for (const option of keyCreateOptions()) keysCreate.addOption(option)
+    keysCreate
+      .addOption(dataDirOption())
+      .addOption(new Option('--json', 'print it as JSON'))
+      .action(async (values: Record<string, unknown>) => {
+        code = await keysCreateCommand(values)
+      })
+    keys
+      .command('list')
+      .description('the keys (never their secrets)')
+      .addOption(dataDirOption())
+      .addOption(new Option('--json', 'print them as JSON'))
+      .action(async (values: Record<string, unknown>) => {
+        code = await keysListCommand(values)
+      })
+    keys
+      .command('revoke')
+      .description('revoke a key: it authenticates no more')
+      .argument('<id>', 'its id, as `cordon keys list` shows it')
+      .addOption(dataDirOption())
+      .action(async (id: string, values: Record<string, unknown>) => {
+        code = await keysRevokeCommand(id, values)
+      })
+  }
 
   try {
     await program.parseAsync(argv, { from: 'user' })
@@ -305,7 +324,9 @@ export async function main(argv: string[]): Promise<number> {
       message = error.message.replace(/^error: /, '').trim()
     } else if (error instanceof PolicyError) {
       const root = error.field.split('.')[0]!
-      const cliOnly = [...runCmd.options, ...callCmd.options].some((o) => o.long === `--${root}`)
+      const cliOnly = [...(runCmd?.options ?? []), ...(callCmd?.options ?? [])].some(
+        (o) => o.long === `--${root}`,
+      )
         ? `--${root}`
         : null
       limit = flagFor(error.field) ?? cliOnly ?? root
@@ -322,7 +343,7 @@ export async function main(argv: string[]): Promise<number> {
       print(process.stderr, `cordon: ${error instanceof Error ? (error.stack ?? message) : message}\n`)
     }
     // `run --json` and `call --json` promise exactly one result object on stdout, a usage error included.
-    const flags = commandFlags(argv, argv[0] === 'call' ? callCmd.options : runCmd.options)
+    const flags = commandFlags(argv, (argv[0] === 'call' ? callCmd : runCmd)?.options ?? [])
     if (flags.get('--json') === true)
       print(
         process.stdout,

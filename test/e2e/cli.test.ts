@@ -407,6 +407,18 @@ describe('cordon run/call: secrets by name and from files, never in an argv', ()
     }
   })
 
+  it('a subcommand built alone helps as it does among all of them', () => {
+    // `cordon SUB` builds only SUB's commander command; `cordon help SUB` builds them all.
+    const all = cordon(['--help'])
+    assert.equal(all.status, 0, all.stderr)
+    for (const sub of ['run', 'call', 'rootfs', 'doctor', 'serve', 'mcp', 'keys']) {
+      assert.match(all.stdout, new RegExp(`^  ${sub}\\b`, 'm'))
+      const alone = cordon([sub, '--help'])
+      assert.equal(alone.status, 0, alone.stderr)
+      assert.equal(alone.stdout, cordon(['help', sub]).stdout)
+    }
+  })
+
   it('values whose names look secret are redacted from the output', () => {
     const value = secret()
     const r = cordon([
