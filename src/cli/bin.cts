@@ -65,7 +65,8 @@ function loadCached(file: string, dir: string | null): Cli {
   }
   // From Node 21.7 the bundle's import() (a command outside it) goes to Node's own loader.
   const importModuleDynamically = vm.constants?.USE_MAIN_CONTEXT_DEFAULT_LOADER
-  const script = new vm.Script(Module.wrap(source), {
+  // The bundle is a module's function already (scripts/bundle.mjs wraps it): no copy of it is made here.
+  const script = new vm.Script(source, {
     filename: file,
     ...(cachedData ? { cachedData } : {}),
     ...(importModuleDynamically ? { importModuleDynamically } : {}),

@@ -553,7 +553,7 @@ describe('cordon start-up', () => {
     const cache = tempDir('cordon-xdg-')
     writeFileSync(path.join(dir, 'bin.cjs'), readFileSync(CLI))
     const bundle = (word: string) => {
-      const body = `exports.cli = async () => { process.stdout.write('${word}') }\n`
+      const body = `(function (exports) { exports.cli = async () => { process.stdout.write('${word}') }\n})`
       const hash = createHash('sha256').update(body).digest('hex')
       return `/* cordon-bundle ${hash} */\n${body}`
     }
