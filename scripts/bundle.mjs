@@ -11,7 +11,10 @@
 // It also copies the web dashboard's static files (src/service/ui/) into dist/service/ui/.
 import { createHash } from 'node:crypto'
 import { cpSync, readFileSync, writeFileSync } from 'node:fs'
+import path from 'node:path'
 import { build } from 'esbuild'
+
+const ownDist = path.resolve('dist') + path.sep
 
 await build({
   entryPoints: ['dist/cli/program.js'],
@@ -32,6 +35,23 @@ await build({
       name: 'faces-apart',
       setup(b) {
         b.onResolve({ filter: /^\.\.\/(?:service|client|mcp)\// }, (args) => ({ path: args.path, external: true }))
+      },
+    },
+    {
+      // `import path from 'node:path'` in a module becomes `__toESM(require('node:path'))` in the bundle: a
+      // copy of the builtin's exports, one getter each, made at every start for every module that imports
+      // it (24 of them, ~600 getters). A builtin's default export is its module.exports: required as it is.
+      name: 'builtin-defaults',
+      setup(b) {
+        b.onLoad({ filter: /\.js$/ }, (args) => {
+          if (!args.path.startsWith(ownDist)) return undefined
+          const text = readFileSync(args.path, 'utf8')
+          const contents = text.replace(
+            /^import (\w+) from '(node:[\w/]+)';$/gm,
+            (_, name, id) => `const ${name} = require('${id}');`,
+          )
+          return contents === text ? undefined : { contents, loader: 'js' }
+        })
       },
     },
   ],

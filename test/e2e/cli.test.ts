@@ -602,6 +602,12 @@ describe('cordon start-up', () => {
     const bundle = readFileSync(new URL('../../dist/cli/cordon.cjs', import.meta.url), 'latin1')
     assert.doesNotMatch(bundle, /ltige Eingabe/, 'zod imported by name instead of as a namespace?')
   })
+
+  it('the bundle requires a builtin as it is: no copy of its exports per importing module', () => {
+    const bundle = readFileSync(new URL('../../dist/cli/cordon.cjs', import.meta.url), 'latin1')
+    // esbuild's __toESM(require('node:path'), 1), minified: a getter per export, at every start.
+    assert.doesNotMatch(bundle, /\(require\("node:[\w/]+"\),1\)/)
+  })
 })
 
 describe('cordon doctor', () => {
