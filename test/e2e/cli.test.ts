@@ -518,6 +518,30 @@ describe('cordon --version', () => {
       assert.equal(r.stdout, `${pkg.version}\n`)
     })
   }
+
+  it('into a pipe, loads neither node:net nor node:stream (process.stdout would)', () => {
+    const preload = path.join(tempDir('cordon-version-'), 'loaded.cjs')
+    writeFileSync(
+      preload,
+      "process.on('exit', () => require('node:fs').writeSync(2, 'LOADED ' + JSON.stringify(process.moduleLoadList.filter((m) => /^NativeModule (net|stream)$/.test(m))) + '\\n'))",
+    )
+    const r = spawnSync(process.execPath, ['-r', preload, CLI, '--version'], { encoding: 'utf8' })
+    assert.equal(r.status, 0, r.stderr)
+    assert.equal(r.stdout, `${pkg.version}\n`)
+    assert.deepEqual(JSON.parse(/^LOADED (.*)$/m.exec(r.stderr)?.[1] ?? 'null'), [])
+  })
+
+  it('into a pipe nobody reads: exit 141, as SIGPIPE would, and no stack trace', async () => {
+    const child = spawn(process.execPath, [CLI, '--version'], { stdio: ['ignore', 'pipe', 'pipe'] })
+    child.stdout.destroy() // long before the CLI writes
+    let stderr = ''
+    child.stderr.setEncoding('utf8').on('data', (text: string) => {
+      stderr += text
+    })
+    const status = await new Promise((resolve) => child.on('close', resolve))
+    assert.equal(status, 141, stderr)
+    assert.equal(stderr, '')
+  })
 })
 
 describe('cordon start-up', () => {
