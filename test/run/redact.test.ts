@@ -2,8 +2,9 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import { PolicyError } from '../../src/errors.js'
+import { baseEnv } from '../../src/policy/env.js'
 import { parsePolicy } from '../../src/policy/schema.js'
-import { MarkerRuns, REDACTED, Redaction, Redactor, secretValues } from '../../src/run/redact.js'
+import { MarkerRuns, REDACTED, Redaction, Redactor, SECRET_NAME, secretValues } from '../../src/run/redact.js'
 import { prng } from '../helpers.js'
 
 /** Push every chunk, then flush; returns every piece the redactor handed out (flush last). */
@@ -452,6 +453,10 @@ describe('secretValues', () => {
   it('mixed: only the secret-looking, long-enough values, in env order', () => {
     const env = { PATH: '/usr/bin', GITHUB_TOKEN: 'ghp_123', HOME: '/tmp', MY_KEY: 'k3y!', SHORT_TOKEN: 'ab' }
     assert.deepEqual(secretValues(env), ['ghp_123', 'k3y!'])
+  })
+
+  it('no name every sandbox has looks secret: secretValues skips them without running the pattern', () => {
+    for (const name of Object.keys(baseEnv())) assert.equal(SECRET_NAME.test(name), false, name)
   })
 
   it('an empty environment gives nothing', () => {
