@@ -293,11 +293,16 @@ export function seccompProgram(opts: SeccompOptions = {}): Buffer {
 function buildProgram(opts: SeccompOptions): Buffer {
   const insns = seccompInstructions(opts)
   const buf = Buffer.alloc(insns.length * 8)
+  // Through a DataView, V8's own: Buffer's writeUInt* are Node functions a CLI start would compile first.
+  const view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength)
   insns.forEach(([code, jt, jf, k], i) => {
-    buf.writeUInt16LE(code, i * 8)
-    buf.writeUInt8(jt, i * 8 + 2)
-    buf.writeUInt8(jf, i * 8 + 3)
-    buf.writeUInt32LE(k >>> 0, i * 8 + 4)
+    // A jump too long for its byte would wrap silently here, into another filter: refused, as writeUInt8 did.
+    if (jt > 0xff || jf > 0xff || code > 0xffff)
+      throw new RangeError(`seccomp: instruction ${i} out of range`)
+    view.setUint16(i * 8, code, true)
+    view.setUint8(i * 8 + 2, jt)
+    view.setUint8(i * 8 + 3, jf)
+    view.setUint32(i * 8 + 4, k >>> 0, true)
   })
   return buf
 }
