@@ -138,7 +138,7 @@ describe('worker', () => {
     mkdirSync(path.join(ws, 'a'.repeat(200)))
     writeFileSync(path.join(ws, 'a'.repeat(200), 'a'.repeat(200)), 'y')
     const started = Date.now()
-    const evil = ['*a'.repeat(12) + '*b', '**a'.repeat(12) + '*b', `${'?'.repeat(100)}*${'*a'.repeat(20)}c`]
+    const evil = [`${'*a'.repeat(12)}*b`, `${'**a'.repeat(12)}*b`, `${'?'.repeat(100)}*${'*a'.repeat(20)}c`]
     assert.deepEqual(collect(ws, into, [...evil, 'a*'], 1024), ['a'.repeat(250)])
     assert.ok(Date.now() - started < 1000, `took ${Date.now() - started} ms`)
   })
@@ -289,8 +289,14 @@ describe('worker', () => {
   // Both ways a workspace goes: as root (the sandbox's files are a pool uid's) and not (they are the
   // server's own, by the library's fd-relative remover), on what a sandbox may leave: links out, a link
   // where a directory was, a loop, directories it shut.
-  for (const asRoot of [true, false]) {
-    it(`removeWorkspace follows no link and opens what was shut (${asRoot ? 'as root' : 'not as root'})`, async () => {
+  for (const [asRoot, finished] of [
+    [true, true],
+    [true, false],
+    [false, true],
+    [false, false],
+  ] as const) {
+    const how = `${asRoot ? 'as root' : 'not as root'}${finished ? ', the sandbox ended' : ''}`
+    it(`removeWorkspace follows no link and opens what was shut (${how})`, async () => {
       const outside = tempDir('cordon-outside-')
       mkdirSync(path.join(outside, 'dir'))
       writeFileSync(path.join(outside, 'precious'), 'keep me\n')
@@ -306,12 +312,12 @@ describe('worker', () => {
       symlinkSync('..', path.join(ws, 'nest', 'up'))
       chmodSync(path.join(ws, 'keep', 'deep'), 0)
       chmodSync(path.join(ws, 'nest'), 0o500)
-      await removeWorkspace(ws, asRoot)
+      await removeWorkspace(ws, { asRoot, finished })
       assert.equal(existsSync(ws), false, 'the workspace is gone')
       assert.equal(readFileSync(path.join(outside, 'precious'), 'utf8'), 'keep me\n')
       assert.equal(readFileSync(path.join(outside, 'dir', 'inner'), 'utf8'), 'me too\n')
       assert.deepEqual(readdirSync(outside).sort(), ['dir', 'precious'])
-      await removeWorkspace(ws, asRoot) // gone already: nothing to do, no error
+      await removeWorkspace(ws, { asRoot, finished }) // gone already: nothing to do, no error
     })
   }
 
@@ -336,7 +342,8 @@ os.fchown(leaf, 60123, 60000)
 `
     const made = spawnSync('python3', ['-c', nest, ws], { encoding: 'utf8' })
     assert.equal(made.status, 0, made.stderr)
-    await removeWorkspace(ws, true)
+    // After a run (rm first, which cannot reach it) and as a leftover (by fd at once).
+    await removeWorkspace(ws, { asRoot: true, finished: true })
     assert.equal(existsSync(ws), false, 'the workspace is gone')
   })
 
