@@ -6,6 +6,7 @@ import type { Readable } from 'node:stream'
 import type { Client, ClientError } from '../client/index.js'
 import { CordonError, PolicyError } from '../errors.js'
 import type { OutputData, RunResult } from '../index.js'
+import type { EndResult } from '../service/types.js'
 import { policyInput } from './flags.js'
 import { print } from './pipes.js'
 
@@ -50,7 +51,8 @@ async function resultOf(client: Client, id: string, signal?: AbortSignal): Promi
 }
 
 /**
- * Submits the run, prints its output live (unless `json`), and resolves with its result; null when it was
+ * Submits the run, prints its output live (unless `json`), and resolves with its result (live: the `end`
+ * event's, which is all of it but the output, logs and connections, printed already); null when it was
  * canceled (`signal`) and the server could not say how it ended.
  */
 export async function remoteRun(
@@ -59,7 +61,7 @@ export async function remoteRun(
   values: Record<string, unknown>,
   stdin: Readable | undefined,
   signal: AbortSignal,
-): Promise<RunResult<OutputData> | null> {
+): Promise<RunResult<OutputData> | EndResult | null> {
   let url: URL
   try {
     url = new URL(server)
@@ -89,7 +91,7 @@ export async function remoteRun(
           const out = event.data.stream === 'stdout' ? process.stdout : process.stderr
           print(out, Buffer.from(event.data.data, 'base64'))
         } else if (event.type === 'end') {
-          const result = (event.data as { result?: RunResult<OutputData> }).result
+          const result = (event.data as { result?: EndResult }).result
           if (result) return result
         }
       }

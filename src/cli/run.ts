@@ -3,13 +3,14 @@ import { accessSync, createReadStream, constants as fsConstants, fstatSync, stat
 import type { Readable } from 'node:stream'
 import { PolicyError } from '../errors.js'
 import { type OutputData, type RunResult, run, signalNumber } from '../index.js'
+import type { EndResult } from '../service/types.js'
 import { policyInput } from './flags.js'
 import { EXIT_BROKEN_PIPE, pipeBroken, print, whileCancelable } from './pipes.js'
 import { remoteRun } from './remote.js'
 
 export const EXIT = { limit: 124, cordon: 125, denied: 126, notFound: 127, canceled: 130 } as const
 
-export function exitCodeFor(result: RunResult<OutputData>): number {
+export function exitCodeFor(result: Pick<RunResult<OutputData>, 'status' | 'exitCode' | 'signal'>): number {
   switch (result.status) {
     case 'ok':
       return 0
@@ -70,7 +71,7 @@ export async function runCommand(command: string[], values: Record<string, unkno
   const stdin = openStdin(values.stdin)
   try {
     const server = typeof values.server === 'string' ? values.server : null
-    const result = await whileCancelable<RunResult<OutputData> | null>((signal) => {
+    const result = await whileCancelable<RunResult<OutputData> | EndResult | null>((signal) => {
       if (server !== null) return remoteRun(server, command, values, stdin, signal)
       const options = { ...policyInput(values), ...(stdin ? { stdin } : {}), signal }
       if (json) return run(command, options)

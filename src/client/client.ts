@@ -2,7 +2,9 @@
 // face like the CLI: it knows the API's JSON, and imports the engine and the service for their types only,
 // so `import { connect } from 'cordon/client'` loads neither the sandbox nor hono nor SQLite.
 import type { OutputData, RunResult } from '../index.js'
-import type { RunEventType, RunState, runView } from '../service/types.js'
+import type { EndResult, RunEventType, RunState, runView } from '../service/types.js'
+
+export type { EndResult }
 
 /** A run as the API shows it (`GET /v1/runs/{id}`): `result` once it finished. */
 export type RunView = ReturnType<typeof runView>
@@ -38,7 +40,11 @@ export interface ClientEvent {
   type: RunEventType
   /** ISO 8601, UTC. */
   at: string
-  /** `output` `{ stream, offset, bytes, data }`, `end` `{ result }`, `interrupted` `{ reason }`… */
+  /**
+   * `output` `{ stream, offset, bytes, data }`, `end` `{ result }` (an EndResult: the RunResult without
+   * stdout, stderr, output, logs and network, which the run's own events carried; `get` has it whole),
+   * `interrupted` `{ reason }`…
+   */
   data: Record<string, unknown>
 }
 

@@ -5,6 +5,7 @@ export type {
   Client,
   ClientEvent,
   ConnectOptions,
+  EndResult,
   EventsOptions,
   ListFilter,
   RunRequestBody,

@@ -6,19 +6,20 @@ import { chmodSync, closeSync, mkdirSync, openSync } from 'node:fs'
 import path from 'node:path'
 import Database, { type Statement } from 'better-sqlite3'
 import { errorResult, type RunResult } from '../index.js'
-import type {
-  KeyRecord,
-  OutputSlice,
-  OutputStream,
-  PendingWebhook,
-  RunEvent,
-  RunEventType,
-  RunFilter,
-  RunRecord,
-  RunState,
-  Scope,
-  Store,
-  WebhookAttempt,
+import {
+  endResult,
+  type KeyRecord,
+  type OutputSlice,
+  type OutputStream,
+  type PendingWebhook,
+  type RunEvent,
+  type RunEventType,
+  type RunFilter,
+  type RunRecord,
+  type RunState,
+  type Scope,
+  type Store,
+  type WebhookAttempt,
 } from './types.js'
 
 /** Each entry takes the schema from version i to i+1; never edit one that shipped, append. */
@@ -91,6 +92,11 @@ const MIGRATIONS: readonly string[] = [
      attempt INTEGER NOT NULL,
      at TEXT NOT NULL
    ) WITHOUT ROWID;`,
+  // An `end` event carries the result without what the run's events carried (types.ts endResult): the
+  // stored ones lose their copies of the output, logs and connections.
+  `UPDATE events SET data = json_object('result', json_remove(json_extract(data, '$.result'),
+       '$.stdout', '$.stderr', '$.output', '$.logs', '$.network'))
+     WHERE type = 'end' AND json_type(data, '$.result') = 'object';`,
 ]
 
 /** An output event's place in its stream, from its data (`{ stream, offset, bytes }`); null for any other. */
@@ -359,7 +365,7 @@ export class SqliteStore implements Store {
         ).run(at, result.status, JSON.stringify(result), id).changes
         if (changed !== 1) return null
         this.pendWebhook(id, at)
-        return this.insertEvent(id, 'end', { result }, at)
+        return this.insertEvent(id, 'end', { result: endResult(result) }, at)
       })
       .immediate()
   }
@@ -546,7 +552,7 @@ export class SqliteStore implements Store {
           this.stmt(
             `UPDATE runs SET state = 'finished', finished_at = ?, status = ?, result = ? WHERE id = ?`,
           ).run(at, result.status, JSON.stringify(result), id)
-          this.insertEvent(id, 'end', { result }, at)
+          this.insertEvent(id, 'end', { result: endResult(result) }, at)
           // Its webhook is owed too: the client waiting on it learns the run ended.
           this.pendWebhook(id, at)
         }

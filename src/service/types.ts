@@ -34,6 +34,22 @@ export function runView(
   return { id, state, createdAt, startedAt, finishedAt, metadata, ...(result ? { result } : {}) }
 }
 
+/** The fields of a result that a run's own events carry (`output`, `log`, `network`): never in `end`. */
+export const STREAMED_FIELDS = ['stdout', 'stderr', 'output', 'logs', 'network'] as const
+
+/** What an `end` event says of a run's result: all of it but what the run's events carried already. */
+export type EndResult = Omit<RunResult, (typeof STREAMED_FIELDS)[number]>
+
+/**
+ * `result` without the fields its run's events carried: an `end` event holding the output again (three
+ * times: stdout, stderr and both) was up to ~48 MiB, stored once more and queued whole for a slow reader.
+ * The whole result is the run view's (`GET /v1/runs/{id}`).
+ */
+export function endResult(result: RunResult): EndResult {
+  const { stdout: _o, stderr: _e, output: _m, logs: _l, network: _n, ...rest } = result
+  return rest
+}
+
 /** One event of a run, numbered per run from 1 with no gap: SSE resumes after any of them. */
 export interface RunEvent {
   runId: string
@@ -41,7 +57,10 @@ export interface RunEvent {
   type: RunEventType
   /** ISO 8601, UTC. */
   at: string
-  /** Redacted before it is stored: `output` `{ stream, offset, bytes, data }` (data base64), `end` `{ result }`… */
+  /**
+   * Redacted before it is stored: `output` `{ stream, offset, bytes, data }` (data base64), `end`
+   * `{ result }` (an EndResult: no output, logs or network)…
+   */
   data: Record<string, unknown>
 }
 
@@ -96,8 +115,9 @@ export interface Store {
   /** queued → running; false when it was not queued (canceled or deleted meanwhile). */
   startRun(id: string, at: string): boolean
   /**
-   * queued or running → finished with its result, and its `end` event, in one transaction; returns that
-   * event, or null when the run was already finished or is gone (a run ends once).
+   * queued or running → finished with its result, and its `end` event (`{ result: endResult(result) }`),
+   * in one transaction; returns that event, or null when the run was already finished or is gone (a run
+   * ends once).
    */
   finishRun(id: string, result: RunResult, at: string): RunEvent | null
   /** Only a finished run; false when it is not (409). */

@@ -215,8 +215,14 @@ describe('http app', () => {
     )
     assert.equal(events.filter((e) => e.event === 'end').length, 1)
     assert.equal(events.at(-1)?.event, 'end')
-    const result = JSON.parse(events.at(-1)!.data).result
-    assert.match(result.stdout, /id: 999/, 'the text is kept, as data')
+    const stdout = events
+      .filter((e) => e.event === 'output')
+      .map((e) => JSON.parse(e.data) as { stream: string; data: string })
+      .filter((d) => d.stream === 'stdout')
+      .map((d) => d.data)
+      .join('')
+    assert.match(stdout, /id: 999/, 'the text is kept, as data')
+    assert.equal(JSON.parse(events.at(-1)!.data).result.status, 'ok')
   })
 
   // The raw output is the program's bytes, whatever they are: not UTF-8, a character cut across writes and

@@ -321,3 +321,80 @@ describe('serve: a revoked key’s downloads', { skip: noNamespace }, () => {
     }
   })
 })
+
+describe('serve: event streams held for clients that do not read', { skip: noNamespace }, () => {
+  // The `end` event carried the whole result (stdout, stderr and output: three copies of the output)
+  // and was queued whole for its client, however slowly it read: eight streams of a key that asked for
+  // a run's end and read nothing held hundreds of MiB of the server.
+  it('an end event carries the verdict, not the output the stream delivered, and holds little', async () => {
+    const dataDir = tempDir('cordon-serve-end-')
+    const made = await createService({ dataDir })
+    const key = made.adminKey as string
+    await made.service.close()
+    const server = await serve({ dataDir, port: 0 })
+    const { hostname, port } = new URL(server.url)
+    const sockets: Socket[] = []
+    const api = (p: string, init: RequestInit = {}) =>
+      fetch(`${server.url}${p}`, { ...init, headers: { authorization: `Bearer ${key}`, ...init.headers } })
+    try {
+      const body = {
+        cmd: [
+          'sh',
+          '-c',
+          'head -c 12000000 /dev/zero | tr "\\0" a; echo "{\\"msg\\":\\"hi\\"}" >&$CORDON_LOG_FD',
+        ],
+        options: { limits: { maxOutputBytes: '12M', wallTimeMs: '60s' } },
+        wait: '60s',
+      }
+      const submitted = await api('/v1/runs', { method: 'POST', body: JSON.stringify(body) })
+      const run = (await submitted.json()) as { id: string; result: { status: string; stdout: string } }
+      assert.equal(run.result.status, 'ok')
+      assert.equal(run.result.stdout.length, 12_000_000)
+      // A reading client: every output byte came in output events, and the end says how it ended.
+      const text = await (await api(`/v1/runs/${run.id}/events?encoding=base64`)).text()
+      const blocks = text.split('\n\n').filter((b) => b.startsWith('id: '))
+      let bytes = 0
+      for (const b of blocks.filter((b) => b.includes('\nevent: output\n'))) {
+        bytes += (JSON.parse(b.slice(b.indexOf('\ndata: ') + 7)) as { bytes: number }).bytes
+      }
+      assert.equal(bytes, 12_000_000)
+      const last = blocks.at(-1) as string
+      assert.match(last, /\nevent: end\n/)
+      assert.ok(last.length < 64 * 1024, `the end event is ${last.length} bytes`)
+      const end = JSON.parse(last.slice(last.indexOf('\ndata: ') + 7)) as { result: Record<string, unknown> }
+      assert.equal(end.result.status, 'ok')
+      assert.equal(end.result.exitCode, 0)
+      assert.equal(end.result.outputBytes, 12_000_000)
+      for (const field of ['stdout', 'stderr', 'output', 'logs', 'network'])
+        assert.ok(!(field in end.result), `end carries no ${field}`)
+      const endSeq = Number(/^id: (\d+)/.exec(last)?.[1])
+
+      global.gc?.()
+      const before = process.memoryUsage().rss
+      // Eight streams (the key's most) that ask for the end alone and read nothing.
+      for (let i = 0; i < 8; i++) {
+        const s = connect(Number(port), hostname)
+        s.on('error', () => {})
+        s.write(
+          `GET /v1/runs/${run.id}/events HTTP/1.1\r\nHost: ${hostname}:${port}\r\nAuthorization: Bearer ${key}\r\n` +
+            `Last-Event-ID: ${endSeq - 1}\r\n\r\n`,
+        )
+        s.pause()
+        sockets.push(s)
+      }
+      await new Promise((r) => setTimeout(r, 3000))
+      global.gc?.()
+      const grew = (process.memoryUsage().rss - before) / 2 ** 20
+      assert.ok(grew < 100, `the server holds ${grew.toFixed(0)} MiB more for 8 streams that read nothing`)
+      // The whole result is the run view's.
+      const view = (await (await api(`/v1/runs/${run.id}`)).json()) as {
+        result: { stdout: string; logs: unknown[] }
+      }
+      assert.equal(view.result.stdout.length, 12_000_000)
+      assert.equal(view.result.logs.length, 1)
+    } finally {
+      for (const s of sockets) s.destroy()
+      await server.close()
+    }
+  })
+})

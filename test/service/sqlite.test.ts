@@ -4,7 +4,7 @@ import path from 'node:path'
 import { describe, it } from 'node:test'
 import { errorResult } from '../../src/index.js'
 import { LIST_PAGE_BYTES, newRunId, SqliteStore } from '../../src/service/sqlite.js'
-import type { KeyRecord } from '../../src/service/types.js'
+import { endResult, type KeyRecord } from '../../src/service/types.js'
 import { tempDir } from '../helpers.js'
 
 function key(id: string, retentionMs: number | null = null): KeyRecord {
@@ -36,11 +36,11 @@ describe('SqliteStore', () => {
     assert.equal(statSync(dir).mode & 0o777, 0o700)
     assert.equal(statSync(path.join(dir, 'cordon.db')).mode & 0o777, 0o600)
     assert.equal(store.db.pragma('journal_mode', { simple: true }), 'wal')
-    assert.equal(store.version(), 4)
+    assert.equal(store.version(), 5)
     store.close()
     // Opening again runs no migration twice.
     const again = new SqliteStore(dir)
-    assert.equal(again.version(), 4)
+    assert.equal(again.version(), 5)
     again.close()
   })
 
@@ -130,7 +130,9 @@ describe('SqliteStore', () => {
     assert.equal(got?.state, 'finished')
     assert.equal(got?.startedAt, '2026-01-01T00:00:01.000Z')
     assert.deepEqual(got?.result, okResult())
-    assert.deepEqual(store.events('run_a', 0, 10)[0]?.data, { result: okResult() })
+    // The end event says how it ended, not the output again: the run's own events carried that.
+    assert.deepEqual(store.events('run_a', 0, 10)[0]?.data, { result: endResult(okResult()) })
+    assert.equal('stdout' in ((end?.data.result ?? {}) as object), false)
     assert.equal(store.deleteRun('run_a'), true)
     assert.equal(store.getRun('run_a'), null)
     assert.deepEqual(store.events('run_a', 0, 10), [])
@@ -240,7 +242,7 @@ describe('SqliteStore', () => {
       UPDATE schema_version SET version = 2`)
     store.close()
     const again = new SqliteStore(dir)
-    assert.equal(again.version(), 4)
+    assert.equal(again.version(), 5)
     assert.deepEqual(slices(again, 'old', 'output', 0, 100), [
       [0, 'abc'],
       [3, 'XY'],
@@ -260,6 +262,25 @@ describe('SqliteStore', () => {
       data: Buffer.from('!!').toString('base64'),
     })
     assert.deepEqual(slices(again, 'old', 'output', 11, 100), [[11, '!!']])
+    again.close()
+  })
+
+  it('takes the output out of the end events of a database from before (the migration)', () => {
+    const { store, dir } = open()
+    store.createRun({ id: 'r', keyId: 'k', createdAt: '2026-01-01T00:00:00.000Z', metadata: {}, request: {} })
+    store.finishRun('r', okResult(), '2026-01-01T00:00:01.000Z')
+    // An end event as stored before: the whole result.
+    store.db.exec(`UPDATE events SET data = '${JSON.stringify({ result: okResult() })}' WHERE type = 'end';
+      UPDATE schema_version SET version = 4`)
+    assert.equal(
+      (store.events('r', 0, 10)[0]?.data.result as { stdout?: string } | undefined)?.stdout,
+      'hi\n',
+    )
+    store.close()
+    const again = new SqliteStore(dir)
+    assert.equal(again.version(), 5)
+    assert.deepEqual(again.events('r', 0, 10)[0]?.data, { result: endResult(okResult()) })
+    assert.equal(again.getRun('r')?.result?.stdout, 'hi\n', 'the run keeps its whole result')
     again.close()
   })
 

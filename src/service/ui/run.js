@@ -67,10 +67,9 @@ function showRun(run) {
       return div
     }),
   )
-  if (r) {
-    $('logs').tBodies[0].replaceChildren(...r.logs.map(logRow))
-    $('network').tBodies[0].replaceChildren(...r.network.map(netRow))
-  }
+  // An `end` event's result has no logs or connections (its events carried them): the rows stay.
+  if (r?.logs) $('logs').tBodies[0].replaceChildren(...r.logs.map(logRow))
+  if (r?.network) $('network').tBodies[0].replaceChildren(...r.network.map(netRow))
 }
 
 function logRow(entry) {
@@ -229,6 +228,7 @@ function follow() {
     source.close()
     conn.textContent = ''
     const d = data(event)
+    // The verdict at once; then the run view, which has the whole result.
     if (d.result) showRun({ ...current, state: 'finished', result: d.result, finishedAt: d.at })
     refresh()
   }
