@@ -41,6 +41,11 @@ export interface McpToolsOptions {
 }
 
 type Stream = 'stdout' | 'stderr' | 'output'
+/**
+ * A resource read of a run's output holds at most this much of it, then says how to page the rest: the
+ * size below which the HTTP API's answers take nothing from its answer budget.
+ */
+export const RESOURCE_BYTES = 256 * 1024
 const STREAMS = ['stdout', 'stderr', 'output'] as const
 const STATES = ['queued', 'running', 'finished'] as const
 
@@ -651,7 +656,16 @@ export function createMcpServer(options: McpToolsOptions): McpServer {
       const id = String(variables.run_id)
       const stream = String(variables.stream) as Stream
       if (!STREAMS.includes(stream)) throw new Error(`no stream ${stream}: stdout, stderr or output`)
-      const text = service.output(key, id, stream, 0, Number.MAX_SAFE_INTEGER).toString('utf8')
+      // At most RESOURCE_BYTES (and one byte to tell there is more), cut on a character's start: a run's
+      // output (up to the output ceiling) read whole was one answer outside any budget.
+      const read = service.output(key, id, stream, 0, RESOURCE_BYTES + 1)
+      if (read.length <= RESOURCE_BYTES)
+        return { contents: [{ uri: uri.href, mimeType: 'text/plain', text: read.toString('utf8') }] }
+      let end = RESOURCE_BYTES
+      while (end > 0 && ((read[end] as number) & 0xc0) === 0x80) end--
+      const text =
+        `${read.subarray(0, end).toString('utf8')}\n[… the first ${end} bytes of ${stream}; ` +
+        `read_output run_id=${id} stream=${stream} offset=${end} for the rest …]\n`
       return { contents: [{ uri: uri.href, mimeType: 'text/plain', text }] }
     },
   )

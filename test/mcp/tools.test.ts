@@ -363,6 +363,25 @@ describe('MCP tools', { skip }, () => {
     ])
   })
 
+  it('a resource holds at most 256 KiB of output, and says how to read the rest', async () => {
+    // It was read whole (up to the output ceiling, 16 MiB) into one answer, outside any budget.
+    const { client, call } = await connect()
+    const r = await call('run', {
+      shell: 'head -c 3000000 /dev/zero | tr "\\0" a',
+      limits: { maxOutputBytes: '4M' },
+    })
+    const id = structured(r).run_id
+    const out = await client.readResource({ uri: `cordon://runs/${id}/stdout` })
+    const got = (out.contents[0] as { text: string }).text
+    assert.ok(Buffer.byteLength(got) < 256 * 1024 + 512, `${Buffer.byteLength(got)} bytes`)
+    assert.ok(got.startsWith('a'.repeat(256 * 1024)))
+    assert.match(got, new RegExp(`read_output run_id=${id} stream=stdout offset=${256 * 1024}\\b`))
+    // What fits is whole, with no marker.
+    const small = await call('run', { shell: 'head -c 1000 /dev/zero | tr "\\0" b' })
+    const whole = await client.readResource({ uri: `cordon://runs/${structured(small).run_id}/output` })
+    assert.equal((whole.contents[0] as { text: string }).text, 'b'.repeat(1000))
+  })
+
   it('call_function exists only with registered functions, and calls only those', async () => {
     const calls: string[] = []
     const { client, call } = await connect(
