@@ -186,7 +186,13 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
     }
     const stop = new AbortController()
     deliveryOf.set(runId, stop)
-    const sent = deliverWebhook(url, JSON.stringify(runView(run)), key.webhookSecret, {
+    // The body is made for each attempt from the store: held across the retries (minutes), a run's view
+    // (its output three times) was up to ~48 MiB a delivery. A run deleted meanwhile ends it.
+    const body = () => {
+      const now = store.getRun(runId)
+      return now ? JSON.stringify(runView(now)) : null
+    }
+    const sent = deliverWebhook(url, body, key.webhookSecret, {
       allowPrivate: options.allowPrivateWebhooks ?? false,
       signal: AbortSignal.any([deliveries.signal, stop.signal]),
       ...(options.webhookBackoff ? { backoff: options.webhookBackoff } : {}),

@@ -195,14 +195,42 @@ const sleep = (ms: number, signal?: AbortSignal) =>
   })
 
 /**
- * POSTs `body` (JSON text) to `url`, signed with `secret`, until a 2xx answers or `attempts` are spent:
+ * One attempt: the body made (when `body` is a function) and sent. Its own frame, which ends before the
+ * wait for the next: nothing of the body is held across the retries (a run's view is as big as its
+ * output). Null when there is no body any more (the run is gone).
+ */
+async function attemptOnce(
+  target: URL,
+  body: string | (() => string | null),
+  secret: string,
+  started: number,
+  lookup: LookupFunction,
+  timeoutMs: number,
+): Promise<{ status: number | null; error: string | null; refused: boolean } | null> {
+  const text = typeof body === 'string' ? body : body()
+  if (text === null) return null
+  const headers = {
+    'content-type': 'application/json',
+    'user-agent': 'cordon-webhook',
+    [SIGNATURE_HEADER.toLowerCase()]: signWebhook(secret, text, Math.floor(started / 1000)),
+  }
+  try {
+    return { status: await post(target, text, headers, lookup, timeoutMs), error: null, refused: false }
+  } catch (failed) {
+    return { status: null, error: (failed as Error).message, refused: failed instanceof TargetRefused }
+  }
+}
+
+/**
+ * POSTs `body` (JSON text, or made anew for each attempt by a function: null when there is nothing left
+ * to send) to `url`, signed with `secret`, until a 2xx answers or `attempts` are spent:
  * a network error, a timeout or any other status is retried after `backoff`. A target that is refused
  * (as written, or by what its name resolves to) is one failed attempt, not retried. Never throws: the
  * attempts, in order, say what happened.
  */
 export async function deliverWebhook(
   url: string,
-  body: string,
+  body: string | (() => string | null),
   secret: string,
   {
     attempts = 5,
@@ -235,18 +263,11 @@ export async function deliverWebhook(
       over = true
     }
     if (target) {
-      const headers = {
-        'content-type': 'application/json',
-        'user-agent': 'cordon-webhook',
-        [SIGNATURE_HEADER.toLowerCase()]: signWebhook(secret, body, Math.floor(started / 1000)),
-      }
-      try {
-        status = await post(target, body, headers, lookup, timeoutMs)
-        if (status >= 200 && status < 300) over = true
-      } catch (failed) {
-        error = (failed as Error).message
-        if (failed instanceof TargetRefused) over = true
-      }
+      const sent = await attemptOnce(target, body, secret, started, lookup, timeoutMs)
+      if (sent === null) return done
+      ;({ status, error } = sent)
+      if (status !== null && status >= 200 && status < 300) over = true
+      if (sent.refused) over = true
     }
     const wait = over ? 0 : backoff(attempt)
     const made = {

@@ -7,6 +7,8 @@ import type { AddressInfo } from 'node:net'
 import path from 'node:path'
 import { after, describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
+import { setFlagsFromString } from 'node:v8'
+import { runInNewContext } from 'node:vm'
 import type { RunResult } from '../../src/index.js'
 import { createService } from '../../src/service/service.js'
 import { SqliteStore } from '../../src/service/sqlite.js'
@@ -623,6 +625,54 @@ describe('webhooks', { skip }, () => {
     assert.deepEqual(service.store.webhookAttempts(submitted.id), [])
     assert.ok(!service.store.pendingWebhooks().some((p) => p.runId === submitted.id))
     await service.close()
+    server.close()
+  })
+
+  it('holds no webhook body between attempts: each is made from the store', async () => {
+    // The body (the run's view: its output three times) was built once and held across every retry,
+    // for minutes: ~16 MB a run here, whatever the receiver's state.
+    setFlagsFromString('--expose-gc')
+    const gc = runInNewContext('gc') as () => void
+    let posts = 0
+    const bodies: number[] = []
+    const server = http.createServer((req, res) => {
+      let bytes = 0
+      req.on('data', (c: Buffer) => {
+        bytes += c.length
+      })
+      req.on('end', () => {
+        posts++
+        bodies.push(bytes)
+        res.statusCode = 500
+        res.end()
+      })
+    })
+    server.listen(0, '127.0.0.1')
+    await once(server, 'listening')
+    const { port } = server.address() as AddressInfo
+    const { service, user } = await setup({ allowPrivateWebhooks: true, webhookBackoff: () => 60_000 })
+    const { key } = user()
+    const ids: string[] = []
+    for (let i = 0; i < 6; i++) {
+      const run = service.submit(key, {
+        cmd: ['sh', '-c', 'head -c 8000000 /dev/zero | tr "\\0" a'],
+        options: { limits: { maxOutputBytes: '8M' } },
+        webhook: { url: `http://127.0.0.1:${port}/` },
+      })
+      ids.push(run.id)
+    }
+    for (const id of ids) await service.wait(key, id, 60_000)
+    for (let i = 0; i < 500 && posts < ids.length; i++) await new Promise((r) => setTimeout(r, 20))
+    assert.equal(posts, ids.length, 'each run POSTed once, its retry a minute away')
+    for (const b of bodies) assert.ok(b > 16_000_000, `a body of ${b} bytes: the whole view`)
+    await new Promise((r) => setTimeout(r, 200))
+    gc()
+    const before = process.memoryUsage().heapUsed
+    // Dropping the bodies the deliveries hold (if they do) is what would free them.
+    await service.close()
+    gc()
+    const freed = (before - process.memoryUsage().heapUsed) / 2 ** 20
+    assert.ok(freed < 40, `${freed.toFixed(0)} MiB held by 6 webhook deliveries waiting for their retry`)
     server.close()
   })
 })
