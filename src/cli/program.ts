@@ -12,6 +12,7 @@ import { EXIT_BROKEN_PIPE, pipeBroken, print, watchOwnPipes } from './pipes.js'
 import { rootfsCreateCommand, rootfsDeleteCommand, rootfsListCommand } from './rootfs.js'
 import { EXIT, runCommand } from './run.js'
 import {
+  durationArg,
   keysCreateCommand,
   keysListCommand,
   keysRevokeCommand,
@@ -237,6 +238,24 @@ export async function main(argv: string[]): Promise<number> {
           '--max-log <SIZE>',
           'the most log any run may keep, whatever its key allows (default 16M)',
         ).argParser(sizeArg),
+      )
+      .addOption(
+        new Option(
+          '--max-wall-time <DURATION>',
+          'the longest any run may ask to run, whatever its key allows (default 1h)',
+        ).argParser(durationArg),
+      )
+      .addOption(
+        new Option(
+          '--max-collect <SIZE>',
+          'the most collected files any run may keep (default 64M)',
+        ).argParser(sizeArg),
+      )
+      .addOption(
+        new Option(
+          '--max-retention <DURATION>',
+          'how long a finished run is kept at most, whatever its key says (default 30d)',
+        ).argParser(durationArg),
       )
       .addOption(new Option('--allow-private-webhooks', 'let webhooks go to loopback or private addresses'))
       .addOption(new Option('--public-metrics', 'serve /metrics without a key (default: an admin key)'))

@@ -14,6 +14,16 @@ export function wholeNumber(min: number, max: number): (value: string) => number
   }
 }
 
+/** commander's parser for a duration as the options write one (`90s`, `2h`, `30d`, or ms). */
+export function durationArg(value: string): number {
+  const days = /^(\d+)d$/.exec(value.trim())
+  if (days) return Number(days[1]) * 86_400_000
+  const parsed = policySchema.shape.limits.unwrap().shape.wallTimeMs.unwrap().safeParse(value)
+  if (!parsed.success || parsed.data <= 0)
+    throw new InvalidArgumentError('must be a duration such as 90s, 2h or 30d')
+  return parsed.data
+}
+
 /** commander's parser for a size as the options write one (`16M`, `1G`). */
 export function sizeArg(value: string): number {
   const parsed = policySchema.shape.limits.unwrap().shape.maxOutputBytes.unwrap().safeParse(value)
@@ -33,6 +43,9 @@ interface ServeValues {
   allowedHost?: string[]
   maxOutput?: number
   maxLog?: number
+  maxWallTime?: number
+  maxCollect?: number
+  maxRetention?: number
 }
 
 export function serveCommand(values: ServeValues): Promise<number> {
@@ -56,14 +69,17 @@ export function serveCommand(values: ServeValues): Promise<number> {
       ...(values.allowedHost !== undefined ? { allowedHosts: values.allowedHost } : {}),
       allowPrivateWebhooks: values.allowPrivateWebhooks === true,
       publicMetrics: values.publicMetrics === true,
-      ...(values.maxOutput !== undefined || values.maxLog !== undefined
+      ...(values.maxOutput !== undefined || values.maxLog !== undefined || values.maxWallTime !== undefined
         ? {
             limitCeilings: {
               ...(values.maxOutput !== undefined ? { maxOutputBytes: values.maxOutput } : {}),
               ...(values.maxLog !== undefined ? { maxLogBytes: values.maxLog } : {}),
+              ...(values.maxWallTime !== undefined ? { wallTimeMs: values.maxWallTime } : {}),
             },
           }
         : {}),
+      ...(values.maxCollect !== undefined ? { maxCollectBytes: values.maxCollect } : {}),
+      ...(values.maxRetention !== undefined ? { maxRetentionMs: values.maxRetention } : {}),
     })
     return 0
   })

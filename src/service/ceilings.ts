@@ -20,13 +20,22 @@ export type ServerLimitCeilings = Partial<Record<(typeof LIMIT_NAMES)[number], n
 /**
  * The server's own ceilings by default. A run's output and logs are held by the server process (in the
  * engine's result, as text and as events) as well as stored: a key made without ceilings could otherwise
- * ask for gigabytes of them (300 MB of output took a server to 2.1 GiB of RSS). Raise them with
- * ServiceOptions.limitCeilings.
+ * ask for gigabytes of them (300 MB of output took a server to 2.1 GiB of RSS). A run's wall time holds
+ * one of the server's few slots (`--concurrency`, 2 by default): 1 h, as E2B's base tier bounds a
+ * sandbox's life, far past what judges allow (Judge0: 20 s), room for a build or a test suite. Raise them
+ * with ServiceOptions.limitCeilings (`--max-output`, `--max-log`, `--max-wall-time`).
  */
 export const DEFAULT_SERVER_LIMIT_CEILINGS: ServerLimitCeilings = {
   maxOutputBytes: 16 * 1024 * 1024,
   maxLogBytes: 16 * 1024 * 1024,
+  wallTimeMs: 60 * 60 * 1000,
 }
+
+/**
+ * How long a finished run is kept at most, whatever its key's retention (a key without one kept its runs,
+ * output and files, forever): 30 days. `--max-retention` raises it.
+ */
+export const DEFAULT_MAX_RETENTION_MS = 30 * 24 * 60 * 60 * 1000
 
 /** A limit's value as the options write it: `10s`, `256M`, or a count. */
 function shownLimit(name: string, value: number): string {

@@ -35,8 +35,15 @@ export interface ServeOptions {
    * `.name` (it and its subdomains) or `any` (no check). Case and a trailing dot do not matter.
    */
   allowedHosts?: readonly string[]
-  /** Limits no run may pass, whatever its key (`--max-output`, `--max-log`); default 16 MiB of each. */
+  /**
+   * Limits no run may pass, whatever its key (`--max-output`, `--max-log`, `--max-wall-time`); default
+   * 16 MiB of each, 1 h.
+   */
   limitCeilings?: ServerLimitCeilings
+  /** Bytes of collected files kept per run (`--max-collect`; default 64 MiB). */
+  maxCollectBytes?: number
+  /** How long a finished run is kept at most, whatever its key's retention (`--max-retention`; 30 days). */
+  maxRetentionMs?: number
 }
 
 export interface Server {
@@ -58,6 +65,8 @@ export async function serve(options: ServeOptions = {}): Promise<Server> {
     allowPrivateWebhooks: options.allowPrivateWebhooks === true,
     ...(options.concurrency !== undefined ? { concurrency: options.concurrency } : {}),
     ...(options.maxQueued !== undefined ? { maxQueued: options.maxQueued } : {}),
+    ...(options.maxCollectBytes !== undefined ? { maxCollectBytes: options.maxCollectBytes } : {}),
+    ...(options.maxRetentionMs !== undefined ? { maxRetentionMs: options.maxRetentionMs } : {}),
     // The operator's word on a limit replaces the default for it; the others keep theirs.
     ...(options.limitCeilings
       ? { limitCeilings: { ...DEFAULT_SERVER_LIMIT_CEILINGS, ...options.limitCeilings } }

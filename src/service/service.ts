@@ -14,7 +14,12 @@ import path from 'node:path'
 import { PassThrough } from 'node:stream'
 import * as z from 'zod'
 import { errorResult, openSpawner, PolicyError, type RunResult, type Spawner } from '../index.js'
-import { applyCeilings, DEFAULT_SERVER_LIMIT_CEILINGS, type ServerLimitCeilings } from './ceilings.js'
+import {
+  applyCeilings,
+  DEFAULT_MAX_RETENTION_MS,
+  DEFAULT_SERVER_LIMIT_CEILINGS,
+  type ServerLimitCeilings,
+} from './ceilings.js'
 import { newKeyRecord } from './key-schema.js'
 import { hashKey } from './keys.js'
 import { lockDataDir } from './lock.js'
@@ -45,13 +50,19 @@ export interface ServiceOptions {
   maxCollectBytes?: number
   /** How often finished runs past their key's retention are removed (default 1 min). */
   sweepIntervalMs?: number
+  /**
+   * How long a finished run is kept at most, whatever its key's retention (default 30 days,
+   * DEFAULT_MAX_RETENTION_MS; null: as long as its key says, forever for a key with none).
+   */
+  maxRetentionMs?: number | null
   /** Start runs through one spawner (default true; none when it cannot be opened). */
   useSpawner?: boolean
   /** Called with each run once it is finished (webhooks hang here). Errors are ignored. */
   onFinished?: (run: RunRecord, key: KeyRecord | null) => void
   /**
    * Limits no request may pass, whatever its key's ceilings (the lower of the two bounds). Default:
-   * DEFAULT_SERVER_LIMIT_CEILINGS (maxOutputBytes and maxLogBytes 16 MiB, which the server holds itself).
+   * DEFAULT_SERVER_LIMIT_CEILINGS (maxOutputBytes and maxLogBytes 16 MiB, which the server holds itself;
+   * wallTimeMs 1 h).
    */
   limitCeilings?: ServerLimitCeilings
   /** Webhooks may target private and loopback addresses (`--allow-private-webhooks`); default false. */
@@ -292,7 +303,10 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
       if (keyId) keyIds.add(keyId)
     }
     for (const keyId of keyIds) if (store.getKey(keyId)?.revokedAt != null) stopRunsOf(keyId)
-    store.sweep(nowIso())
+    store.sweep(
+      nowIso(),
+      options.maxRetentionMs === undefined ? DEFAULT_MAX_RETENTION_MS : options.maxRetentionMs,
+    )
     for (const runId of [...deliveryOf.keys()]) if (!store.getRun(runId)) stopDelivery(runId)
     // Collected files of runs no longer stored (swept or deleted while we were down).
     const dir = path.join(dataDir, 'files')

@@ -568,15 +568,17 @@ export class SqliteStore implements Store {
     return rows.map(toRun)
   }
 
-  sweep(now: string): number {
+  sweep(now: string, maxRetentionMs: number | null = null): number {
+    // The key's retention, within the server's (null: the key's alone, none when it has none).
+    const most = maxRetentionMs ?? Number.MAX_SAFE_INTEGER
     return this.db
       .transaction((): number => {
         const ids = (
           this.stmt(
             `SELECT r.id FROM runs r JOIN keys k ON k.id = r.key_id
-               WHERE r.state = 'finished' AND k.retention_ms IS NOT NULL
-                 AND (julianday(?) - julianday(r.finished_at)) * 86400000.0 > k.retention_ms`,
-          ).all(now) as { id: string }[]
+               WHERE r.state = 'finished'
+                 AND (julianday(?) - julianday(r.finished_at)) * 86400000.0 > MIN(COALESCE(k.retention_ms, ?), ?)`,
+          ).all(now, most, most) as { id: string }[]
         ).map((r) => r.id)
         const delEvents = this.stmt('DELETE FROM events WHERE run_id = ?')
         const delRun = this.stmt('DELETE FROM runs WHERE id = ?')

@@ -140,8 +140,11 @@ export interface Store {
   interruptRunning(at: string): string[]
   /** Runs still queued, oldest first (re-queued at start-up). */
   queuedRuns(): RunRecord[]
-  /** Finished runs past their key's retention, removed with their events; returns how many. */
-  sweep(now: string): number
+  /**
+   * Finished runs past their key's retention, or past `maxRetentionMs` whatever the key's (null: no such
+   * bound), removed with their events; returns how many.
+   */
+  sweep(now: string, maxRetentionMs?: number | null): number
   /**
    * One attempt to deliver a run's webhook, kept with the run, and in the same transaction what is left
    * to do: `next` (the attempt to make, and when), or null when the delivery is over (delivered, refused or

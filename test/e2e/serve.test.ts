@@ -70,6 +70,35 @@ describe('cordon serve', { timeout: 300_000 }, () => {
     assert.equal(await second.exited, 0)
   })
 
+  it("bounds a run's wall time at 1h for a key made without ceilings; --max-wall-time raises it", async () => {
+    for (const [args, allowed] of [
+      [[], false],
+      [['--max-wall-time', '3h', '--max-collect', '8M', '--max-retention', '90d'], true],
+    ] as const) {
+      const s = await serve(tempDir('cordon-serve-'), [...args])
+      const admin = api(s, s.adminKey as string)
+      const made = (await (
+        await admin('/v1/keys', {
+          method: 'POST',
+          body: JSON.stringify({ name: 'open', scopes: ['runs:write', 'runs:read'] }),
+        })
+      ).json()) as { key: string }
+      const res = await api(s, made.key)('/v1/runs', {
+        method: 'POST',
+        body: JSON.stringify({ cmd: ['true'], options: { limits: { wallTimeMs: '2h' } }, wait: '20s' }),
+      })
+      const body = (await res.json()) as { error?: { code: string; field: string; message: string } }
+      if (allowed) assert.equal(res.status, 201, JSON.stringify(body))
+      else {
+        assert.equal(res.status, 403)
+        assert.equal(body.error?.field, 'options.limits.wallTimeMs')
+        assert.match(body.error?.message ?? '', /this server's ceiling of 3600s/)
+      }
+      s.child.kill('SIGTERM')
+      assert.equal(await s.exited, 0)
+    }
+  })
+
   it('bounds what a run makes the server hold, for a key made without ceilings; --max-output raises it', async () => {
     for (const [args, asked, allowed] of [
       [[], '1G', false],

@@ -10,6 +10,7 @@ import { fileURLToPath } from 'node:url'
 import { setFlagsFromString } from 'node:v8'
 import { runInNewContext } from 'node:vm'
 import type { RunResult } from '../../src/index.js'
+import { DEFAULT_SERVER_LIMIT_CEILINGS } from '../../src/service/ceilings.js'
 import { createService } from '../../src/service/service.js'
 import { SqliteStore } from '../../src/service/sqlite.js'
 import { endResult, type KeyRecord, type RunEvent, runView, ServiceError } from '../../src/service/types.js'
@@ -626,6 +627,28 @@ describe('webhooks', { skip }, () => {
     assert.ok(!service.store.pendingWebhooks().some((p) => p.runId === submitted.id))
     await service.close()
     server.close()
+  })
+
+  it("bounds a run's wall time by the server's ceiling (1 h by default), which the operator raises", async () => {
+    // A key made without ceilings let a run ask for any wall time: a slot of the server held for days.
+    const { service, user } = await setup()
+    closers.push(() => service.close())
+    const { key } = user()
+    rejects(
+      () => service.submit(key, { cmd: ['true'], options: { limits: { wallTimeMs: '2h' } } }),
+      'over-ceiling',
+      'options.limits.wallTimeMs',
+    )
+    const raised = await setup({
+      limitCeilings: { ...DEFAULT_SERVER_LIMIT_CEILINGS, wallTimeMs: 3 * 3_600_000 },
+    })
+    closers.push(() => raised.service.close())
+    const mine = raised.user().key
+    const run = raised.service.submit(mine, {
+      cmd: ['true'],
+      options: { limits: { wallTimeMs: '2h' } },
+    })
+    assert.equal((await raised.service.wait(mine, run.id, 20_000)).result?.status, 'ok')
   })
 
   it('holds no webhook body between attempts: each is made from the store', async () => {

@@ -448,4 +448,23 @@ describe('SqliteStore', () => {
     assert.deepEqual(store.events('old', 0, 10), [])
     for (const id of ['new', 'queued', 'kept']) assert.ok(store.getRun(id), id)
   })
+
+  it("sweep keeps no finished run past the server's retention, whatever its key's", () => {
+    // A key without a retention (or a long one) kept its runs, output and all, forever.
+    const { store } = open()
+    store.createKey(key('long', 3_600_000))
+    store.createKey({ ...key('forever'), hash: 'h2' })
+    store.createKey({ ...key('short', 10_000), hash: 'h3' })
+    const mk = (id: string, keyId: string, finishedAt: string) => {
+      store.createRun({ id, keyId, createdAt: '2026-01-01T00:00:00.000Z', metadata: {}, request: {} })
+      store.finishRun(id, okResult(), finishedAt)
+    }
+    mk('forever-old', 'forever', '2026-01-01T00:00:00.000Z')
+    mk('long-old', 'long', '2026-01-01T00:00:00.000Z')
+    mk('short-mid', 'short', '2026-01-01T00:00:50.000Z')
+    mk('forever-new', 'forever', '2026-01-01T00:00:50.000Z')
+    assert.equal(store.sweep('2026-01-01T00:01:10.000Z', 60_000), 3)
+    for (const id of ['forever-old', 'long-old', 'short-mid']) assert.equal(store.getRun(id), null, id)
+    assert.ok(store.getRun('forever-new'))
+  })
 })
