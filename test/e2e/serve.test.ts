@@ -70,12 +70,10 @@ describe('cordon serve', { timeout: 300_000 }, () => {
     assert.equal(await second.exited, 0)
   })
 
-  it("bounds a run's wall time at 1h for a key made without ceilings; --max-wall-time raises it", async () => {
-    for (const [args, allowed] of [
-      [[], false],
-      [['--max-wall-time', '3h', '--max-collect', '8M', '--max-retention', '90d'], true],
-    ] as const) {
-      const s = await serve(tempDir('cordon-serve-'), [...args])
+  /** What a key made without ceilings gets from a `cordon serve ARGS` for a run asking `limits`. */
+  async function openKeyAsks(args: readonly string[], limits: Record<string, string>) {
+    const s = await serve(tempDir('cordon-serve-'), [...args])
+    try {
       const admin = api(s, s.adminKey as string)
       const made = (await (
         await admin('/v1/keys', {
@@ -85,17 +83,28 @@ describe('cordon serve', { timeout: 300_000 }, () => {
       ).json()) as { key: string }
       const res = await api(s, made.key)('/v1/runs', {
         method: 'POST',
-        body: JSON.stringify({ cmd: ['true'], options: { limits: { wallTimeMs: '2h' } }, wait: '20s' }),
+        body: JSON.stringify({ cmd: ['true'], options: { limits }, wait: '20s' }),
       })
       const body = (await res.json()) as { error?: { code: string; field: string; message: string } }
-      if (allowed) assert.equal(res.status, 201, JSON.stringify(body))
+      return { status: res.status, body }
+    } finally {
+      s.child.kill('SIGTERM')
+      assert.equal(await s.exited, 0)
+    }
+  }
+
+  it("bounds a run's wall time at 1h for a key made without ceilings; --max-wall-time raises it", async () => {
+    for (const [args, allowed] of [
+      [[], false],
+      [['--max-wall-time', '3h', '--max-collect', '8M', '--max-retention', '90d'], true],
+    ] as const) {
+      const { status, body } = await openKeyAsks(args, { wallTimeMs: '2h' })
+      if (allowed) assert.equal(status, 201, JSON.stringify(body))
       else {
-        assert.equal(res.status, 403)
+        assert.equal(status, 403)
         assert.equal(body.error?.field, 'options.limits.wallTimeMs')
         assert.match(body.error?.message ?? '', /this server's ceiling of 3600s/)
       }
-      s.child.kill('SIGTERM')
-      assert.equal(await s.exited, 0)
     }
   })
 
@@ -105,28 +114,14 @@ describe('cordon serve', { timeout: 300_000 }, () => {
       [[], '16M', true],
       [['--max-output', '64M'], '32M', true],
     ] as const) {
-      const s = await serve(tempDir('cordon-serve-'), [...args])
-      const admin = api(s, s.adminKey as string)
-      const made = (await (
-        await admin('/v1/keys', {
-          method: 'POST',
-          body: JSON.stringify({ name: 'open', scopes: ['runs:write', 'runs:read'] }),
-        })
-      ).json()) as { key: string }
-      const res = await api(s, made.key)('/v1/runs', {
-        method: 'POST',
-        body: JSON.stringify({ cmd: ['true'], options: { limits: { maxOutputBytes: asked } }, wait: '20s' }),
-      })
-      const body = (await res.json()) as { error?: { code: string; field: string; message: string } }
-      if (allowed) assert.equal(res.status, 201, JSON.stringify(body))
+      const { status, body } = await openKeyAsks(args, { maxOutputBytes: asked })
+      if (allowed) assert.equal(status, 201, JSON.stringify(body))
       else {
-        assert.equal(res.status, 403)
+        assert.equal(status, 403)
         assert.equal(body.error?.code, 'over-ceiling')
         assert.equal(body.error?.field, 'options.limits.maxOutputBytes')
         assert.match(body.error?.message ?? '', /this server's ceiling of 16M/)
       }
-      s.child.kill('SIGTERM')
-      assert.equal(await s.exited, 0)
     }
   })
 

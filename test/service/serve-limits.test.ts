@@ -9,6 +9,25 @@ import { createService } from '../../src/service/service.js'
 import type { KeyRecord } from '../../src/service/types.js'
 import { noNamespace, tempDir } from '../helpers.js'
 
+type Made = Awaited<ReturnType<typeof createService>>
+
+/**
+ * A real server on a fresh data dir, and its admin key; `before` makes more keys while the store is
+ * open. `api` asks as `as` (the admin key unless told).
+ */
+async function served<T = undefined>(prefix: string, before?: (made: Made, admin: KeyRecord) => T) {
+  const dataDir = tempDir(prefix)
+  const made = await createService({ dataDir })
+  const key = made.adminKey as string
+  const extra = before?.(made, made.service.authenticate(key) as KeyRecord) as T
+  await made.service.close()
+  const server = await serve({ dataDir, port: 0 })
+  const { hostname, port } = new URL(server.url)
+  const api = (p: string, init: RequestInit = {}, as = key) =>
+    fetch(`${server.url}${p}`, { ...init, headers: { authorization: `Bearer ${as}`, ...init.headers } })
+  return { server, key, hostname, port, api, extra }
+}
+
 describe('serve limits', () => {
   it('holds at most maxConnections connections: the next one is closed at once', async () => {
     const server = await serve({ dataDir: tempDir('cordon-serve-limits-'), port: 0, maxConnections: 3 })
@@ -40,15 +59,8 @@ describe('serve: answers held for clients that do not read', { skip: noNamespace
   // (up to 8 MiB) before sending: 20 connections that asked for a 60 MB file and read nothing held
   // 1.1 GiB of the server. An answer is now read from disk or the store as the client takes it.
   it('holds little per connection, however big the file or the range asked', async () => {
-    const dataDir = tempDir('cordon-serve-slow-')
-    const made = await createService({ dataDir })
-    const key = made.adminKey as string
-    await made.service.close()
-    const server = await serve({ dataDir, port: 0 })
-    const { hostname, port } = new URL(server.url)
+    const { server, key, hostname, port, api } = await served('cordon-serve-slow-')
     const sockets: Socket[] = []
-    const api = (p: string, init: RequestInit = {}) =>
-      fetch(`${server.url}${p}`, { ...init, headers: { authorization: `Bearer ${key}` } })
     try {
       const body = {
         cmd: ['sh', '-c', 'head -c 60000000 /dev/zero > big; head -c 8000000 /dev/zero | tr "\\0" a'],
@@ -95,15 +107,8 @@ describe('serve: run views held for clients that do not read', { skip: noNamespa
   // A run's view carries its result (stdout, stderr and output, each up to the output ceiling): every
   // GET of it built and held the whole answer until its client read it, however many clients.
   it('holds a bounded number of bytes of answers per key; past it, 503 with Retry-After', async () => {
-    const dataDir = tempDir('cordon-serve-views-')
-    const made = await createService({ dataDir })
-    const key = made.adminKey as string
-    await made.service.close()
-    const server = await serve({ dataDir, port: 0 })
-    const { hostname, port } = new URL(server.url)
+    const { server, key, hostname, port, api } = await served('cordon-serve-views-')
     const sockets: Socket[] = []
-    const api = (p: string, init: RequestInit = {}) =>
-      fetch(`${server.url}${p}`, { ...init, headers: { authorization: `Bearer ${key}` } })
     try {
       const body = {
         cmd: ['sh', '-c', 'head -c 12000000 /dev/zero | tr "\\0" a'],
@@ -150,13 +155,7 @@ describe('serve: HEAD holds nothing', { skip: noNamespace }, () => {
   // fd stayed open, a big view's bytes stayed counted against the answer budget, and an event stream
   // kept its place among the key's streams, each for the server's life, one per HEAD.
   it('gives back the fd, the answer budget and the stream of every HEAD', async () => {
-    const dataDir = tempDir('cordon-serve-head-')
-    const made = await createService({ dataDir })
-    const key = made.adminKey as string
-    await made.service.close()
-    const server = await serve({ dataDir, port: 0 })
-    const api = (p: string, init: RequestInit = {}) =>
-      fetch(`${server.url}${p}`, { ...init, headers: { authorization: `Bearer ${key}` } })
+    const { server, api } = await served('cordon-serve-head-')
     const fds = () => readdirSync('/proc/self/fd').length
     try {
       const body = {
@@ -203,19 +202,19 @@ describe('serve: downloads held by clients that do not read', { skip: noNamespac
   // a client that asked and read nothing held its connection, an fd (a file) and a piece, for as long
   // as it liked. One key could so take every connection the server allows (1024), for good.
   it('holds a bounded number of answers being sent per key; past it, 429; another key is served', async () => {
-    const dataDir = tempDir('cordon-serve-downloads-')
-    const made = await createService({ dataDir })
-    const key = made.adminKey as string
-    const other = made.service.createKey(made.service.authenticate(key) as KeyRecord, {
-      name: 'other',
-      scopes: ['runs:read', 'runs:write'],
-    }).key
-    await made.service.close()
-    const server = await serve({ dataDir, port: 0 })
-    const { hostname, port } = new URL(server.url)
+    const {
+      server,
+      key,
+      hostname,
+      port,
+      api,
+      extra: other,
+    } = await served(
+      'cordon-serve-downloads-',
+      (made, admin) =>
+        made.service.createKey(admin, { name: 'other', scopes: ['runs:read', 'runs:write'] }).key,
+    )
     const sockets: Socket[] = []
-    const api = (p: string, init: RequestInit = {}, k = key) =>
-      fetch(`${server.url}${p}`, { ...init, headers: { authorization: `Bearer ${k}` } })
     try {
       const body = {
         cmd: ['sh', '-c', 'head -c 40000000 /dev/zero > big'],
@@ -264,19 +263,18 @@ describe('serve: a revoked key’s downloads', { skip: noNamespace }, () => {
   // Revoking a key ended its event streams at once, but not the files and output it was being sent:
   // a revoked key's client that reads nothing went on holding its connections and fds.
   it('end when the key is revoked, read or not', async () => {
-    const dataDir = tempDir('cordon-serve-revoked-')
-    const made = await createService({ dataDir })
-    const admin = made.adminKey as string
-    const created = made.service.createKey(made.service.authenticate(admin) as KeyRecord, {
-      name: 'doomed',
-      scopes: ['runs:read', 'runs:write'],
-    })
-    await made.service.close()
-    const server = await serve({ dataDir, port: 0 })
-    const { hostname, port } = new URL(server.url)
+    const {
+      server,
+      key: admin,
+      hostname,
+      port,
+      api: asAnyKey,
+      extra: created,
+    } = await served('cordon-serve-revoked-', (made, admin) =>
+      made.service.createKey(admin, { name: 'doomed', scopes: ['runs:read', 'runs:write'] }),
+    )
     const sockets: Socket[] = []
-    const api = (p: string, init: RequestInit = {}, k = created.key) =>
-      fetch(`${server.url}${p}`, { ...init, headers: { authorization: `Bearer ${k}` } })
+    const api = (p: string, init: RequestInit = {}, as = created.key) => asAnyKey(p, init, as)
     try {
       const body = {
         cmd: ['sh', '-c', 'head -c 40000000 /dev/zero > big; head -c 8000000 /dev/zero'],
@@ -327,15 +325,8 @@ describe('serve: event streams held for clients that do not read', { skip: noNam
   // and was queued whole for its client, however slowly it read: eight streams of a key that asked for
   // a run's end and read nothing held hundreds of MiB of the server.
   it('an end event carries the verdict, not the output the stream delivered, and holds little', async () => {
-    const dataDir = tempDir('cordon-serve-end-')
-    const made = await createService({ dataDir })
-    const key = made.adminKey as string
-    await made.service.close()
-    const server = await serve({ dataDir, port: 0 })
-    const { hostname, port } = new URL(server.url)
+    const { server, key, hostname, port, api } = await served('cordon-serve-end-')
     const sockets: Socket[] = []
-    const api = (p: string, init: RequestInit = {}) =>
-      fetch(`${server.url}${p}`, { ...init, headers: { authorization: `Bearer ${key}`, ...init.headers } })
     try {
       const body = {
         cmd: [
