@@ -20,6 +20,7 @@ import {
   resolvePath,
   searchableBy,
   secretsOf,
+  writableVia,
 } from './paths.js'
 import { ROOT_TMPDIR } from './process-mounts.js'
 
@@ -155,7 +156,10 @@ function hidden(ctx: PlanContext): Hidden[] {
   // A hidden directory shown all the same (cordon started from the home) keeps its dot-entries hidden.
   // Directories above it the sandbox uid cannot search are covered (see blockedDirs): only its own mode counts.
   const reachable = (dir: string) => !lease || canSearch(dir, lease.uid, lease.gid)
-  hide.push(...secretsOf(hide, [cwd, ...writable, ...(readable ?? [])], reachable))
+  const listed = [cwd, ...writable, ...(readable ?? [])]
+  // A symlinked dot-entry of a home the sandbox can write is refused (a run could swap it; see secretsOf).
+  const readOnly = [...(readable ?? []), ...hide.map((h) => h.path).filter((h) => !listed.includes(h))]
+  hide.push(...secretsOf(hide, listed, reachable, (dir) => writableVia(dir, writable, readOnly)))
   // A named path shows through what is hidden: not one a link of the sandbox's own leads into.
   refusePlantedIntoHidden(ctx.named.resolved, hide, [cwd, ...writable, ...(readable ?? []), ...ctx.shown])
   return hide

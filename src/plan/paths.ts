@@ -299,14 +299,23 @@ export function hiddenPaths(paths: readonly string[]): Hidden[] {
  * with that path shown inside it, as in any hidden directory. A symlink (a dotfile manager's `.ssh ->
  * dotfiles/ssh`) hides what it leads to inside that directory, which is shown too, and is no less secret;
  * one leading outside it (`.config -> /etc/xdg`) or to it is left alone: what it points at there is shown
- * or hidden under its own name. A directory the sandbox cannot search (`reachable` says no: root's
+ * or hidden under its own name. A directory the sandbox uid cannot search (`reachable` says no: root's
  * 0700 home, for a sandbox of another uid) keeps everything in it out of reach already, and bwrap, which
  * runs as that uid, could not mount inside it either.
+ *
+ * Such a link in a directory the sandbox can write (`writableField` names the field that makes it so) is
+ * refused, unless what it leads to is hidden by a name of its own (listed in `hide`, or inside a hidden
+ * directory), which stays a mount point in place (see pinnedDirs). A mount pins a directory or a file, never
+ * a symlink: a run could remove or repoint the link, and the next run with the same policy would see no link
+ * or one leading out and hide nothing, showing dotfiles/ssh. cordon keeps nothing between runs, and what is
+ * there then cannot tell that swap apart (most homes simply have no .aws); nor does pinning the link's
+ * directory help, which stops a rename but not an unlink. So the setup that allows the swap never starts.
  */
 export function secretsOf(
   hide: readonly Hidden[],
   shown: readonly string[],
   reachable: (dir: string) => boolean = () => true,
+  writableField: (dir: string) => string | null = () => null,
 ): Hidden[] {
   const out: Hidden[] = []
   for (const h of hide) {
@@ -317,15 +326,53 @@ export function secretsOf(
     } catch {
       continue // unreadable to cordon: nothing of it to list
     }
+    const linked: { link: string; target: Hidden }[] = []
+    const entered = out.length
     for (const e of entries) {
       if (!e.name.startsWith('.')) continue
       if (!e.isSymbolicLink()) {
         out.push({ path: path.join(h.path, e.name), dir: e.isDirectory() })
         continue
       }
-      const [target] = hiddenPaths([path.join(h.path, e.name)])
-      if (target && target.path !== h.path && atOrBeneath(h.path, target.path)) out.push(target)
+      const link = path.join(h.path, e.name)
+      const [target] = hiddenPaths([link])
+      if (target && target.path !== h.path && atOrBeneath(h.path, target.path)) linked.push({ link, target })
+    }
+    // Hidden by a name of its own (listed, or a dot-entry that is no link): there whatever a link says.
+    const byName = [...hide, ...out.slice(entered)].map((x) => x.path).filter((x) => !shown.includes(x))
+    const field = linked.length > 0 ? writableField(h.path) : null
+    for (const { link, target } of linked) {
+      out.push(target)
+      if (field === null || byName.some((x) => atOrBeneath(x, target.path))) continue
+      throw new PolicyError(
+        field,
+        `${h.path} is writable in the sandbox and its ${path.basename(link)} is a symlink to ${target.path}, ` +
+          'which a run could remove or repoint so that a later run no longer hides what it leads to; ' +
+          `add ${target.path} to hide (beside ${h.path}), or do not make ${h.path} writable`,
+      )
     }
   }
   return out
+}
+
+/**
+ * The `writable` field (`writable.N`) through which the sandbox can change the entries of `dir`, or null:
+ * the deepest path bound at or above it decides (a writable one wins a tie, as in bwrapArgs), and a
+ * read-only one (`readable`, a hide, the cwd bound again over a hide) below every writable one shows it
+ * read-only.
+ */
+export function writableVia(
+  dir: string,
+  writable: readonly string[],
+  readOnly: readonly string[],
+): string | null {
+  let field: string | null = null
+  let depth = -1
+  writable.forEach((w, i) => {
+    if (atOrBeneath(w, dir) && depthOf(w) > depth) {
+      field = `writable.${i}`
+      depth = depthOf(w)
+    }
+  })
+  return readOnly.some((r) => atOrBeneath(r, dir) && depthOf(r) > depth) ? null : field
 }

@@ -365,6 +365,44 @@ describe('filesystem (namespace tier): what the host keeps to itself', { skip: n
     }
   })
 
+  it("a writable home's symlinked dot-entry is refused: a run could repoint it and unhide its target", async () => {
+    // A symlink cannot be pinned by a mount: a run with the home writable removed ~/.ssh (-> dotfiles/ssh),
+    // and the next run with the same policy no longer hid dotfiles/ssh and read the key.
+    const home = tempDir('cordon-home-', { mode: 0o755, parent: '/var/tmp' })
+    chmodSync(home, 0o777) // writable by the sandbox's uid when cordon runs as root
+    mkdirSync(path.join(home, 'dotfiles', 'ssh'), { recursive: true, mode: 0o755 })
+    writeFileSync(path.join(home, 'dotfiles', 'ssh', 'id_x'), 'PRIVATE KEY', { mode: 0o644 })
+    symlinkSync('dotfiles/ssh', path.join(home, '.ssh'))
+    const saved = process.env.HOME
+    process.env.HOME = home // cordon's own home: the default hide
+    const attempt = async (command: string, policy: RunOptions) => {
+      try {
+        const r = await run(['sh', '-c', command], policy)
+        return r.stdout + r.stderr
+      } catch (e) {
+        if (!(e instanceof PolicyError)) throw e
+        return `refused ${e.field}: ${e.message}`
+      }
+    }
+    try {
+      const policy: RunOptions = { isolation, cwd: home, writable: [home] }
+      const first = await attempt('cat .ssh/id_x dotfiles/ssh/id_x; rm .ssh && echo unlinked', policy)
+      const second = await attempt('cat dotfiles/ssh/id_x; echo ran', policy)
+      assert.doesNotMatch(first + second, /KEY/)
+      assert.match(first, /^refused writable\.0: .*\.ssh .*symlink.*hide/)
+      assert.equal(readlinkOr(path.join(home, '.ssh')), path.join(realpathSync(home), 'dotfiles', 'ssh'))
+      // Hidden by name instead, its target stays hidden whatever a run does to the link.
+      const named: RunOptions = { ...policy, hide: [home, path.join(home, 'dotfiles', 'ssh')] }
+      const third = await run(['sh', '-c', 'rm .ssh && echo unlinked; cat dotfiles/ssh/id_x'], named)
+      const fourth = await run(['sh', '-c', 'cat dotfiles/ssh/id_x; echo ran'], named)
+      assert.equal(third.stdout, 'unlinked\n', third.stderr)
+      assert.equal(fourth.stdout, 'ran\n', fourth.stderr)
+    } finally {
+      process.env.HOME = saved
+      rmSync(home, { recursive: true, force: true })
+    }
+  })
+
   describe("the host's unix sockets", () => {
     const listen = async () => {
       const dir = tempDir('cordon-sock-', { mode: 0o755, parent: '/var/tmp' })

@@ -22,6 +22,7 @@ import {
   resolvePath,
   searchableBy,
   secretsOf,
+  writableVia,
 } from '../../src/plan/paths.js'
 import { asUnprivileged, notRoot, noUnprivileged, tempDir } from '../helpers.js'
 
@@ -258,6 +259,46 @@ describe('secretsOf', () => {
       { path: path.join(dotted, 'dotfiles', 'gnupg'), dir: true },
       { path: path.join(dotted, 'dotfiles', 'token'), dir: false },
     ])
+  })
+
+  it('refuses a dot-entry symlink into a directory the sandbox can write, unless its target is hidden by name', () => {
+    // A run could remove or repoint the link (no mount pins a symlink): the next run would hide nothing.
+    const home = realpathSync(tempDir('cordon-home-', { mode: 0o755 }))
+    mkdirSync(path.join(home, 'dotfiles', 'ssh'), { recursive: true })
+    mkdirSync(path.join(home, '.local', 'gnupg'), { recursive: true })
+    symlinkSync('dotfiles/ssh', path.join(home, '.ssh'))
+    const hide = hiddenPaths([home])
+    const via = (dir: string) => (dir === home ? 'writable.1' : null)
+    assert.throws(
+      () => secretsOf(hide, [home], () => true, via),
+      policyError('writable.1', /\.ssh is a symlink to .*dotfiles\/ssh.*add .* to hide/),
+    )
+    // Read-only, as before: its target is hidden.
+    assert.deepEqual(
+      secretsOf(
+        hide,
+        [home],
+        () => true,
+        () => null,
+      )
+        .map((x) => x.path)
+        .sort(),
+      [path.join(home, '.local'), path.join(home, 'dotfiles', 'ssh')],
+    )
+    // Listed in hide, or inside a dot-entry that is no link: hidden by a name of its own, which stays put.
+    const listed = hiddenPaths([home, path.join(home, 'dotfiles', 'ssh')])
+    assert.equal(secretsOf(listed, [home], () => true, via).length, 2)
+    symlinkSync('.local/gnupg', path.join(home, '.gnupg'))
+    assert.equal(secretsOf(listed, [home], () => true, via).length, 3)
+  })
+
+  it('writableVia: the deepest bind at or above a directory decides, a writable one winning a tie', () => {
+    assert.equal(writableVia('/h/me', ['/x', '/h/me'], []), 'writable.1')
+    assert.equal(writableVia('/h/me', ['/h'], []), 'writable.0')
+    assert.equal(writableVia('/h/me', ['/h/me/proj'], []), null)
+    assert.equal(writableVia('/h/me', ['/h'], ['/h/me']), null)
+    assert.equal(writableVia('/h/me', ['/h/me'], ['/h/me', '/h']), 'writable.0')
+    assert.equal(writableVia('/h/me', ['/'], ['/h']), null)
   })
 
   it('searchableBy: search permission on the directory and every one above it', { skip: notRoot }, () => {
