@@ -22,17 +22,44 @@ const isContinuation = (byte: number | undefined) => byte !== undefined && (byte
 export function cutToBudget(text: string, budget: number, source: CutSource): { text: string; cut: number } {
   const bytes = Buffer.from(text, 'utf8')
   if (bytes.length <= budget) return { text, cut: 0 }
-  let headEnd = Math.floor(budget / 2)
-  while (headEnd > 0 && isContinuation(bytes[headEnd])) headEnd--
-  let tailStart = bytes.length - Math.floor(budget / 2)
-  while (tailStart < bytes.length && isContinuation(bytes[tailStart])) tailStart++
-  const cut = tailStart - headEnd
+  return cutBytes(bytes.length, budget, (offset, length) => bytes.subarray(offset, offset + length), source)
+}
+
+/**
+ * cutToBudget of `total` bytes read by range: only what is shown (and the byte after the head, to find a
+ * character's start) is read, so the rest of a long output is never loaded.
+ */
+export function cutRange(
+  total: number,
+  budget: number,
+  read: (offset: number, length: number) => Buffer,
+  source: CutSource,
+): { text: string; cut: number } {
+  if (total <= budget) return cutToBudget(read(0, total).toString('utf8'), budget, source)
+  return cutBytes(total, budget, read, source)
+}
+
+/** The head and tail of `total` (> budget) bytes around the marker; `read` gives [offset, offset+length). */
+function cutBytes(
+  total: number,
+  budget: number,
+  read: (offset: number, length: number) => Buffer,
+  source: CutSource,
+): { text: string; cut: number } {
+  const half = Math.floor(budget / 2)
+  const head = read(0, half + 1)
+  let headEnd = half
+  while (headEnd > 0 && isContinuation(head[headEnd])) headEnd--
+  const tail = read(total - half, half)
+  let tailAt = 0
+  while (tailAt < tail.length && isContinuation(tail[tailAt])) tailAt++
+  const cut = total - half + tailAt - headEnd
   const at = (source.offset ?? 0) + headEnd
   const marker =
     `\n[… ${cut} bytes cut; read_output run_id=${source.runId} stream=${source.stream} ` +
     `offset=${at} limit=${cut} for them …]\n`
   return {
-    text: `${bytes.subarray(0, headEnd).toString('utf8')}${marker}${bytes.subarray(tailStart).toString('utf8')}`,
+    text: `${head.subarray(0, headEnd).toString('utf8')}${marker}${tail.subarray(tailAt).toString('utf8')}`,
     cut,
   }
 }

@@ -9,7 +9,7 @@ import type { FunctionResult, RunResult } from '../index.js'
 import { ceilingsSchema, keyCeilings } from '../service/key-schema.js'
 import { apiOptionsSchema, runRequestSchema } from '../service/request.js'
 import type { KeyRecord, RunRecord, Service } from '../service/types.js'
-import { cutToBudget } from './budget.js'
+import { cutRange, cutToBudget } from './budget.js'
 
 /** A function the operator registered for `call_function`. */
 export interface McpFunctions {
@@ -251,19 +251,18 @@ export function createMcpServer(options: McpToolsOptions): McpServer {
         structuredContent: { run_id: run.id, state: run.state, result: shownResult(run.id, r) },
       }
     }
-    const so = service.output(key, run.id, 'output', 0, Number.MAX_SAFE_INTEGER)
-    const sofar = so.toString('utf8')
+    // Only what is shown is read, by range, up to the length taken first (output only grows): the output
+    // so far (up to the output ceiling, 16 MiB) was read whole for each answer to show a budget of it.
+    const bytes = service.outputBytes(key, run.id, 'output')
+    const read = (offset: number, length: number) => service.output(key, run.id, 'output', offset, length)
+    const shown = cutRange(bytes, budget, read, { runId: run.id, stream: 'output' }).text
     const text =
-      `run ${run.id} is ${run.state} after ${(waitedMs / 1000).toFixed(1)} s; ${so.length} bytes of output so far:\n` +
-      `${sofar === '' ? '(none yet)' : cut(sofar, run.id, 'output')}\n` +
-      `Follow it with read_output run_id=${run.id} offset=${so.length} wait_ms=…, or stop it with cancel_run.`
+      `run ${run.id} is ${run.state} after ${(waitedMs / 1000).toFixed(1)} s; ${bytes} bytes of output so far:\n` +
+      `${bytes === 0 ? '(none yet)' : shown}\n` +
+      `Follow it with read_output run_id=${run.id} offset=${bytes} wait_ms=…, or stop it with cancel_run.`
     return {
       content: [{ type: 'text', text }, link],
-      structuredContent: {
-        run_id: run.id,
-        state: run.state,
-        output: { text: cut(sofar, run.id, 'output'), bytes: so.length },
-      },
+      structuredContent: { run_id: run.id, state: run.state, output: { text: shown, bytes } },
     }
   }
 

@@ -501,6 +501,11 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
       return store.outputTailSeq(id, Math.max(0, bytes))
     },
 
+    outputBytes(key, id, stream) {
+      owns(key, id, 'runs:read')
+      return store.outputEnd(id, stream)
+    },
+
     output(key, id, stream, offset, limit) {
       owns(key, id, 'runs:read')
       // From the stored events, during the run and after it: the program's bytes as kept and redacted.

@@ -497,6 +497,20 @@ export class SqliteStore implements Store {
     return out
   }
 
+  outputEnd(runId: string, stream: OutputStream): number {
+    const { end } = (
+      stream === 'output'
+        ? this.stmt(
+            'SELECT COALESCE(MAX(merged_end), 0) AS end FROM events WHERE run_id = ? AND merged_end IS NOT NULL',
+          ).get(runId)
+        : this.stmt(
+            `SELECT COALESCE(MAX(out_end), 0) AS end FROM events
+               WHERE run_id = ? AND out_stream = ? AND out_end IS NOT NULL`,
+          ).get(runId, stream)
+    ) as { end: number }
+    return end
+  }
+
   outputTailSeq(runId: string, bytes: number): number {
     const { end } = this.stmt(
       'SELECT COALESCE(MAX(merged_end), 0) AS end FROM events WHERE run_id = ? AND merged_end IS NOT NULL',

@@ -134,6 +134,8 @@ export interface Store {
    * order, each with where it starts in that stream; only those events are read.
    */
   outputSlices(runId: string, stream: OutputStream, from: number, to: number): OutputSlice[]
+  /** Bytes of `stream` kept so far (`output`: both), from the index: no event is read. */
+  outputEnd(runId: string, stream: OutputStream): number
   /** The seq just before the output event holding the last `bytes` of output (0: all of it fits). */
   outputTailSeq(runId: string, bytes: number): number
   /** At start-up: runs left `running` by a dead server end `error`/`interrupted`; returns their ids. */
@@ -245,6 +247,8 @@ export interface Service {
    * read after, 0 when all of it fits. Earlier events (the run's start, its first logs) are passed over.
    */
   tailAfter(key: KeyRecord, id: string, bytes: number): number
+  /** How many bytes of the kept output there are so far: where its tail is read from. */
+  outputBytes(key: KeyRecord, id: string, stream: 'stdout' | 'stderr' | 'output'): number
   /** The kept, redacted output as bytes: stdout, stderr or both interleaved (`output`). */
   output(
     key: KeyRecord,

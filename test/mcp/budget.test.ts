@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
-import { cutToBudget } from '../../src/mcp/budget.js'
+import { cutRange, cutToBudget } from '../../src/mcp/budget.js'
 
 const source = { runId: 'run_x', stream: 'output' as const }
 
@@ -58,5 +58,28 @@ describe('cutToBudget', () => {
       text,
     )
     assert.ok(Buffer.byteLength(head) + Buffer.byteLength(tail) <= 4096)
+  })
+})
+
+describe('cutRange', () => {
+  it('is cutToBudget of the bytes, reading only the head, the byte after it, and the tail', () => {
+    const texts = ['', 'short', `${'é'.repeat(3000)}x${'✓'.repeat(2000)}`, `a${'ö✓\n'.repeat(5000)}`]
+    for (const text of texts) {
+      const bytes = Buffer.from(text, 'utf8')
+      for (const budget of [1, 2, 7, 64, 1011, 1012, 1013, bytes.length, bytes.length + 1]) {
+        let read = 0
+        const got = cutRange(
+          bytes.length,
+          budget,
+          (offset, length) => {
+            read += length
+            return bytes.subarray(offset, offset + length)
+          },
+          { ...source, offset: 5 },
+        )
+        assert.deepEqual(got, cutToBudget(text, budget, { ...source, offset: 5 }), `budget ${budget}`)
+        assert.ok(read <= Math.max(budget, 0) + 1, `budget ${budget}: read ${read}`)
+      }
+    }
   })
 })

@@ -7,6 +7,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js'
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js'
 import { errorResult } from '../../src/index.js'
+import { cutToBudget } from '../../src/mcp/budget.js'
 import { createMcpServer, type McpToolsOptions } from '../../src/mcp/tools.js'
 import { createService } from '../../src/service/service.js'
 import type { KeyRecord } from '../../src/service/types.js'
@@ -50,6 +51,7 @@ async function connect(key: Record<string, unknown> = {}, options: Partial<McpTo
   return { client, call, service: s, key: record, transport: b }
 }
 
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 const text = (r: CallToolResult) => r.content.map((c) => (c.type === 'text' ? c.text : '')).join('')
 const structured = (r: CallToolResult) => r.structuredContent as Record<string, unknown>
 
@@ -229,6 +231,66 @@ describe('MCP tools', { skip }, () => {
     const next = structured(await call('read_output', { run_id: s.run_id, offset: 8, wait_ms: 10_000 }))
     assert.equal(next.data, 'done\n')
     assert.equal(next.next_offset, 13)
+  })
+
+  it('a running run’s output is read by its head and tail only, and shown as it was', async () => {
+    // Each answer on a running run read all of its output so far (up to the output ceiling, 16 MiB) to
+    // show a budget's worth of it. The service's reads are counted through a wrapper of it.
+    const { service: s } = await service()
+    let read = 0
+    const counted: typeof s = {
+      ...s,
+      output(...args: Parameters<typeof s.output>) {
+        const bytes = s.output(...args)
+        read += bytes.length
+        return bytes
+      },
+    }
+    const budget = 1012 // its half ends inside a character, and the tail starts inside one
+    const { call, key } = await connect({}, { service: counted, budget })
+    const line = 'héllo wörld ✓\n'
+    const lines = 450_000
+    const total = Buffer.byteLength(line) * lines // 8.1 MB
+    const r = await call('run', {
+      shell: `yes '${line.trimEnd()}' | head -n ${lines}; sleep 30`,
+      limits: { maxOutputBytes: '16M' },
+      wait_ms: 2000,
+    })
+    const id = String(structured(r).run_id)
+    assert.equal(structured(r).state, 'running')
+    const shown = (bytes: number) =>
+      cutToBudget(s.output(key, id, 'output', 0, bytes).toString('utf8'), budget, {
+        runId: id,
+        stream: 'output',
+      }).text
+    const so = structured(r).output as { text: string; bytes: number }
+    assert.equal(so.text, shown(so.bytes))
+    assert.ok(read <= 2 * budget, `run read ${read} bytes`)
+
+    const deadline = Date.now() + 20_000
+    while (s.output(key, id, 'output', total - 1, 1).length === 0 && Date.now() < deadline) await sleep(100)
+    // cancel_run that does not wait answers with the run still running.
+    const server = createMcpServer({ service: counted, key, budget, maxWaitMs: 0 })
+    const [a, b] = InMemoryTransport.createLinkedPair()
+    const client = new Client({ name: 'test', version: '1' })
+    await Promise.all([server.connect(a), client.connect(b)])
+    closers.push(() => client.close())
+    read = 0
+    const c = (await client.callTool({ name: 'cancel_run', arguments: { run_id: id } })) as CallToolResult
+    assert.equal(structured(c).state, 'running')
+    const expected = shown(total)
+    assert.deepEqual(structured(c).output, { text: expected, bytes: total })
+    assert.ok(text(c).includes(`; ${total} bytes of output so far:\n${expected}\nFollow it with`), text(c))
+    assert.match(
+      expected,
+      new RegExp(`read_output run_id=${id} stream=output offset=505 limit=${total - 1010} `),
+    )
+    assert.ok(read <= 2 * budget, `cancel_run read ${read} bytes of ${total}`)
+
+    read = 0
+    const page = structured(await call('read_output', { run_id: id, offset: 100 }))
+    assert.equal(page.data, s.output(key, id, 'output', 100, budget).toString('utf8'))
+    assert.ok(read <= 2 * budget, `read_output read ${read} bytes`)
   })
 
   it('a call that gets no wait slot answers at once instead of waiting', async () => {

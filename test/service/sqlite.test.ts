@@ -230,6 +230,12 @@ describe('SqliteStore', () => {
     assert.deepEqual(slices(store, 'r', 'output', 10, 11), [[10, 'h']])
     assert.deepEqual(slices(store, 'r', 'output', 11, 100), [])
     assert.deepEqual(slices(store, 'r', 'stdout', 2, 2), [])
+    // How much there is, from the index: stdout abc defg h, stderr XY Z.
+    assert.deepEqual(
+      (['stdout', 'stderr', 'output'] as const).map((s) => store.outputEnd('r', s)),
+      [8, 3, 11],
+    )
+    assert.equal(store.outputEnd('none', 'output'), 0)
   })
 
   it('fills in where the output events of a database from before end (the migration)', () => {
