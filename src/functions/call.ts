@@ -113,7 +113,7 @@ export async function callFunction<T = unknown>(
   if (replyBytes > MAX_REPLY_BYTES) {
     return withError(result, 'reply', `the reply exceeded ${MAX_REPLY_BYTES} bytes`)
   }
-  const { replies, forged } = scanReplies(Buffer.concat(chunks), nonce)
+  const { replies, sizes, forged } = scanReplies(Buffer.concat(chunks), nonce)
   if (replies.length > 1 || forged) {
     // Only the runner should know the nonce: a second reply (or the nonce where no reply begins) means
     // something else wrote it, and what else it wrote is unknown.
@@ -132,7 +132,8 @@ export async function callFunction<T = unknown>(
   }
   if (reply.kind === 'value') {
     // Before anything walks it, the redaction first: a few bytes can describe 2^32 slots or 2^64 nodes.
-    const limit = Math.max(EXPANSION_PER_BYTE * replyBytes, MIN_EXPANSION)
+    // By the reply's own bytes: junk beside it on the channel must not buy room.
+    const limit = Math.max(EXPANSION_PER_BYTE * (sizes[0] ?? 0), MIN_EXPANSION)
     if (expandedSize(reply.value, limit) > limit) {
       const message = `the value would expand to more than ${limit} items (a sparse array or references shared over and over); return plain data`
       return withError(result, 'reply', message)

@@ -58,6 +58,9 @@ export function frame(message: CallReply): Buffer {
 /** What the reply channel holds: the replies carrying the nonce, and whether anything else did. */
 export interface ReplyScan {
   replies: CallReply[]
+  /** The serialized size of each reply, in order: what it cost its writer (anything else on the channel
+   * cost the writer too, but is not part of the reply). */
+  sizes: number[]
   /**
    * The nonce stood in the clear where no reply begins: whoever wrote it knew the nonce (the function, which
    * is the runner's own process), so no reply on the channel is trusted. A frame cut short at the end (a
@@ -79,13 +82,14 @@ export interface ReplyScan {
  */
 export function scanReplies(data: Buffer, nonce: string): ReplyScan {
   const replies: CallReply[] = []
+  const sizes: number[] = []
   const mark = Buffer.from(nonce, 'latin1')
-  if (mark.length === 0) return { replies, forged: false }
+  if (mark.length === 0) return { replies, sizes, forged: false }
   for (let at = data.indexOf(mark); at >= 0; ) {
     const start = at + mark.length
     // Cut short: the runner's own frame as a killed run left it, unless a reply came before (the runner
     // writes one and exits).
-    const cut = { replies, forged: replies.length > 0 }
+    const cut = { replies, sizes, forged: replies.length > 0 }
     if (start + 4 > data.length) return cut
     const length = data.readUInt32BE(start)
     const body = data.subarray(start + 4, start + 4 + length)
@@ -96,11 +100,13 @@ export function scanReplies(data: Buffer, nonce: string): ReplyScan {
     } catch {
       // not a reply
     }
-    if (!message || typeof message !== 'object' || message.nonce !== nonce) return { replies, forged: true }
+    if (!message || typeof message !== 'object' || message.nonce !== nonce)
+      return { replies, sizes, forged: true }
     replies.push(message)
+    sizes.push(length)
     at = data.indexOf(mark, start + 4 + length)
   }
-  return { replies, forged: false }
+  return { replies, sizes, forged: false }
 }
 
 /** Every reply carrying `nonce`, in order, as scanReplies reads them. */

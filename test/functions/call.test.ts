@@ -76,6 +76,7 @@ export function throwSecret(s) { throw new TypeError(\`bad \${s}\`) }
 export function throwString(s) { throw \`plain \${s}\` }
 export function sparse() { const a = []; a.length = 2 ** 32 - 1; a[7] = 'x'; return a }
 export function laughs() { let v = ['lol']; for (let i = 0; i < 64; i++) v = [v, v]; return v }
+export function padded() { writeSync(8, Buffer.alloc(16 * 1024 * 1024)); const a = []; a.length = 2 ** 25; return a }
 export function shared() { const row = { id: 1 }; const self = { row, again: row }; self.me = self; return self }
 `,
 )
@@ -263,6 +264,11 @@ for (const tier of TIERS) {
           assert.ok(Date.now() - started < 20_000, `${name} took ${Date.now() - started} ms`)
         }
       }
+      // Junk the function writes on the reply channel besides its reply buys it no room: the bound is the
+      // reply's own bytes (16 MiB of zeros made room for 2^26 slots, and 2^25 of them passed).
+      const padded = await callFunction(mod, 'padded', [], { isolation })
+      assert.equal(padded.status, 'error', `padded: ${padded.status}`)
+      assert.match(padded.violation?.message ?? '', /expand/)
       // Sharing within reason, and a cycle, still come back as the structured clone they are.
       const r = await callFunction<{ row: object; again: object; me: object }>(mod, 'shared', [], {
         isolation,
