@@ -94,6 +94,14 @@ describe('http limits', () => {
       headers.set('authorization', `Bearer ${key}`)
       return app.request(path, { ...rest, headers })
     }
+    /** A run made straight in the store as the admin key's; each test gives it its events or result. */
+    const storedRun = (prefix: string) => {
+      const store = created.service.store
+      const key = created.service.authenticate(admin) as KeyRecord
+      const id = `${prefix}${Date.now()}`
+      store.createRun({ id, keyId: key.id, createdAt: new Date().toISOString(), metadata: {}, request: {} })
+      return { store, id }
+    }
     const submit = async (cmd: string[], key = admin) =>
       (
         (await (
@@ -104,10 +112,7 @@ describe('http limits', () => {
     // A long history is read a range or a page at a time: the store is asked for the rows a read needs,
     // not for every event the run has. Counted on the store itself (a wrapped method), not timed.
     it('reads a range of a long output, and replays a long history, a page at a time', async () => {
-      const store = created.service.store
-      const key = created.service.authenticate(admin) as KeyRecord
-      const id = `run_long${Date.now()}`
-      store.createRun({ id, keyId: key.id, createdAt: new Date().toISOString(), metadata: {}, request: {} })
+      const { store, id } = storedRun('run_long')
       store.startRun(id, new Date().toISOString())
       const n = 5000
       const size = 1024
@@ -260,10 +265,7 @@ describe('http limits', () => {
       // Every read checked its key by loading the run whole (its request, up to 8 MiB of files, and its
       // result: 192 MB of JSON for 16 MiB of control characters, escaped) once per 256 KiB piece of
       // output: a range of 8 MB held the server's thread 11.6 s, a read of 100 bytes 0.35 s.
-      const store = created.service.store
-      const key = created.service.authenticate(admin) as KeyRecord
-      const id = `run_own${Date.now()}`
-      store.createRun({ id, keyId: key.id, createdAt: new Date().toISOString(), metadata: {}, request: {} })
+      const { store, id } = storedRun('run_own')
       store.startRun(id, new Date().toISOString())
       const piece = Buffer.alloc(256 * 1024, 'a')
       for (let i = 0; i < 8; i++)
@@ -295,10 +297,7 @@ describe('http limits', () => {
       // A view past the budget was refused (503) only after the run was loaded and its answer built: a
       // view of 192 MB (16 MiB of control characters, escaped) cost the server 1.6 s a request, refused
       // or not, and a key asking again and again held its thread.
-      const store = created.service.store
-      const key = created.service.authenticate(admin) as KeyRecord
-      const id = `run_big${Date.now()}`
-      store.createRun({ id, keyId: key.id, createdAt: new Date().toISOString(), metadata: {}, request: {} })
+      const { store, id } = storedRun('run_big')
       store.finishRun(
         id,
         { ...errorResult('x', 'y'), status: 'ok', violation: null, stdout: 'a'.repeat(400 * 1024) },
