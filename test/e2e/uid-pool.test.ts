@@ -25,6 +25,34 @@ for (const tier of TIERS) {
   describe(`runs of other uids sharing a workspace (${tier} tier)`, {
     skip: notRoot || skipTier(tier),
   }, () => {
+    it("group-writable files go nowhere another run sees: /tmp and /dev/shm are each run's own", async () => {
+      // The pool's group may write what a run makes (umask 002): a place two runs shared would let one
+      // change the other's files. A run's /tmp and /dev/shm are its own, in both tiers.
+      let wrote: () => void = () => {}
+      const written = new Promise<void>((resolve) => {
+        wrote = resolve
+      })
+      const first = start(
+        [
+          'sh',
+          '-c',
+          'for d in /tmp /dev/shm; do echo mine > $d/cordon-pool-$$ 2>/dev/null; done; echo up; exec sleep 30',
+        ],
+        { isolation: tier, onOutput: () => wrote() },
+      )
+      try {
+        await written
+        const probe =
+          'for f in /tmp/cordon-pool-* /dev/shm/cordon-pool-*; do [ -e "$f" ] && echo "saw $f"; done; true'
+        const second = await run(['sh', '-c', probe], { isolation: tier })
+        assert.equal(second.status, 'ok', second.stderr)
+        assert.equal(second.stdout, '', "another run saw the first run's files")
+      } finally {
+        first.kill()
+        await first.result
+      }
+    })
+
     it('what one run wrote in a writable directory, the next run (another uid of the pool) may change', async () => {
       // As root each run has a uid of its own, all of one group: "install, then run" over two runs needs
       // the first run's files and directories writable by the group, whatever the host's umask.
