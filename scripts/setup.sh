@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Installs what cordon needs on a Debian machine: bubblewrap, util-linux and a C compiler from Debian (when
-# root and missing), then the npm packages from the lockfile, whose scripts build it (TypeScript and the
-# native helpers) once.
+# Installs what cordon needs on a Debian machine, and what its tests use: bubblewrap, util-linux and a C
+# compiler from Debian (when root and missing), then the npm packages from the lockfile, whose scripts build
+# it (TypeScript and the native helpers) once.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 missing=()
@@ -17,6 +17,8 @@ command -v debootstrap >/dev/null || [ -x /usr/sbin/debootstrap ] || missing+=(d
 # libfaketime gives sandboxes a deterministic clock (the `clock` option).
 ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1 || missing+=(faketime)
 command -v chromium >/dev/null || missing+=(chromium)   # the dashboard's browser tests (playwright-core drives it)
+# For the tests of the seccomp filter: libseccomp's scmp_sys_resolver checks the system call tables.
+command -v scmp_sys_resolver >/dev/null || missing+=(seccomp)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     apt-get update -q

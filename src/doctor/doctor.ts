@@ -11,7 +11,7 @@ import { clockEnv } from '../plan/clock.js'
 import { LANDLOCK_SCOPES } from '../plan/launcher.js'
 import { blockedDirs, canSearch, rootOnlyAbove } from '../plan/paths.js'
 import { tierFor } from '../plan/plan.js'
-import { DEFAULT_DENIED, seccompSupported } from '../plan/seccomp.js'
+import { DEFAULT_DENIED } from '../plan/seccomp.js'
 import type { Isolation } from '../policy/result.js'
 import { listRootfs, rootfsCacheDir } from '../rootfs/rootfs.js'
 
@@ -115,7 +115,7 @@ export function processTierCheck(caps: Capabilities): Check {
       fix: 'apt-get install -y gcc libc6-dev, then npm run build (native/build.sh)',
     }
   }
-  const network = !seccompSupported()
+  const network = !caps.seccompArch
     ? caps.isRoot
       ? 'own network namespace'
       : 'the network is NOT isolated'
@@ -135,6 +135,19 @@ export function processTierCheck(caps: Capabilities): Check {
       `launcher ${caps.launcher}: rlimits, ${caps.isRoot ? 'own uid' : "this user's uid"}, new session, dies with cordon, ` +
       `${network}, ${caps.landlock >= 1 ? 'writes only to writable paths (Landlock)' : 'writes wherever its uid may'}, ${mounts}`,
     fix: null,
+  }
+}
+
+/** Which architecture's filter every sandbox gets here, or that there is none (and denySyscalls is refused). */
+export function seccompCheck(caps: Capabilities): Check {
+  const arch = caps.seccompArch
+  return {
+    name: 'seccomp',
+    ok: arch !== null,
+    detail: arch
+      ? `${arch} filter on every sandbox, both tiers (${DEFAULT_DENIED.length} calls refused, namespace flags, TIOCSTI/TIOCLINUX, personality; ${arch === 'x86_64' ? 'i386 and x32' : 'AArch32'} calls killed); sockets of the unix, inet, inet6 and netlink families only (no vsock, alg, packet…), and unix only in the process tier with network "none"`
+      : `no filter: cordon builds one for x86_64 and aarch64 only, this is ${process.arch}; denySyscalls is refused`,
+    fix: arch ? null : 'run on x86_64 or aarch64 (arm64)',
   }
 }
 
@@ -352,7 +365,7 @@ export function doctor(): Diagnosis {
       detail: caps.isRoot
         ? `running as root: each sandbox gets its own uid from ${pool.first}-${pool.first + pool.count - 1}`
         : 'not root: sandboxes run as this user and the process limit is not enforced; ' +
-          (seccompSupported()
+          (caps.seccompArch
             ? 'without a cgroup the process tier refuses setsid, so its session holds every process it starts'
             : 'without a cgroup, process-tier escapees (setsid) can outlive a run (no seccomp filter here)'),
       fix: caps.isRoot ? null : 'run cordon as root to give each sandbox an unprivileged uid of its own',
@@ -406,14 +419,7 @@ export function doctor(): Diagnosis {
       readNumber('/proc/sys/fs/file-max', /^(\d+)/),
       readNumber('/proc/meminfo', /^MemTotal:\s+(\d+) kB/m) * 1024,
     ),
-    {
-      name: 'seccomp',
-      ok: seccompSupported(),
-      detail: seccompSupported()
-        ? `default filter on every sandbox, both tiers (${DEFAULT_DENIED.length} calls refused, namespace flags, TIOCSTI/TIOCLINUX, personality; non-native ABIs killed); sockets of the unix, inet, inet6 and netlink families only (no vsock, alg, packet…), and unix only in the process tier with network "none"`
-        : `no filter: cordon builds one for x86_64 only, this is ${process.arch}; denySyscalls is refused`,
-      fix: seccompSupported() ? null : 'run on x86_64',
-    },
+    seccompCheck(caps),
     {
       name: 'spawner',
       ok: isExecutableFile(SPAWNER_PATH),

@@ -6,6 +6,7 @@ import { monotonicMs } from '../lazy.js'
 import { type CgroupSupport, cgroupSupport, detectCgroups } from './cgroups.js'
 import { BRIDGE_PATH, LAUNCHER_PATH, landlockAbi } from './native.js'
 import { isExecutableFile, resolveProgram, SAFE_PATH } from './programs.js'
+import { type SeccompArch, seccompArchOf } from './syscalls.js'
 
 export interface Capabilities {
   isRoot: boolean
@@ -27,6 +28,8 @@ export interface Capabilities {
   cgroup: CgroupSupport
   /** libfaketime, which gives a sandbox its own wall clock; null when not installed. */
   faketime: string | null
+  /** The architecture whose seccomp filter every sandbox gets; null: cordon has none for this one. */
+  seccompArch: SeccompArch | null
 }
 
 function readSysctl(file: string): string | null {
@@ -95,6 +98,7 @@ export function probeCapabilities(cgroupParent?: string, hostPath = process.env.
     userns: usernsReason === null,
     usernsReason,
     cgroup: cgroupSupport(detectCgroups(), cgroupParent),
+    seccompArch: seccompArchOf(),
   }
   const caps: Capabilities = lazily(eager as Capabilities, {
     launcher: () => (isExecutableFile(LAUNCHER_PATH) ? LAUNCHER_PATH : null),

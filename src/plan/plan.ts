@@ -31,7 +31,7 @@ import {
 } from './paths.js'
 import { processLaunch } from './process.js'
 import { rlimitArgs } from './rlimits.js'
-import { HOST_IPC_CALLS, seccompProgram, seccompSupported, socketFamilies } from './seccomp.js'
+import { HOST_IPC_CALLS, seccompProgram, socketFamilies } from './seccomp.js'
 
 export interface LaunchPlan {
   tier: Isolation
@@ -224,9 +224,9 @@ function unmetNeed(policy: Policy, caps: Capabilities, tier: Isolation, named: N
   const proxied = allowlisted(policy)
   const unmet: [boolean, string, string][] = [
     [
-      policy.denySyscalls.length > 0 && !seccompSupported(),
+      policy.denySyscalls.length > 0 && caps.seccompArch === null,
       'denySyscalls',
-      `cordon builds seccomp filters for x86_64 only, this is ${process.arch}`,
+      `cordon builds seccomp filters for x86_64 and aarch64 only, this is ${process.arch}`,
     ],
     [
       policy.clock !== undefined && !caps.faketime,
@@ -396,8 +396,8 @@ function filterFor(
   // Only root can give the process tier an IPC namespace (the namespace tier always has one).
   const ownIpc = tier === 'namespace' || caps.isRoot
   const network = allowlisted(policy) ? 'allowlist' : policy.network === 'none' ? 'none' : 'host'
-  const seccomp = seccompSupported()
-    ? seccompProgram({
+  const seccomp = caps.seccompArch
+    ? seccompProgram(caps.seccompArch, {
         extraDenied: [
           ...policy.denySyscalls,
           ...(sessionBound ? ['setsid'] : []),

@@ -1,10 +1,28 @@
 // The default seccomp filter, built at run time as classic BPF for bubblewrap's --seccomp fd and for the
 // process tier's launcher. Each rule is a short block that ends in a return, so every jump is local.
-import { syscallNumber, X86_64_SYSCALLS } from '../host/syscalls-x86_64.js'
+// The builder is pure: it takes the architecture, so every architecture's program is built and tested
+// on any machine (test/plan/seccomp-verdicts.test.ts runs them through a BPF interpreter).
+import { isSyscallName, type SeccompArch, syscallNumber } from '../host/syscalls.js'
 
-const AUDIT_ARCH_X86_64 = 0xc000003e
-/** x32 syscalls are x86_64 numbers with this bit set; they would slip past a filter keyed on numbers. */
-const X32_SYSCALL_BIT = 0x40000000
+interface ArchFilter {
+  /** AUDIT_ARCH_* of the native ABI: any other (i386 on x86_64, AArch32 on arm64, big-endian) is killed. */
+  audit: number
+  /**
+   * Numbers from this one up are killed: x32 calls are x86_64 numbers with bit 30 set, which would slip past
+   * rules on numbers. null: the architecture has no such ABI (a number it lacks is ENOSYS).
+   */
+  killFrom: number | null
+  /** Calls the filter's own rules name that this architecture does not have: nothing to filter there. */
+  absent: readonly string[]
+}
+
+const ARCHES: Readonly<Record<SeccompArch, ArchFilter>> = {
+  x86_64: { audit: 0xc000003e, killFrom: 0x40000000, absent: [] },
+  // EM_AARCH64 | __AUDIT_ARCH_64BIT | __AUDIT_ARCH_LE: big-endian arm64, whose arguments the offsets below
+  // would misread, and AArch32 tasks (AUDIT_ARCH_ARM) have other values. The generic table has only the
+  // *at forms of the calls that make or chmod a file.
+  aarch64: { audit: 0xc00000b7, killFrom: null, absent: ['creat', 'chmod', 'mknod', 'open'] },
+}
 
 const RET_KILL_PROCESS = 0x80000000
 const RET_ALLOW = 0x7fff0000
@@ -184,14 +202,15 @@ function refuse(numbers: readonly number[], errno = EPERM): Insn[] {
  * `if nr is one of calls: EPERM when argument arg has a set-id bit, else allow`, with the syscall
  * number loaded. The calls of one argument share a block: a miss jumps over it to the next group.
  */
-function refuseSetIdModes(nr: (name: string) => number): Insn[] {
+function refuseSetIdModes(nr: (name: string) => number | null): Insn[] {
   const out: Insn[] = []
-  for (const [arg, calls] of SETID_MODES) {
+  for (const [arg, names] of SETID_MODES) {
+    const calls = present(names.map(nr))
     const block: Insn[] = [ld(argLow(arg)), [JSET, 0, 1, SETID_BITS], ret(retErrno(EPERM)), ret(RET_ALLOW)]
     calls.forEach((call, i) => {
       const last = i === calls.length - 1
       // Taken: to the block, past the calls after this one; the last one's miss skips the block.
-      out.push([JEQ, last ? 0 : calls.length - 1 - i, last ? block.length : 0, nr(call)])
+      out.push([JEQ, last ? 0 : calls.length - 1 - i, last ? block.length : 0, call])
     })
     out.push(...block)
   }
@@ -240,27 +259,51 @@ export interface SeccompOptions {
   socketFamilies?: readonly number[]
 }
 
-/** The filter as instructions. */
-export function seccompInstructions(opts: SeccompOptions = {}): Insn[] {
+/**
+ * The number of each call a rule of the filter names on `arch`; null for one listed as absent there. A name
+ * neither in the table nor listed throws: a misspelt rule must not vanish from the filter silently.
+ */
+function ruleNumbers(arch: SeccompArch): (name: string) => number | null {
+  return (name) => {
+    const nr = syscallNumber(name, arch)
+    if (nr !== undefined) return nr
+    if (ARCHES[arch].absent.includes(name)) return null
+    throw new Error(`seccomp: ${name} is not a system call on ${arch}`)
+  }
+}
+
+const present = (numbers: readonly (number | null)[]) => numbers.filter((n): n is number => n !== null)
+
+/** The filter as instructions, for the system calls of `arch`. */
+export function seccompInstructions(arch: SeccompArch, opts: SeccompOptions = {}): Insn[] {
+  const { audit, killFrom } = ARCHES[arch]
   const extraDenied = opts.extraDenied ?? []
   const families = [...new Set(opts.socketFamilies ?? NETWORK_FAMILIES)].sort((a, b) => a - b)
-  const denied = [...DEFAULT_DENIED, ...extraDenied].map((name) => {
-    const nr = syscallNumber(name)
-    if (nr === undefined) throw new Error(`unknown system call "${name}"`) // the schema refuses these first
-    return nr
-  })
-  const nr = (name: string) => X86_64_SYSCALLS[name]!
+  const rule = ruleNumbers(arch)
+  // The calls whose arguments are checked below exist on every architecture.
+  const nr = (name: string) => {
+    const n = rule(name)
+    if (n === null) throw new Error(`seccomp: no ${name} on ${arch}, whose arguments the filter checks`)
+    return n
+  }
+  const denied = present([
+    ...DEFAULT_DENIED.map(rule),
+    // A call this architecture does not have cannot be made: there is nothing to refuse.
+    ...extraDenied.map((name) => {
+      if (!isSyscallName(name)) throw new Error(`unknown system call "${name}"`) // the schema refuses these first
+      return syscallNumber(name, arch) ?? null
+    }),
+  ])
   return [
     ld(OFF_ARCH),
-    [JEQ, 1, 0, AUDIT_ARCH_X86_64],
+    [JEQ, 1, 0, audit],
     ret(RET_KILL_PROCESS),
     ld(OFF_NR),
-    [JGE, 0, 1, X32_SYSCALL_BIT],
-    ret(RET_KILL_PROCESS),
+    ...(killFrom === null ? [] : [[JGE, 0, 1, killFrom] as Insn, ret(RET_KILL_PROCESS)]),
     // Policy denials first: a name both lists hold is EPERM, as denySyscalls says.
     ...refuse(denied),
-    ...refuse(ENOSYS_CALLS.map(nr), ENOSYS),
-    ...refuseSetIdModes(nr),
+    ...refuse(present(ENOSYS_CALLS.map(rule)), ENOSYS),
+    ...refuseSetIdModes(rule),
     ...when(nr('unshare'), [
       ld(argLow(0)),
       [JSET, 0, 1, CLONE_NEW_ANY],
@@ -283,15 +326,14 @@ export function seccompInstructions(opts: SeccompOptions = {}): Insn[] {
 let last: { key: string; program: Buffer } | null = null
 
 /** The filter in the kernel's struct sock_filter layout, ready to hand to bwrap or cordon's launcher. */
-export function seccompProgram(opts: SeccompOptions = {}): Buffer {
-  // Every option is in the key: a program built for one tier or network must never serve another.
-  const key = `${(opts.socketFamilies ?? NETWORK_FAMILIES).join(',')}:${(opts.extraDenied ?? []).join(',')}`
-  if (last?.key !== key) last = { key, program: buildProgram(opts) }
+export function seccompProgram(arch: SeccompArch, opts: SeccompOptions = {}): Buffer {
+  // Every input is in the key: a program built for one tier, network or architecture must never serve another.
+  const key = `${arch}:${(opts.socketFamilies ?? NETWORK_FAMILIES).join(',')}:${(opts.extraDenied ?? []).join(',')}`
+  if (last?.key !== key) last = { key, program: buildProgram(seccompInstructions(arch, opts)) }
   return last.program
 }
 
-function buildProgram(opts: SeccompOptions): Buffer {
-  const insns = seccompInstructions(opts)
+function buildProgram(insns: readonly Insn[]): Buffer {
   const buf = Buffer.alloc(insns.length * 8)
   // Through a DataView, V8's own: Buffer's writeUInt* are Node functions a CLI start would compile first.
   const view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength)
@@ -306,6 +348,3 @@ function buildProgram(opts: SeccompOptions): Buffer {
   })
   return buf
 }
-
-/** Whether cordon can build a filter for this machine's architecture. */
-export const seccompSupported = () => process.arch === 'x64'

@@ -3,7 +3,7 @@ import os from 'node:os'
 import { Readable } from 'node:stream'
 import * as z from 'zod'
 import { PolicyError } from '../errors.js'
-import { syscallNumber } from '../host/syscalls-x86_64.js'
+import { isSyscallName } from '../host/syscalls.js'
 import { uidPoolSchema } from '../host/uid-pool.js'
 import { networkAllowSchema } from '../net/policy.js'
 import { Spawner } from '../spawner/spawner.js'
@@ -355,7 +355,7 @@ export const policySchema = z.strictObject({
         "Buffers holding the program's bytes exactly (secrets are matched as their UTF-8 bytes)",
     ),
   denySyscalls: z
-    .array(z.string().refine((name) => syscallNumber(name) !== undefined, 'is not a known system call'))
+    .array(z.string().refine(isSyscallName, 'is not a known system call'))
     .default([])
     .register(cli, {
       flag: 'deny-syscall',

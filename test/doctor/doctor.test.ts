@@ -6,6 +6,7 @@ import {
   openFilesCheck,
   pathsCheck,
   processTierCheck,
+  seccompCheck,
   socketMemoryCheck,
 } from '../../src/doctor/doctor.js'
 import { probeCapabilities } from '../../src/host/capabilities.js'
@@ -34,6 +35,32 @@ describe('socket memory check', () => {
       assert.ok(c.fix)
     }
     assert.equal(socketMemoryCheck(2, 'cgroup.memory=nokmem').ok, true)
+  })
+})
+
+describe('seccomp check', () => {
+  const caps = probeCapabilities()
+  it('names the architecture whose filter every sandbox gets', () => {
+    for (const arch of ['x86_64', 'aarch64'] as const) {
+      const c = seccompCheck({ ...caps, seccompArch: arch })
+      assert.equal(c.ok, true)
+      assert.match(c.detail, new RegExp(`^${arch} filter on every sandbox`))
+      assert.match(c.detail, arch === 'x86_64' ? /i386 and x32 calls killed/ : /AArch32 calls killed/)
+      assert.equal(c.fix, null)
+    }
+  })
+
+  it('where cordon has none: not ok, denySyscalls refused, and which architectures have one', () => {
+    const c = seccompCheck({ ...caps, seccompArch: null })
+    assert.equal(c.ok, false)
+    assert.match(c.detail, /no filter: cordon builds one for x86_64 and aarch64 only/)
+    assert.match(c.detail, /denySyscalls is refused/)
+    assert.match(c.fix ?? '', /aarch64/)
+  })
+
+  it("this machine's: the architecture of this Node", () => {
+    const arch = { x64: 'x86_64', arm64: 'aarch64' }[process.arch as string] ?? null
+    assert.equal(caps.seccompArch, arch)
   })
 })
 

@@ -15,7 +15,7 @@ import { run, start } from '../../src/index.js'
 import { LANDLOCK_SCOPES } from '../../src/plan/launcher.js'
 import { prepare } from '../../src/plan/plan.js'
 import { ROOT_TMPDIR } from '../../src/plan/process-mounts.js'
-import { HOST_IPC_CALLS, seccompProgram, seccompSupported } from '../../src/plan/seccomp.js'
+import { HOST_IPC_CALLS, seccompProgram } from '../../src/plan/seccomp.js'
 import { parsePolicy } from '../../src/policy/schema.js'
 import {
   asUnprivileged,
@@ -73,7 +73,7 @@ print(json.dumps(out))
 // must be impossible: a setsid'd child holding the output pipes kept run() open until it exited.
 describe('process tier without a uid or cgroup of its own', { skip: noLauncher }, () => {
   it('its filter refuses setsid only then', {
-    skip: seccompSupported() ? false : 'no seccomp filter here',
+    skip: caps.seccompArch ? false : 'no seccomp filter here',
   }, () => {
     const filter = (cgroup: 'auto' | 'off', isRoot: boolean) => {
       const prepared = prepare(['true'], parsePolicy({ isolation, cgroup: { mode: cgroup } }), {
@@ -84,7 +84,10 @@ describe('process tier without a uid or cgroup of its own', { skip: noLauncher }
       prepared.plan.lease?.release()
       return prepared.plan.seccomp
     }
-    const withSetsid = seccompProgram({ extraDenied: ['setsid', ...HOST_IPC_CALLS], socketFamilies: [1] })
+    const withSetsid = seccompProgram(caps.seccompArch!, {
+      extraDenied: ['setsid', ...HOST_IPC_CALLS],
+      socketFamilies: [1],
+    })
     assert.deepEqual(filter('off', false), withSetsid)
     assert.notDeepEqual(filter('off', true), withSetsid, 'a uid of its own marks the sandbox')
     if (caps.cgroup.version !== null)

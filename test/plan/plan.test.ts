@@ -10,9 +10,10 @@ import { PolicyError } from '../../src/errors.js'
 import type { Capabilities } from '../../src/host/capabilities.js'
 import type { CgroupSupport } from '../../src/host/cgroups.js'
 import { BRIDGE_PATH, LAUNCHER_PATH } from '../../src/host/native.js'
+import { seccompArchOf } from '../../src/host/syscalls.js'
 import { CALL_FDS, LOG_FD, REFUSAL_FD, SECCOMP_FD, STATUS_FD, TOKEN_FD } from '../../src/plan/fd-layout.js'
 import { type LaunchPlan, type Prepared, prepare, releasePlan } from '../../src/plan/plan.js'
-import { seccompSupported } from '../../src/plan/seccomp.js'
+import { seccompProgram } from '../../src/plan/seccomp.js'
 import { parsePolicy, type RunOptions } from '../../src/policy/schema.js'
 import { noLauncher, tempDir } from '../helpers.js'
 
@@ -55,11 +56,12 @@ function machine(m: Machine, tools: Partial<Capabilities> = {}): Capabilities {
     usernsReason: m.ns ? null : 'user.max_user_namespaces is 0',
     cgroup: CGROUPS[m.cgroup === null ? 'none' : m.cgroup],
     faketime: null,
+    seccompArch: seccompArchOf(),
     ...tools,
   }
 }
 
-const seccomp = seccompSupported()
+const seccomp = seccompArchOf() !== null
 /** The fds a run pipes, per tier, before a called function's or the bridge's. */
 const PIPED = {
   namespace: [STATUS_FD, REFUSAL_FD, ...(seccomp ? [SECCOMP_FD] : []), LOG_FD],
@@ -350,6 +352,18 @@ describe('prepare over policies × capabilities', { skip: noLauncher }, () => {
         anywhere,
         { tier: 'namespace', kind: 'denied', limit: 'deny' },
       ],
+      [
+        'denySyscalls where cordon has no seccomp filter (namespace tier)',
+        { denySyscalls: ['mkdir'] },
+        { ...anywhere, seccompArch: null },
+        { tier: 'namespace', kind: 'error', limit: 'denySyscalls' },
+      ],
+      [
+        'denySyscalls where cordon has no seccomp filter (process tier)',
+        { isolation: 'process', denySyscalls: ['mkdir'] },
+        { ...anywhere, seccompArch: null },
+        { tier: 'process', kind: 'error', limit: 'denySyscalls' },
+      ],
     ]
     for (const [name, options, caps, expected] of cases) {
       it(name, async () => {
@@ -372,6 +386,50 @@ describe('prepare over policies × capabilities', { skip: noLauncher }, () => {
         await releasePlan(first)
       }
     })
+  })
+
+  describe('the seccomp filter', () => {
+    const AUDIT = { x86_64: 0xc000003e, aarch64: 0xc00000b7 } as const
+    for (const arch of ['x86_64', 'aarch64'] as const) {
+      for (const ns of [true, false]) {
+        it(`on ${arch}, ${ns ? 'namespace' : 'process'} tier: that architecture's program`, async () => {
+          const caps = machine({ ns, root: false, cgroup: null, landlock: 0 }, { seccompArch: arch })
+          await prepared(caps, { denySyscalls: ['mkdir'] }, (p) => {
+            const plan = launched(p)
+            // The program's first check is of the architecture it was built for.
+            assert.equal(plan.seccomp?.readUInt32LE(12), AUDIT[arch])
+            if (!ns) {
+              const hex = plan.args.find((a) => a.startsWith('--seccomp='))
+              assert.equal(hex, `--seccomp=${plan.seccomp!.toString('hex')}`)
+            }
+          })
+        })
+      }
+    }
+
+    it('a call the architecture lacks refuses nothing there: the same program as without it', async () => {
+      const caps = machine({ ns: true, root: false, cgroup: null, landlock: 0 }, { seccompArch: 'aarch64' })
+      let withOpen: Buffer | null = null
+      await prepared(caps, { denySyscalls: ['open', 'mkdirat'] }, (p) => {
+        withOpen = Buffer.from(launched(p).seccomp!)
+      })
+      await prepared(caps, { denySyscalls: ['mkdirat'] }, (p) => {
+        assert.deepEqual(withOpen, launched(p).seccomp)
+      })
+      assert.notDeepEqual(withOpen, seccompProgram('aarch64'))
+    })
+
+    for (const ns of [true, false]) {
+      it(`without a filter for this machine, ${ns ? 'namespace' : 'process'} tier: none is passed`, async () => {
+        const caps = machine({ ns, root: false, cgroup: null, landlock: 0 }, { seccompArch: null })
+        await prepared(caps, {}, (p) => {
+          const plan = launched(p)
+          assert.equal(plan.seccomp, null)
+          assert.ok(!plan.fds.includes(SECCOMP_FD))
+          assert.ok(!plan.args.some((a) => a.startsWith('--seccomp')))
+        })
+      })
+    }
   })
 
   it('a called function pipes its request and reply, in either tier', async () => {

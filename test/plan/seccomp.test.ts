@@ -1,57 +1,37 @@
+// The seccomp builder on x86_64: the program's shape, its rules, its encoding and memo. Both architectures'
+// verdicts, call by call, are in seccomp-verdicts.test.ts.
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import { PolicyError } from '../../src/errors.js'
-import { syscallNumber, X86_64_SYSCALLS } from '../../src/host/syscalls-x86_64.js'
+import { syscallNumber as syscallNumberOf } from '../../src/host/syscalls.js'
+import { X86_64_SYSCALLS } from '../../src/host/syscalls-x86_64.js'
 import {
   DEFAULT_DENIED,
   ENOSYS_CALLS,
   HOST_IPC_CALLS,
-  seccompInstructions,
-  seccompProgram,
+  seccompInstructions as instructionsFor,
+  seccompProgram as programFor,
+  type SeccompOptions,
   socketFamilies,
 } from '../../src/plan/seccomp.js'
 import { parsePolicy } from '../../src/policy/schema.js'
+import { ALLOW, AUDIT_ARCH, errno, type Insn, KILL_PROCESS, runFilter } from './cbpf.js'
 
 const RET = 0x06
 const JMP_CLASS = 0x05
-const ALLOW = 0x7fff0000
-const KILL = 0x80000000
-const errno = (n: number) => 0x00050000 | n
-const X86_64 = 0xc000003e
+const KILL = KILL_PROCESS
 
-type Insn = readonly [number, number, number, number]
+/** What the kernel would answer to the x86_64 program for syscall `nr` with these arguments. */
+const evaluate = (
+  insns: readonly Insn[],
+  nr: number,
+  args: readonly number[] = [],
+  arch = AUDIT_ARCH.x86_64,
+) => runFilter(insns, { nr, arch, args })
 
-/**
- * What the kernel would answer: runs the classic BPF the builder emits (absolute loads, the jumps it
- * uses, returns) over one struct seccomp_data. Anything else in the program fails the test.
- */
-function evaluate(insns: readonly Insn[], nr: number, args: readonly number[] = [], arch = X86_64): number {
-  const word = (offset: number) => {
-    if (offset === 0) return nr
-    if (offset === 4) return arch
-    const i = (offset - 16) / 8
-    assert.ok(Number.isInteger(i) && i >= 0 && i < 6, `load at offset ${offset}`)
-    return (args[i] ?? 0) >>> 0 // the low half of the argument
-  }
-  let a = 0
-  for (let pc = 0; pc < insns.length; ) {
-    const [code, jt, jf, k] = insns[pc]!
-    const jump = (taken: boolean) => {
-      pc += 1 + (taken ? jt : jf)
-    }
-    if (code === 0x20) {
-      a = word(k)
-      pc++
-    } else if (code === 0x15) jump(a === k >>> 0)
-    else if (code === 0x25) jump(a > k >>> 0)
-    else if (code === 0x35) jump(a >= k >>> 0)
-    else if (code === 0x45) jump((a & k) !== 0)
-    else if (code === 0x05) pc += 1 + k
-    else if (code === RET) return k >>> 0
-    else assert.fail(`instruction ${code.toString(16)} at ${pc}`)
-  }
-  return assert.fail('ran off the end of the program')
-}
+const syscallNumber = (name: string) => syscallNumberOf(name, 'x86_64')
+const seccompInstructions = (opts: SeccompOptions = {}) => instructionsFor('x86_64', opts)
+const seccompProgram = (opts: SeccompOptions = {}) => programFor('x86_64', opts)
 
 const ALL_NUMBERS = Object.values(X86_64_SYSCALLS)
 
@@ -217,6 +197,10 @@ describe('seccomp builder', () => {
     // the calls that set a mode share one check per argument (21 instructions).
     assert.ok(seccompInstructions().length <= 92, `${seccompInstructions().length} instructions`)
     assert.ok(
+      instructionsFor('aarch64').length <= 84,
+      `aarch64: ${instructionsFor('aarch64').length} instructions`,
+    )
+    assert.ok(
       seccompInstructions({ extraDenied: Object.keys(X86_64_SYSCALLS) }).length < 100,
       'denying every syscall by name stays a short program',
     )
@@ -281,6 +265,18 @@ describe('seccomp builder', () => {
     assert.equal(buf.readUInt16LE(0), 0x20)
     assert.equal(buf.readUInt32LE(4), 4)
     assert.equal(buf.readUInt32LE(12), 0xc000003e)
+  })
+
+  it('the schema takes a call of either architecture, whatever this machine is', () => {
+    // open is x86_64's only; a policy written there holds on arm64, where open cannot be called at all.
+    assert.deepEqual(parsePolicy({ denySyscalls: ['open', 'openat', 'arch_prctl'] }).denySyscalls, [
+      'open',
+      'openat',
+      'arch_prctl',
+    ])
+    for (const name of ['toString', '__proto__', 'OPEN', ' open']) {
+      assert.throws(() => parsePolicy({ denySyscalls: [name] }), PolicyError, name)
+    }
   })
 
   it('the schema refuses an unknown syscall name, naming the field', () => {
