@@ -61,6 +61,8 @@ export const DEFAULT_DENIED = [
   'umount2',
   'pivot_root',
   'open_tree',
+  // open_tree() with mount attributes to set (Linux 6.15): as open_tree.
+  'open_tree_attr',
   'move_mount',
   'fsopen',
   'fsconfig',
@@ -147,6 +149,11 @@ const SETID_MODES: readonly (readonly [arg: number, calls: readonly string[]])[]
 
 /** Every namespace flag: a new user namespace would hand the sandbox capabilities to build the rest. */
 const CLONE_NEW_ANY = 0x7e020000
+/**
+ * unshare() also takes CLONE_NEWTIME, which sits in the exit signal's byte of clone()'s flags (so clone()
+ * cannot ask for it, and its exit signals must not be refused): only clone3, ENOSYS here, and unshare can.
+ */
+const CLONE_NEWTIME = 0x80
 const TIOCSTI = 0x5412
 const TIOCLINUX = 0x541c
 /** personality() values that change nothing dangerous (query, PER_LINUX, PER_LINUX32, UNAME26). */
@@ -306,7 +313,7 @@ export function seccompInstructions(arch: SeccompArch, opts: SeccompOptions = {}
     ...refuseSetIdModes(rule),
     ...when(nr('unshare'), [
       ld(argLow(0)),
-      [JSET, 0, 1, CLONE_NEW_ANY],
+      [JSET, 0, 1, CLONE_NEW_ANY | CLONE_NEWTIME],
       ret(retErrno(EPERM)),
       ret(RET_ALLOW),
     ]),

@@ -42,6 +42,7 @@ const REFUSED: Call[] = [
   ['mount', 'mount', 0, 0, 0, 0, 0],
   ['umount2', 'umount2', 0, 0],
   ['pivot_root', 'pivot_root', 0, 0],
+  ['open_tree_attr', 'open_tree_attr', -100, 0, 1, 0, 0],
   ['kexec_load', 'kexec_load', 0, 0, 0, 0],
   ['kexec_file_load', 'kexec_file_load', 0, 0, 0, 0, 0],
   ['init_module', 'init_module', 0, 0, 0],
@@ -80,7 +81,7 @@ const DIFFERENTIAL: Call[] = [
   ['getpid', 'getpid'],
   ['personality(query)', 'personality', 0xffffffff],
   ['personality(ADDR_NO_RANDOMIZE)', 'personality', 0x0040000],
-  ...['ptrace', 'mount', 'umount2', 'open_tree', 'move_mount', 'fsopen', 'mount_setattr']
+  ...['ptrace', 'mount', 'umount2', 'open_tree', 'open_tree_attr', 'move_mount', 'fsopen', 'mount_setattr']
     .concat(['bpf', 'perf_event_open', 'keyctl', 'userfaultfd', 'io_uring_setup', 'setns', 'fanotify_init'])
     .map((name): Call => [name, name, 0, 0, 0, 0, 0]),
   ...[

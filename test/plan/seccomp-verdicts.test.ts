@@ -27,6 +27,7 @@ const DENIED = [
   'umount2',
   'pivot_root',
   'open_tree',
+  'open_tree_attr',
   'move_mount',
   'fsopen',
   'fsconfig',
@@ -94,6 +95,7 @@ const CLONE_NEW = {
   NEWPID: 0x20000000,
   NEWNET: 0x40000000,
 }
+const CLONE_NEWTIME = 0x00000080
 const SIGCHLD = 17
 const FORK_FLAGS = 0x01200000 | SIGCHLD // CLONE_CHILD_SETTID | CLONE_CHILD_CLEARTID
 const THREAD_FLAGS = 0x003d0f00 // what pthread_create passes
@@ -166,6 +168,7 @@ const DEFAULT_CASES: Case[] = [
     ['unshare', [HIGH + bit], EPERM, `CLONE_${flag} under high bits`],
     ['clone', [bit | SIGCHLD, 0, 0, 0, 0], EPERM, `CLONE_${flag}`],
   ]),
+  ['unshare', [CLONE_NEWTIME], EPERM, 'CLONE_NEWTIME'],
   ['unshare', [0x00000400], ALLOW, 'CLONE_FILES'],
   ['unshare', [HIGH], ALLOW, 'high bits only'],
   ['clone', [FORK_FLAGS, 0, 0, 0, 0], ALLOW, "fork's flags"],
