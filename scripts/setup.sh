@@ -17,8 +17,13 @@ command -v debootstrap >/dev/null || [ -x /usr/sbin/debootstrap ] || missing+=(d
 # libfaketime gives sandboxes a deterministic clock (the `clock` option).
 ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1 || missing+=(faketime)
 command -v chromium >/dev/null || missing+=(chromium)   # the dashboard's browser tests (playwright-core drives it)
-# For the tests of the seccomp filter: libseccomp's scmp_sys_resolver checks the system call tables.
+# For the tests of the seccomp filter and arm64: libseccomp's scmp_sys_resolver checks the system call
+# tables; on x86_64, the arm64 cross compiler (and its kernel headers) builds the native helpers for arm64.
 command -v scmp_sys_resolver >/dev/null || missing+=(seccomp)
+if [ "$(uname -m)" = x86_64 ]; then
+  command -v aarch64-linux-gnu-gcc >/dev/null || missing+=(gcc-aarch64-linux-gnu)
+  dpkg-query -W -f='${Status}' libc6-dev-arm64-cross 2>/dev/null | grep -q 'ok installed' || missing+=(libc6-dev-arm64-cross)
+fi
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     apt-get update -q
