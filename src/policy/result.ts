@@ -1,4 +1,4 @@
-import type { NetworkEvent } from '../net/gate.js'
+import type { NetworkEvent } from '../net/events.js'
 import type { LogEntry, OutputData } from './schema.js'
 
 // The one result schema: run(), `cordon run --json` and the HTTP API all return this object.

@@ -81,7 +81,7 @@ describe('network proxy (host side)', () => {
       const s = await exchange(proxy, 'socks.sock', Buffer.concat([proxy.token, socksRequest('evil.test')]))
       assert.equal(s.got, '\x05\x00\x05\x02\x00\x01\x00\x00\x00\x00\x00\x00')
       assert.deepEqual(
-        proxy.events.map((e) => [e.host, e.allowed, e.reason]),
+        proxy.events.map((e) => [e.raw, e.allowed, e.reason]),
         [
           ['evil.test', false, 'not on the allow list'],
           ['evil.test', false, 'not on the allow list'],
