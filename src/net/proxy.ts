@@ -63,6 +63,8 @@ const MAX_UNAUTHENTICATED = 256
  * pipelines more is answered 503 in its turn and the connection closes after that.
  */
 export const MAX_PIPELINED = 32
+/** A plain http:// request, its body included, is read within this long. */
+const REQUEST_MS = 300_000
 /**
  * Headers without those of one hop (RFC 9110 7.6.1): the upstream's `connection: close` must not end
  * the client's connection with its pipelined requests, nor the client's keep-alive the upstream's.
@@ -131,7 +133,7 @@ export class NetworkProxy {
     this.httpServer = http().createServer(
       {
         headersTimeout: this.limits.handshakeMs,
-        requestTimeout: 300_000,
+        requestTimeout: REQUEST_MS,
         // Node checks those two timeouts on this interval (30 s by default): a client trickling a request
         // head on a kept-alive connection was answered 408 only up to 40 s later.
         connectionsCheckingInterval: Math.min(1000, this.limits.handshakeMs),
@@ -211,8 +213,11 @@ export class NetworkProxy {
     const line = await readExactly(socket, TOKEN_LINE_BYTES)
     if (!line || !crypto().timingSafeEqual(line, this.token)) return void socket.destroy()
     if (this.open >= this.limits.maxConnections) {
-      this.refused('limit', `more than ${this.limits.maxConnections} connections at once`)
-      return void socket.destroy()
+      const reason = `more than ${this.limits.maxConnections} connections at once`
+      this.refused('limit', reason)
+      // HTTP can be answered before its request is read; SOCKS5 only after a greeting it would have to read.
+      if (kind === 'socks') return void socket.destroy()
+      return refuse(socket, httpAnswer(503, 'Service Unavailable', `cordon: ${reason}`))
     }
     this.open++
     socket.once('close', () => this.open--)
@@ -253,7 +258,11 @@ export class NetworkProxy {
     let event: [RefusalCode, string] | null = null
     let target: Target | null = null
     if (code === 'ERR_HTTP_REQUEST_TIMEOUT') {
-      event = ['timeout', `no complete request within ${this.limits.handshakeMs / 1000} s`]
+      const head = this.limits.handshakeMs / 1000
+      event = [
+        'timeout',
+        `no complete request in time (${head} s for its head, ${REQUEST_MS / 1000} s in all)`,
+      ]
     } else if (code.startsWith('HPE_')) {
       const line = error.rawPacket ? requestLineAt(error.rawPacket, error.bytesParsed ?? 0) : null
       target = line && targetOf(line.method, line.target)
