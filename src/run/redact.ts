@@ -66,7 +66,8 @@ export function redactionFor(policy: Pick<Policy, 'redact' | 'env' | 'passEnv'>)
 export function redactResult<T extends RunResult<OutputData>>(result: T, redaction: Redaction): T {
   if (!redaction.active) return result
   const hide = (text: string) => redaction.apply(text)
-  // A host is shown as the proxy parsed it, lower-cased: a secret with capitals is looked for that way too.
+  // A reason names a host as the proxy read it, lower-cased (`read as ...`): a secret with capitals is
+  // looked for that way too. The host itself was redacted as received, before it was escaped (showEvents).
   const hideHost = (text: string) => redaction.forHosts().apply(text)
   const { violation } = result
   return {
@@ -79,7 +80,7 @@ export function redactResult<T extends RunResult<OutputData>>(result: T, redacti
     network: result.network.map((event) => ({
       ...event,
       host: hideHost(event.host),
-      reason: hide(event.reason),
+      reason: hideHost(event.reason),
     })),
   }
 }
