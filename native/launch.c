@@ -4,7 +4,7 @@
  * here), instead of a chain of util-linux tools (unshare → setpriv → prlimit), each an exec of its own.
  *
  *   cordon-launch --keep-fds=[N,...] [--cpu=S:H] [--fsize=N] [--core=N] [--data=N] [--nproc=N] [--nofile=N]
- *                 [--join=FILE]... [--unshare-net] [--unshare-ipc] [--mkdir=DIR] [--uid=N --gid=N]
+ *                 [--join=FILE]... [--unshare-net] [--unshare-ipc] [--mkdir=DIR [--own-tmpfs=N]] [--uid=N --gid=N]
  *                 [--mount-ns [--keep-fd=N:PATH]... [--empty=DIR]... [--tmpfs=DIR]... [--tmpfs-size=N] [--proc]
  *                  [--ro-bind-data=PATH:TEXT]...] [--memfd=N:TEXT]... [--stage-fd=N]...
  *                 [--landlock-fs [--landlock-write=PATH]... [--landlock-write-fd=N]...] [--scope-signals]
@@ -36,7 +36,8 @@
  * it; an empty network namespace and an IPC namespace of its own (need root; SysV IPC objects then die
  * with the sandbox instead of outliving it on the host); with --mount-ns (root, the process tier) a mount
  * namespace of its own (see private_mounts); with --stage-fd (root, the namespace tier) one where the
- * judged paths bwrap binds are reachable by the sandbox uid (see stage_fds); the sandbox's private TMPDIR, made for uid/gid; drop to
+ * judged paths bwrap binds are reachable by the sandbox uid (see stage_fds); the sandbox's private TMPDIR, made for uid/gid
+ * (with --own-tmpfs, not as root, a tmpfs of N bytes in a user and mount namespace of its own: see own_tmpfs); drop to
  * uid/gid with no supplementary groups; no_new_privs; parent-death SIGKILL; Landlock (writes only beneath
  * the --landlock-write paths and the --landlock-write-fd fds, judged paths cordon opened and passed, each
  * closed once its rule is made; no signals to, and no abstract unix sockets of, processes outside the
@@ -442,7 +443,8 @@ struct options {
   int staged[MAX_STAGE];
   int n_stage;
   const char *scratch;
-  long uid, gid; /* -1: none */
+  rlim_t own_tmpfs; /* --own-tmpfs: the scratch's size; 0: a plain directory */
+  long uid, gid;    /* -1: none */
   struct data memfds[MAX_DATA];
   int n_memfds;
   int landlock_fs;
@@ -983,6 +985,7 @@ static void parse(int argc, char **argv, struct options *o) {
       if (o->n_stage == MAX_STAGE) usage(a);
       o->staged[o->n_stage++] = fd_number(v, '\0', a);
     } else if ((v = prefixed(a, "--tmpfs-size="))) o->tmpfs_size = number(v, a);
+    else if ((v = prefixed(a, "--own-tmpfs="))) o->own_tmpfs = number(v, a);
     else if (strcmp(a, "--mount-ns") == 0) o->mount_ns = 1;
     else if (strcmp(a, "--proc") == 0) o->proc = 1;
     else if ((v = prefixed(a, "--ro-bind-data="))) {
@@ -1022,6 +1025,8 @@ static void parse(int argc, char **argv, struct options *o) {
   if ((o->n_covers || o->n_keeps || o->proc) && !o->mount_ns)
     usage("--tmpfs, --empty, --keep-fd and --proc need --mount-ns");
   if (o->n_stage && (o->mount_ns || o->uid < 0)) usage("--stage-fd needs --uid, and no --mount-ns");
+  if (o->own_tmpfs && (!o->scratch || o->mount_ns || o->uid >= 0 || o->n_stage))
+    usage("--own-tmpfs needs --mkdir, and no --mount-ns, --uid or --stage-fd");
   if (o->n_covers && (o->uid < 0 || o->tmpfs_size == 0)) usage("--tmpfs and --empty need --uid and --tmpfs-size");
   for (int k = 0; k < o->n_keeps; k++) {
     int covered = 0;
@@ -1083,6 +1088,45 @@ static void make_scratch(const struct options *o) {
   if (!o->scratch) return;
   if (mkdir(o->scratch, 0700) != 0) die("cannot make", o->scratch);
   if (o->uid >= 0 && chown(o->scratch, (uid_t)o->uid, (gid_t)o->gid) != 0) die("cannot hand over", o->scratch);
+}
+
+/* Write `text` to a /proc file of this process's, whole. */
+static void write_proc(const char *file, const char *text) {
+  int fd = open(file, O_WRONLY | O_CLOEXEC);
+  size_t n = strlen(text);
+  if (fd < 0 || write(fd, text, n) != (ssize_t)n) die("cannot write", file);
+  close(fd);
+}
+
+/*
+ * --own-tmpfs (the process tier, not as root): its TMPDIR, a directory on the host's disk otherwise, and
+ * /dev/shm (the host's, shared and unbounded) become tmpfs of N bytes, in a user namespace of its own
+ * (the calling user's uid and gid mapped to themselves, nothing else: the program is who it was) and a
+ * mount namespace it owns, where an unprivileged process may mount a tmpfs. Mounts of a namespace owned
+ * by a less privileged user namespace never propagate back; private all the same. The directory made on
+ * the host stays empty, and the tmpfs goes with the namespace, when the sandbox's last process does.
+ * Capabilities in the new user namespace end at the exec: the program's uid is not 0 in it.
+ */
+static void own_tmpfs(const struct options *o) {
+  if (!o->own_tmpfs) return;
+  char map[64], data[96];
+  uid_t uid = getuid();
+  gid_t gid = getgid();
+  if (unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) die("unshare", "user and mount namespace (for a bounded TMPDIR)");
+  /* An unprivileged process maps a gid only once setgroups is denied to it. */
+  write_proc("/proc/self/setgroups", "deny");
+  snprintf(map, sizeof map, "%lu %lu 1\n", (unsigned long)uid, (unsigned long)uid);
+  write_proc("/proc/self/uid_map", map);
+  snprintf(map, sizeof map, "%lu %lu 1\n", (unsigned long)gid, (unsigned long)gid);
+  write_proc("/proc/self/gid_map", map);
+  if (mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) die("mount", "propagation private");
+  snprintf(data, sizeof data, "size=%llu,mode=0700", (unsigned long long)o->own_tmpfs);
+  if (mount("tmpfs", o->scratch, "tmpfs", MS_NOSUID | MS_NODEV, data) != 0) die("cannot mount a tmpfs on", o->scratch);
+  struct stat st;
+  if (stat("/dev/shm", &st) == 0 && S_ISDIR(st.st_mode)) {
+    snprintf(data, sizeof data, "size=%llu,mode=1777", (unsigned long long)o->own_tmpfs);
+    if (mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, data) != 0) die("cannot mount a tmpfs on", "/dev/shm");
+  }
 }
 
 static void drop_privileges(const struct options *o) {
@@ -1189,6 +1233,7 @@ int main(int argc, char **argv) {
   unshare_namespaces(&o);
   mount_namespace(&o);
   make_scratch(&o);
+  own_tmpfs(&o);
   drop_privileges(&o);
   no_new_privs();
   parent_death_signal(parent);

@@ -5,7 +5,7 @@
 import type { Readable } from 'node:stream'
 import type { Client, ClientError } from '../client/index.js'
 import { CordonError, PolicyError } from '../errors.js'
-import type { OutputData, RunResult } from '../index.js'
+import type { NetworkEvent, OutputData, RunResult } from '../index.js'
 import type { EndResult } from '../service/types.js'
 import { policyInput } from './flags.js'
 import { print } from './pipes.js'
@@ -61,7 +61,7 @@ export async function remoteRun(
   values: Record<string, unknown>,
   stdin: Readable | undefined,
   signal: AbortSignal,
-): Promise<RunResult<OutputData> | EndResult | null> {
+): Promise<RunResult<OutputData> | (EndResult & { network?: NetworkEvent[] }) | null> {
   let url: URL
   try {
     url = new URL(server)
@@ -85,14 +85,19 @@ export async function remoteRun(
     id = (await client.submit({ cmd: command, options, ...input })).id
     if (signal.aborted) throw signal.reason
     if (values.json !== true) {
+      // The connections, for the summary a failed run prints: the end event's result has none.
+      const network: NetworkEvent[] = []
       // Base64: the program's bytes as they are, whatever a reconnection splits.
       for await (const event of client.events(id, { encoding: 'base64', signal })) {
         if (event.type === 'output' && typeof event.data.data === 'string') {
           const out = event.data.stream === 'stdout' ? process.stdout : process.stderr
           print(out, Buffer.from(event.data.data, 'base64'))
+        } else if (event.type === 'network') {
+          const { host, port, allowed, code, reason } = event.data as unknown as NetworkEvent
+          network.push({ host, port, allowed, code, reason })
         } else if (event.type === 'end') {
           const result = (event.data as { result?: EndResult }).result
-          if (result) return result
+          if (result) return { ...result, network }
         }
       }
     }

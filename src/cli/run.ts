@@ -2,9 +2,10 @@
 import { accessSync, createReadStream, constants as fsConstants, fstatSync, statSync } from 'node:fs'
 import type { Readable } from 'node:stream'
 import { PolicyError } from '../errors.js'
-import { type OutputData, type RunResult, run, signalNumber } from '../index.js'
+import { type NetworkEvent, type OutputData, type RunResult, run, signalNumber } from '../index.js'
 import type { EndResult } from '../service/types.js'
 import { policyInput } from './flags.js'
+import { networkSummary } from './network.js'
 import { EXIT_BROKEN_PIPE, pipeBroken, print, whileCancelable } from './pipes.js'
 import { remoteRun } from './remote.js'
 
@@ -71,7 +72,9 @@ export async function runCommand(command: string[], values: Record<string, unkno
   const stdin = openStdin(values.stdin)
   try {
     const server = typeof values.server === 'string' ? values.server : null
-    const result = await whileCancelable<RunResult<OutputData> | EndResult | null>((signal) => {
+    const result = await whileCancelable<
+      RunResult<OutputData> | (EndResult & { network?: NetworkEvent[] }) | null
+    >((signal) => {
       if (server !== null) return remoteRun(server, command, values, stdin, signal)
       const options = { ...policyInput(values), ...(stdin ? { stdin } : {}), signal }
       if (json) return run(command, options)
@@ -85,8 +88,12 @@ export async function runCommand(command: string[], values: Record<string, unkno
     // A remote run canceled, whose end the server could not tell.
     if (result === null) return pipeBroken() ? EXIT_BROKEN_PIPE : EXIT.canceled
     if (json) print(process.stdout, `${JSON.stringify(result)}\n`)
-    else if (result.violation)
-      print(process.stderr, `cordon: ${result.status}: ${result.violation.message}\n`)
+    else {
+      if (result.violation) print(process.stderr, `cordon: ${result.status}: ${result.violation.message}\n`)
+      // A program that failed while connections were refused: say the policy's part in it.
+      if (result.status !== 'ok' && result.network)
+        print(process.stderr, networkSummary(result.network, result.networkDropped))
+    }
     return pipeBroken() ? EXIT_BROKEN_PIPE : exitCodeFor(result)
   } finally {
     // Only when there is a stdin: process.stdin is a getter that would build a stream just to compare it.

@@ -1,6 +1,7 @@
 // What `cordon doctor` prints: each check with what it means for enforcement and how to fix it.
 import { spawnSync } from 'node:child_process'
-import { readFileSync, realpathSync } from 'node:fs'
+import { mkdtempSync, readFileSync, realpathSync, rmSync } from 'node:fs'
+import os from 'node:os'
 import path from 'node:path'
 import { type Capabilities, probeCapabilities } from '../host/capabilities.js'
 import { detectCgroups } from '../host/cgroups.js'
@@ -43,10 +44,16 @@ export interface Diagnosis {
 export function autoChoice(
   caps: Capabilities,
   namespaceWorks: boolean,
+  ownTmpfsWorks = true,
 ): { autoTier: Isolation | null; picks: Isolation; usable: Isolation[] } {
   const picks = tierFor('auto', caps)
-  // Both tiers start through the launcher: without it nothing runs.
-  const usable: Isolation[] = caps.launcher ? (namespaceWorks ? ['namespace', 'process'] : ['process']) : []
+  // Both tiers start through the launcher: without it nothing runs. The process tier not as root needs a
+  // user namespace for its bounded TMPDIR (else every run is refused, limits.tmpfsBytes, or fails).
+  const processWorks = caps.launcher !== null && (caps.isRoot || (caps.userns && ownTmpfsWorks))
+  const usable: Isolation[] = [
+    ...(caps.launcher && namespaceWorks ? (['namespace'] as const) : []),
+    ...(processWorks ? (['process'] as const) : []),
+  ]
   return { autoTier: usable.includes(picks) ? picks : null, picks, usable }
 }
 
@@ -106,7 +113,32 @@ function clockCheck(caps: Capabilities): Check {
   }
 }
 
-export function processTierCheck(caps: Capabilities): Check {
+/**
+ * Not as root, the process tier's bounded TMPDIR tried rather than assumed: the launcher makes a tmpfs in a
+ * user namespace of its own, which a container's seccomp profile or a security module can refuse though
+ * the sysctls allow it. Null when there is nothing to try (root, no launcher, no user namespaces).
+ */
+export function ownTmpfsProbe(caps: Capabilities): { ok: boolean; detail: string } | null {
+  const program = resolveProgram('true', SAFE_PATH, '/')
+  if (caps.isRoot || !caps.launcher || !caps.userns || !program) return null
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'cordon-doctor-'))
+  try {
+    const probe = spawnSync(
+      caps.launcher,
+      ['--keep-fds=', `--mkdir=${path.join(dir, 'tmp')}`, '--own-tmpfs=1048576', '--', program],
+      { encoding: 'utf8', timeout: 10_000 },
+    )
+    if (probe.status === 0) return { ok: true, detail: 'a tmpfs in a user namespace of its own was made' }
+    return { ok: false, detail: (probe.stderr || probe.error?.message || `exit ${probe.status}`).trim() }
+  } finally {
+    rmSync(dir, { recursive: true, force: true })
+  }
+}
+
+export function processTierCheck(
+  caps: Capabilities,
+  ownTmpfs: { ok: boolean; detail: string } | null = null,
+): Check {
   if (!caps.launcher) {
     return {
       name: 'process tier',
@@ -124,10 +156,29 @@ export function processTierCheck(caps: Capabilities): Check {
       : caps.isRoot
         ? 'no sockets but unix ones (seccomp), own network namespace'
         : "no sockets but unix ones (seccomp); the host's abstract unix sockets stay reachable"
-  // As root its own mount namespace bounds TMPDIR; otherwise TMPDIR is a host directory.
+  // As root its own mount namespace bounds TMPDIR; otherwise a user namespace of its own does, where the
+  // machine allows one, and without one every run is refused rather than given an unbounded TMPDIR.
+  if (!caps.isRoot && !caps.userns) {
+    return {
+      name: 'process tier',
+      ok: false,
+      detail:
+        'not as root it refuses every run (error, limits.tmpfsBytes): its TMPDIR and /dev/shm are bounded by a tmpfs in a user ' +
+        `namespace of its own, and this machine allows none (${caps.usernsReason}); a host directory was bounded per file only`,
+      fix: 'allow unprivileged user namespaces (see user namespaces above), or run cordon as root',
+    }
+  }
+  if (ownTmpfs && !ownTmpfs.ok) {
+    return {
+      name: 'process tier',
+      ok: false,
+      detail: `not as root its runs fail: its TMPDIR is a tmpfs in a user namespace of its own, and making one failed: ${ownTmpfs.detail}`,
+      fix: 'let this user make user namespaces and mount in them (a container: a seccomp profile that allows unshare), or run cordon as root',
+    }
+  }
   const mounts = caps.isRoot
     ? "own mount namespace: TMPDIR and /dev/shm are tmpfs of tmpfsBytes, /proc shows its own processes only, /run is empty without the network, /etc/passwd and /etc/group are cordon's (user sandbox)"
-    : "TMPDIR is a host directory: tmpfsBytes is NOT enforced (only each file, by maxFileSizeBytes; perProcessLimits says so); /proc shows every process; the host's /etc/passwd and /etc/group (its users) stay visible and whoami names this user"
+    : "own user and mount namespace (this user's uid mapped to itself; other users' files show as nobody): TMPDIR and /dev/shm are tmpfs of tmpfsBytes; /proc shows every process; the host's /etc/passwd and /etc/group (its users) stay visible and whoami names this user"
   return {
     name: 'process tier',
     ok: true,
@@ -324,7 +375,8 @@ export function doctor(): Diagnosis {
   const cg = detectCgroups()
   const v1 = Object.keys(cg.v1)
   const namespaceOk = bwrap.ok && caps.userns && caps.launcher !== null
-  const choice = autoChoice(caps, namespaceOk)
+  const ownTmpfs = ownTmpfsProbe(caps)
+  const choice = autoChoice(caps, namespaceOk, ownTmpfs?.ok ?? true)
   const pool = uidPoolSchema.parse({})
   const debootstrap = resolveProgram('debootstrap', `${SAFE_PATH}:${process.env.PATH ?? ''}`, '/')
   const rootfsList = listRootfs()
@@ -370,7 +422,7 @@ export function doctor(): Diagnosis {
             : 'without a cgroup, process-tier escapees (setsid) can outlive a run (no seccomp filter here)'),
       fix: caps.isRoot ? null : 'run cordon as root to give each sandbox an unprivileged uid of its own',
     },
-    processTierCheck(caps),
+    processTierCheck(caps, ownTmpfs),
     {
       name: 'landlock',
       ok: caps.landlock >= LANDLOCK_SCOPES,

@@ -4,19 +4,18 @@
 
 import os from 'node:os'
 import { lazy } from '../lazy.js'
+import type { RefusalCode } from './events.js'
 import { addressForms, embeddedIPv4, type Host, type IpHost, parseIp } from './host.js'
 import type { NetworkPolicy } from './policy.js'
 import { type HostRule, parseRule, ruleMatches } from './rules.js'
 
-export interface NetworkEvent {
-  host: string
-  port: number
-  allowed: boolean
-  /** Why it was refused, or the address it was allowed to. */
-  reason: string
-}
-
-export type Decision = { allowed: true; address: string } | { allowed: false; reason: string }
+/**
+ * The gate's answer: an address to connect to, a refusal, or a name the policy allows that did not
+ * resolve to an address (`unresolvable`: not the policy's doing, and answered differently).
+ */
+export type Decision =
+  | { allowed: true; address: string }
+  | { allowed: false; code: RefusalCode | 'unresolvable'; reason: string }
 
 /** Resolves a name to one address (getaddrinfo: /etc/hosts, then DNS). */
 export type Lookup = (name: string) => Promise<string>
@@ -73,32 +72,38 @@ export class NetworkGate {
   }
 
   async decide(host: Host, port: number): Promise<Decision> {
-    const refuse = (reason: string): Decision => ({ allowed: false, reason })
+    const refuse = (code: RefusalCode | 'unresolvable', reason: string): Decision => ({
+      allowed: false,
+      code,
+      reason,
+    })
     const byRule = (r: HostRule) => `denied by ${r.host}${r.port ? `:${r.port}` : ''}`
     const bytes = host.kind === 'name' ? null : host.bytes
     const denied = this.denied(host.text, bytes, port)
-    if (denied) return refuse(byRule(denied))
-    if (!this.allow.some((r) => ruleMatches(r, host.text, port))) return refuse('not on the allow list')
+    if (denied) return refuse('denied', byRule(denied))
+    if (!this.allow.some((r) => ruleMatches(r, host.text, port)))
+      return refuse('not-allowed', 'not on the allow list')
     let address: IpHost | null = host.kind === 'name' ? null : host
     if (!address) {
       let answer: string
       try {
         answer = await this.resolve(host.text)
       } catch (error) {
-        return refuse(`cannot resolve: ${(error as NodeJS.ErrnoException).code ?? error}`)
+        return refuse('unresolvable', `cannot resolve: ${(error as NodeJS.ErrnoException).code ?? error}`)
       }
       // What the resolver answered is judged like what a sandbox names: a zone id or anything odd is refused.
       address = parseIp(answer)
-      if (!address) return refuse(`resolved to ${JSON.stringify(answer.slice(0, 64))}, not an address`)
+      if (!address)
+        return refuse('unresolvable', `resolved to ${JSON.stringify(answer.slice(0, 64))}, not an address`)
       const deniedAddress = this.denied(address.text, address.bytes, port)
-      if (deniedAddress) return refuse(`${address.text} is ${byRule(deniedAddress)}`)
+      if (deniedAddress) return refuse('denied', `${address.text} is ${byRule(deniedAddress)}`)
     }
     // Each place the address leads to (both of Teredo's) needs what it needs: allowing one kind never
     // allows another.
     const forms = addressForms(address.bytes)
     const has = (kind: string) => forms.some((f) => f.kind === kind)
     if (has('loopback') && !this.policy.allowLoopback) {
-      return refuse(`${address.text} is a loopback address (allowLoopback is off)`)
+      return refuse('loopback', `${address.text} is a loopback address (allowLoopback is off)`)
     }
     // The proxy runs on the host: its own addresses reach its services (bound to 0.0.0.0) as 127.0.0.1
     // does, from inside any firewall. Asked each time: interfaces come and go.
@@ -106,14 +111,14 @@ export class NetworkGate {
     const own = hostAddresses()
     const isOwn = (text: string) => own.includes(text)
     if ((isOwn(address.text) || forms.some((f) => isOwn(f.text))) && !this.policy.allowLoopback)
-      return refuse(`${address.text} is an address of this host (allowLoopback is off)`)
+      return refuse('loopback', `${address.text} is an address of this host (allowLoopback is off)`)
     // The host's own link-local address is the host, which allowLoopback has just let through; only that
     // very form, not metadata beside it.
     if (forms.some((f) => f.kind === 'metadata' && !isOwn(f.text)) && !this.policy.allowMetadata) {
-      return refuse(`${address.text} is a cloud metadata address (allowMetadata is off)`)
+      return refuse('metadata', `${address.text} is a cloud metadata address (allowMetadata is off)`)
     }
     if (has('private') && !this.policy.allowPrivate) {
-      return refuse(`${address.text} is a private or reserved address (allowPrivate is off)`)
+      return refuse('private', `${address.text} is a private or reserved address (allowPrivate is off)`)
     }
     return { allowed: true, address: address.text }
   }

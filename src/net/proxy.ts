@@ -19,10 +19,14 @@ import path from 'node:path'
 import { LAUNCHER_PATH } from '../host/native.js'
 import { sweepStaleDirs } from '../host/scratch.js'
 import { lazy } from '../lazy.js'
-import { type Decision, type Lookup, type NetworkEvent, NetworkGate } from './gate.js'
-import { type Host, ipFromBytes, parseHost, parseUriHost, showHost } from './host.js'
+import { markUnreachable, type ProxyEvent, type RefusalCode, rawHost } from './events.js'
+import { type Decision, type Lookup, NetworkGate } from './gate.js'
+import { type Host, parseUriHost } from './host.js'
 import { Metered } from './metered.js'
 import type { NetworkPolicy } from './policy.js'
+import { serveSocks } from './socks.js'
+import { requestLineAt, splitAbsolute, splitAuthority, type Target, targetOf } from './target.js'
+import { HTTP_STATUS, httpAnswer, readExactly, refuse } from './wire.js'
 
 /** The HTTP proxy's parser, loaded when an allowlist first starts one. */
 const http = lazy<typeof import('node:http')>('node:http')
@@ -54,53 +58,13 @@ export const DEFAULT_PROXY_LIMITS: ProxyLimits = { maxEvents: 1000, maxConnectio
  * stream's high-water mark, and goes at the handshake deadline).
  */
 const MAX_UNAUTHENTICATED = 256
-/** A SOCKS5 request is at most 262 bytes; more waiting beyond it before the reply is not a client. */
-const SOCKS_EARLY_BYTES = 4096
 /**
  * Requests of one HTTP connection waiting for their turn (one is forwarded at a time): a client that
  * pipelines more is answered 503 in its turn and the connection closes after that.
  */
 export const MAX_PIPELINED = 32
-/** How long a refusal may take to reach the client before its socket is destroyed anyway. */
-const REFUSAL_FLUSH_MS = 5000
-
-/** Exactly `n` bytes from a paused socket, or null when it ends first. Reads nothing beyond them. */
-function readExactly(socket: net.Socket, n: number): Promise<Buffer | null> {
-  return new Promise((resolve) => {
-    const finish = (chunk: Buffer | null) => {
-      socket.off('readable', attempt)
-      socket.off('close', closed)
-      resolve(chunk)
-    }
-    const closed = () => finish(null)
-    function attempt() {
-      const chunk = socket.read(n) as Buffer | null
-      if (chunk) finish(chunk.length === n ? chunk : null)
-      else if (socket.readableEnded || socket.destroyed) finish(null)
-    }
-    socket.on('readable', attempt)
-    socket.once('close', closed)
-    attempt()
-  })
-}
-
-/** Send a refusal and stop reading: nothing more the client sends is looked at, and the socket goes. */
-function refuse(socket: net.Socket, answer: string | Buffer): void {
-  socket.removeAllListeners('readable')
-  socket.removeAllListeners('data')
-  socket.pause()
-  socket.end(answer, () => socket.destroy())
-  setTimeout(() => socket.destroy(), REFUSAL_FLUSH_MS).unref()
-}
-
-/** `host:port` of a CONNECT request (authority form; an IPv6 host in brackets). */
-function splitTarget(target: string): { raw: string; port: number | null } {
-  const m = /^(\[[^\]]*\]|[^:]*)(?::(\d{1,5}))?$/.exec(target)
-  if (!m) return { raw: target, port: null }
-  const port = m[2] === undefined ? 443 : Number(m[2])
-  return { raw: m[1]!, port: port >= 1 && port <= 65535 ? port : null }
-}
-
+/** A plain http:// request, its body included, is read within this long. */
+const REQUEST_MS = 300_000
 /**
  * Headers without those of one hop (RFC 9110 7.6.1): the upstream's `connection: close` must not end
  * the client's connection with its pipelined requests, nor the client's keep-alive the upstream's.
@@ -114,11 +78,31 @@ function hopByHop<T extends Record<string, string | string[] | undefined>>(heade
 /** The connection a request came on: the HTTP server is only ever given Metered streams (serveHttp). */
 const meteredOf = (req: IncomingMessage) => req.socket as unknown as Metered
 
+/** A host as sent, the way the parser compares it: lower case, no brackets, no trailing dot. */
+const plainHost = (raw: string) =>
+  raw
+    .toLowerCase()
+    .replace(/^\[(.*)\]$/, '$1')
+    .replace(/\.$/, '')
+
+/** What a request that Node's HTTP parser refused is answered and recorded as. */
+interface ParseError extends NodeJS.ErrnoException {
+  rawPacket?: Buffer
+  bytesParsed?: number
+}
+
+/** The decision for one request, and its event (null when past maxEvents: only counted). */
+export interface Judged {
+  decision: Decision
+  event: ProxyEvent | null
+}
+
 export class NetworkProxy {
   readonly dir: string
   /** This run's token line, written to the bridge on TOKEN_FD; never in an argv, a file or an environment. */
   readonly token: Buffer
-  readonly events: NetworkEvent[] = []
+  /** Each connection's event, the host as received (events.ts's showEvents makes them a result's). */
+  readonly events: ProxyEvent[] = []
   /** Events not kept in `events` (past maxEvents). */
   dropped = 0
   private readonly gate: NetworkGate
@@ -127,6 +111,8 @@ export class NetworkProxy {
   private readonly servers: net.Server[] = []
   private readonly sockets = new Set<net.Socket>()
   private readonly deadlines = new WeakMap<net.Socket, NodeJS.Timeout>()
+  /** Connections that showed this run's token, and which proxy serves them. */
+  private readonly admitted = new WeakMap<net.Socket, 'http' | 'socks'>()
   /** Per HTTP connection: whether a request is being forwarded, and those waiting for their turn. */
   private readonly turns = new WeakMap<Metered, { busy: boolean; waiting: (() => void)[]; over: boolean }>()
   private open = 0
@@ -145,7 +131,16 @@ export class NetworkProxy {
     this.dirId = lstatSync(this.dir)
     writeFileSync(path.join(this.dir, BRIDGE_MOUNT_POINT), '', { mode: 0o444, flag: 'wx' })
     this.httpServer = http().createServer(
-      { headersTimeout: this.limits.handshakeMs, requestTimeout: 300_000 },
+      {
+        headersTimeout: this.limits.handshakeMs,
+        requestTimeout: REQUEST_MS,
+        // Node checks those two timeouts on this interval (30 s by default): a client trickling a request
+        // head on a kept-alive connection was answered 408 only up to 40 s later.
+        connectionsCheckingInterval: Math.min(1000, this.limits.handshakeMs),
+        // The host is the request target's, judged; a request without a Host header is no reason for a
+        // 400 no event would tell of.
+        requireHostHeader: false,
+      },
       (req, res) => this.inTurn(req, res),
     )
     // A tunnel is the connection itself again, with what the parser had not consumed put back in front.
@@ -153,15 +148,18 @@ export class NetworkProxy {
       const client = socket.detach(head)
       this.tunnel(req, client).catch(() => client.destroy())
     })
+    // What Node's parser refuses (a NUL or a space in the host, a head past 16 KiB, one that took too
+    // long) is answered and recorded here; without this listener Node answered 400 and no event said so.
+    this.httpServer.on('clientError', (error: ParseError, socket: Metered) => this.clientError(error, socket))
     // Connections reach the HTTP server by hand (after their token), never by its own listen(); its
     // header and request timeouts are checked only once it has seen 'listening'.
     this.httpServer.emit('listening')
-    for (const [name, serve] of [
-      [SOCKETS.http, (s: net.Socket) => this.serveHttp(s)],
-      [SOCKETS.socks, (s: net.Socket) => this.socks(s).catch(() => s.destroy())],
+    for (const [name, kind] of [
+      [SOCKETS.http, 'http'],
+      [SOCKETS.socks, 'socks'],
     ] as const) {
       const server = net.createServer({ pauseOnConnect: true }, (s) => {
-        this.admit(s, serve).catch(() => s.destroy())
+        this.admit(s, kind).catch(() => s.destroy())
       })
       server.maxConnections = MAX_UNAUTHENTICATED
       // listen() on a path binds before it returns, so the socket exists before the sandbox starts.
@@ -187,35 +185,58 @@ export class NetworkProxy {
     socket.on('close', () => this.sockets.delete(socket))
   }
 
-  private record(event: NetworkEvent): void {
-    if (this.events.length < this.limits.maxEvents) this.events.push(event)
-    else this.dropped++
+  /** Keep an event (or count it, past maxEvents); the event kept, which a failed connection updates. */
+  record(event: ProxyEvent): ProxyEvent | null {
+    if (this.events.length < this.limits.maxEvents) {
+      this.events.push(event)
+      return event
+    }
+    this.dropped++
+    return null
   }
 
-  private endHandshake(socket: net.Socket): void {
+  /** A refusal with no host to judge: a request that does not parse, a bound, a deadline. */
+  refused(code: RefusalCode, reason: string, raw = '', port = 0): void {
+    this.record({ ...rawHost(raw), port, allowed: false, code, reason })
+  }
+
+  endHandshake(socket: net.Socket): void {
     clearTimeout(this.deadlines.get(socket))
   }
 
   /** The token first, compared in constant time; then the connection is this run's, within its cap. */
-  private async admit(socket: net.Socket, serve: (s: net.Socket) => void): Promise<void> {
+  private async admit(socket: net.Socket, kind: 'http' | 'socks'): Promise<void> {
     this.track(socket)
-    const deadline = setTimeout(() => socket.destroy(), this.limits.handshakeMs).unref()
+    const deadline = setTimeout(() => this.timedOut(socket), this.limits.handshakeMs).unref()
     this.deadlines.set(socket, deadline)
     socket.once('close', () => clearTimeout(deadline))
     const line = await readExactly(socket, TOKEN_LINE_BYTES)
     if (!line || !crypto().timingSafeEqual(line, this.token)) return void socket.destroy()
     if (this.open >= this.limits.maxConnections) {
-      this.record({
-        host: '',
-        port: 0,
-        allowed: false,
-        reason: `more than ${this.limits.maxConnections} connections at once`,
-      })
-      return void socket.destroy()
+      const reason = `more than ${this.limits.maxConnections} connections at once`
+      this.refused('limit', reason)
+      // HTTP can be answered before its request is read; SOCKS5 only after a greeting it would have to read.
+      if (kind === 'socks') return void socket.destroy()
+      return refuse(socket, httpAnswer(503, 'Service Unavailable', `cordon: ${reason}`))
     }
     this.open++
     socket.once('close', () => this.open--)
-    serve(socket)
+    this.admitted.set(socket, kind)
+    if (kind === 'http') this.serveHttp(socket)
+    else serveSocks(this, socket).catch(() => socket.destroy())
+  }
+
+  /**
+   * The handshake deadline: a connection of this run that has not finished its request is refused as
+   * a timeout (HTTP's 408); one that never showed the token is only dropped.
+   */
+  private timedOut(socket: net.Socket): void {
+    const kind = this.admitted.get(socket)
+    if (!kind || socket.destroyed) return void socket.destroy()
+    const reason = `no complete request within ${this.limits.handshakeMs / 1000} s`
+    this.refused('timeout', reason)
+    if (kind === 'socks') return void socket.destroy()
+    refuse(socket, httpAnswer(408, 'Request Timeout', `cordon: ${reason}`))
   }
 
   /** The HTTP server reads the connection through a Metered stream: a request parsed only with room. */
@@ -227,59 +248,119 @@ export class NetworkProxy {
     this.httpServer.emit('connection', metered)
   }
 
-  /** Decide and record; a host that did not parse is refused here, shown as the sandbox sent it. */
-  private async decide(host: Host | null, raw: string, port: number): Promise<Decision> {
-    const decision: Decision = host
-      ? await this.gate.decide(host, port)
-      : { allowed: false, reason: 'not a host name or IP address' }
-    this.record({
-      host: host ? host.text : showHost(raw),
-      port,
-      allowed: decision.allowed,
-      reason: decision.allowed ? `connected to ${decision.address}` : decision.reason,
-    })
-    return decision
+  /**
+   * A request Node's parser refused, or one that timed out: recorded, with the host its request line
+   * names when there is one, and answered unless a response is already under way on the connection.
+   */
+  private clientError(error: ParseError, socket: Metered): void {
+    this.endHandshake(socket.raw)
+    const code = String(error.code ?? '')
+    let event: [RefusalCode, string] | null = null
+    let target: Target | null = null
+    if (code === 'ERR_HTTP_REQUEST_TIMEOUT') {
+      const head = this.limits.handshakeMs / 1000
+      event = [
+        'timeout',
+        `no complete request in time (${head} s for its head, ${REQUEST_MS / 1000} s in all)`,
+      ]
+    } else if (code.startsWith('HPE_')) {
+      const line = error.rawPacket ? requestLineAt(error.rawPacket, error.bytesParsed ?? 0) : null
+      target = line && targetOf(line.method, line.target)
+      if (code === 'HPE_HEADER_OVERFLOW') event = ['limit', 'a request head larger than 16 KiB']
+      else if (target && !parseUriHost(target.raw))
+        event = ['malformed-host', 'not a host name or IP address']
+      else event = ['malformed-request', `not an HTTP request cordon reads (${code})`]
+    }
+    const state = this.turns.get(socket)
+    if (!event) return void socket.destroy()
+    this.refused(event[0], event[1], target?.raw ?? '', target?.port ?? 0)
+    // A response under way would be cut by ours: the connection only goes.
+    if (state?.busy || !socket.writable) return void socket.destroy()
+    const [status, title] =
+      code === 'HPE_HEADER_OVERFLOW' ? [431, 'Request Header Fields Too Large'] : HTTP_STATUS[event[0]]
+    refuse(socket, httpAnswer(status, title, `cordon: ${event[1]}`))
   }
 
-  /** Connect to an allowed address and splice the two sockets together. */
-  private connect(
+  /**
+   * Decide and record. `raw`: the host as the sandbox sent it, which the event shows; `host`: it parsed,
+   * or null (refused as malformed). A host read another way than it was written (`[::ffff:7f00:1]` is
+   * 127.0.0.1) says so in the reason of a refusal by rule.
+   */
+  async decide(host: Host | null, raw: string, port: number): Promise<Judged> {
+    const decision: Decision = host
+      ? await this.gate.decide(host, port)
+      : { allowed: false, code: 'malformed-host', reason: 'not a host name or IP address' }
+    const readAs =
+      host && !decision.allowed && (decision.code === 'not-allowed' || decision.code === 'denied')
+        ? plainHost(raw) === host.text
+          ? ''
+          : ` (read as ${host.text})`
+        : ''
+    const event = this.record({
+      ...rawHost(raw),
+      port,
+      allowed: decision.allowed || decision.code === 'unresolvable',
+      code: decision.allowed ? 'connected' : decision.code,
+      reason: decision.allowed ? `connected to ${decision.address}` : decision.reason + readAs,
+    })
+    return { decision, event }
+  }
+
+  /**
+   * Connect to an allowed address and splice the two sockets together. A connection that cannot be made
+   * turns its event (when kept) from `connected` into `unreachable`, with the error.
+   */
+  connect(
     address: string,
     port: number,
     client: net.Socket,
+    event: ProxyEvent | null,
     onOpen: () => void,
-    onFail: () => void,
+    onFail: (code: string | undefined) => void,
   ): void {
     // Gone while its host was decided: no connection out that nothing would ever close.
     if (client.destroyed) return
     const upstream = net.connect({ host: address, port })
     this.track(upstream)
+    let opened = false
     upstream.once('connect', () => {
+      opened = true
       onOpen()
       upstream.pipe(client)
       client.pipe(upstream)
     })
-    upstream.once('error', () => (upstream.readyState === 'opening' ? onFail() : client.destroy()))
+    // By the time 'error' is emitted the socket is destroyed (its readyState no longer 'opening'): whether
+    // it had connected is this flag's to say. A failed connect is answered; the client goes after that.
+    upstream.once('error', (error: NodeJS.ErrnoException) => {
+      if (opened) return void client.destroy()
+      markUnreachable(event, address, error)
+      onFail(error.code)
+    })
     client.once('close', () => upstream.destroy())
-    upstream.once('close', () => client.destroy())
+    upstream.once('close', () => {
+      if (opened) client.destroy()
+    })
   }
 
   private async tunnel(req: IncomingMessage, client: net.Socket): Promise<void> {
     this.endHandshake(client)
-    const target = splitTarget(req.url ?? '')
-    const decision =
-      target.port === null
-        ? await this.decide(null, req.url ?? '', 0)
-        : await this.decide(parseUriHost(target.raw), target.raw, target.port)
+    const target = splitAuthority(req.url ?? '', 443)
+    if (target.port === null) {
+      this.refused('malformed-request', 'no valid port (1-65535)', target.raw)
+      return refuse(client, httpAnswer(400, 'Bad Request', 'cordon: no valid port (1-65535)'))
+    }
+    const { decision, event } = await this.decide(parseUriHost(target.raw), target.raw, target.port)
     if (!decision.allowed) {
-      refuse(client, `HTTP/1.1 403 Forbidden\r\ncontent-type: text/plain\r\n\r\ncordon: ${decision.reason}\n`)
-      return
+      const [status, title] = HTTP_STATUS[decision.code]
+      return refuse(client, httpAnswer(status, title, `cordon: ${decision.reason}`))
     }
     this.connect(
       decision.address,
-      target.port!,
+      target.port,
       client,
+      event,
       () => client.write('HTTP/1.1 200 Connection Established\r\n\r\n'),
-      () => refuse(client, 'HTTP/1.1 502 Bad Gateway\r\n\r\n'),
+      (code) => refuse(client, httpAnswer(502, 'Bad Gateway', `cordon: cannot connect: ${code ?? 'error'}`)),
     )
   }
 
@@ -317,12 +398,16 @@ export class NetworkProxy {
     if (state.waiting.length < MAX_PIPELINED) return void state.waiting.push(run)
     state.over = true
     const reason = `more than ${MAX_PIPELINED} requests waiting on one connection`
-    this.record({ host: '', port: 0, allowed: false, reason })
+    this.refused('limit', reason)
     res.setHeader('connection', 'close')
     res.writeHead(503, { 'content-type': 'text/plain' }).end(`cordon: ${reason}\n`)
   }
 
-  /** Plain http:// requests through the proxy (absolute URI). */
+  /**
+   * Plain http:// requests through the proxy (absolute URI). The host is read from the request target as
+   * sent, as CONNECT's is: a URL parser would percent-decode and IDNA-map it first (`ex%61mple.com`,
+   * `0x7f.1`), so the two proxies would read one spelling two ways.
+   */
   private async forward(req: IncomingMessage, res: ServerResponse): Promise<void> {
     this.endHandshake(meteredOf(req).raw)
     // A refused request whose body is still coming closes the connection rather than read that body.
@@ -330,27 +415,37 @@ export class NetworkProxy {
       if (!req.complete) res.setHeader('connection', 'close')
       res.writeHead(status, { 'content-type': 'text/plain' }).end(text)
     }
-    let url: URL
-    try {
-      url = new URL(req.url ?? '')
-    } catch {
-      return answer(400, 'cordon: the proxy needs an absolute URL\n')
+    const uri = splitAbsolute(req.url ?? '')
+    if (!uri) {
+      const reason = 'the proxy needs an absolute URL'
+      this.refused('malformed-request', reason)
+      return answer(400, `cordon: ${reason}\n`)
     }
-    if (url.protocol !== 'http:')
-      return answer(400, 'cordon: only http:// is forwarded; use CONNECT for https\n')
-    const port = url.port ? Number(url.port) : 80
-    // The URL parser has canonicalised the host already (0x7f.1 is 127.0.0.1); it is parsed again all the same.
-    const decision = await this.decide(parseUriHost(url.hostname), url.hostname, port)
-    if (!decision.allowed) return answer(403, `cordon: ${decision.reason}\n`)
-    if (req.socket.destroyed) return
+    const target = splitAuthority(uri.authority, 80)
+    if (uri.scheme !== 'http') {
+      const reason = `only http:// is forwarded (use CONNECT for ${uri.scheme}://)`
+      this.refused('unsupported', reason, target.raw, target.port ?? 0)
+      return answer(400, `cordon: ${reason}\n`)
+    }
+    if (target.port === null) {
+      this.refused('malformed-request', 'no valid port (1-65535)', target.raw)
+      return answer(400, 'cordon: no valid port (1-65535)\n')
+    }
+    const port = target.port
+    const host = parseUriHost(target.raw)
+    const { decision, event } = await this.decide(host, target.raw, port)
+    if (!decision.allowed) return answer(HTTP_STATUS[decision.code][0], `cordon: ${decision.reason}\n`)
+    if (req.socket.destroyed || !host) return
+    // The Host header names the host that was judged, as it was judged: not another one served at the
+    // same address, nor a spelling of it the upstream might read otherwise.
+    const named = host.kind === 'ipv6' ? `[${host.text}]` : host.text
     const upstream = http().request(
       {
         host: decision.address,
         port,
         method: req.method,
-        path: url.pathname + url.search,
-        // The Host header names the host that was allowed, not another one served at the same address.
-        headers: { ...hopByHop(req.headers), host: url.host },
+        path: uri.path,
+        headers: { ...hopByHop(req.headers), host: target.explicit ? `${named}:${port}` : named },
         // A connection of its own: never one pooled with another run's.
         agent: false,
       },
@@ -360,80 +455,13 @@ export class NetworkProxy {
       },
     )
     upstream.on('socket', (s) => this.track(s))
-    upstream.on('error', () => (res.headersSent ? res.destroy() : answer(502, 'cordon: bad gateway\n')))
+    upstream.on('error', (error: NodeJS.ErrnoException) => {
+      if (res.headersSent) return void res.destroy()
+      markUnreachable(event, decision.address, error)
+      answer(502, `cordon: cannot connect: ${error.code ?? 'error'}\n`)
+    })
     res.once('close', () => upstream.destroy())
     req.pipe(upstream)
-  }
-
-  /** SOCKS5, no authentication, CONNECT only (RFC 1928). */
-  private async socks(client: net.Socket): Promise<void> {
-    const reply = (code: number) => Buffer.from([5, code, 0, 1, 0, 0, 0, 0, 0, 0])
-    const need = (n: number) => (n === 0 ? Promise.resolve(Buffer.alloc(0)) : readExactly(client, n))
-    const greeting = await need(2)
-    if (greeting?.[0] !== 5) return void client.destroy()
-    const methods = await need(greeting[1]!)
-    if (!methods) return void client.destroy()
-    if (!methods.includes(0)) return refuse(client, Buffer.from([5, 0xff]))
-    client.write(Buffer.from([5, 0]))
-    const head = await need(4)
-    if (head?.[0] !== 5) return void client.destroy()
-    const [, command, , type] = head
-    let host: Host | null = null
-    let raw = ''
-    if (type === 1 || type === 4) {
-      const bytes = await need(type === 1 ? 4 : 16)
-      if (!bytes) return void client.destroy()
-      host = ipFromBytes(bytes)
-      raw = host.text
-    } else if (type === 3) {
-      const length = await need(1)
-      const name = length && (await need(length[0]!))
-      if (!name) return void client.destroy()
-      // Bytes, not text: a NUL or a byte above 0x7f stays what it is, and the parser refuses it.
-      raw = name.toString('latin1')
-      host = parseHost(raw)
-    } else {
-      this.record({
-        host: '',
-        port: 0,
-        allowed: false,
-        reason: `SOCKS5 address type ${type} is not supported`,
-      })
-      return refuse(client, reply(8))
-    }
-    const portBytes = await need(2)
-    if (!portBytes) return void client.destroy()
-    const port = portBytes.readUInt16BE(0)
-    this.endHandshake(client)
-    const shown = host ? host.text : showHost(raw)
-    if (command !== 1) {
-      this.record({
-        host: shown,
-        port,
-        allowed: false,
-        reason: `SOCKS5 command ${command} is not supported (CONNECT only)`,
-      })
-      return refuse(client, reply(7))
-    }
-    if (client.readableLength > SOCKS_EARLY_BYTES) {
-      this.record({
-        host: shown,
-        port,
-        allowed: false,
-        reason: `sent more than ${SOCKS_EARLY_BYTES} bytes before the reply`,
-      })
-      return void client.destroy()
-    }
-    const decision = await this.decide(port === 0 ? null : host, raw, port)
-    if (!decision.allowed) return refuse(client, reply(2))
-    // What the client sent after its request (at most a stream's high-water mark) goes through the tunnel.
-    this.connect(
-      decision.address,
-      port,
-      client,
-      () => client.write(reply(0)),
-      () => refuse(client, reply(5)),
-    )
   }
 
   async close(): Promise<void> {

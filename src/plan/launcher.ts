@@ -11,6 +11,11 @@ export interface LauncherSpec {
   join: readonly string[]
   /** The private TMPDIR the launcher makes (for the sandbox uid); null for none. */
   scratch: string | null
+  /**
+   * Not as root (the process tier): `scratch` and /dev/shm become tmpfs of this many bytes in a user and
+   * mount namespace of the sandbox's own (see own_tmpfs in launch.c); null leaves `scratch` a directory.
+   */
+  ownTmpfs?: number | null
   /** An empty network namespace (root only). */
   unshareNet: boolean
   /** An IPC namespace of its own (root only): SysV IPC objects die with the sandbox. */
@@ -93,6 +98,7 @@ export function launcherArgv(spec: LauncherSpec): string[] {
         ]
       : []),
     ...(spec.scratch ? [`--mkdir=${spec.scratch}`] : []),
+    ...(spec.scratch && spec.ownTmpfs ? [`--own-tmpfs=${spec.ownTmpfs}`] : []),
     ...(spec.stageFds ?? []).map((fd) => `--stage-fd=${fd}`),
     ...(spec.drop ? [`--uid=${spec.drop.uid}`, `--gid=${spec.drop.gid}`] : []),
     ...(spec.writable

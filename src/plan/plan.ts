@@ -12,6 +12,7 @@ import { checkCommand, resolveRules } from '../policy/command.js'
 import { buildEnv } from '../policy/env.js'
 import type { Isolation, PerProcessLimit, Violation } from '../policy/result.js'
 import type { Policy } from '../policy/schema.js'
+import { formatBytes } from '../policy/units.js'
 import { resolveRootfs } from '../rootfs/rootfs.js'
 import { BRIDGE_PROCESSES } from './bridge.js'
 import { covers } from './bwrap.js'
@@ -259,6 +260,15 @@ function unmetNeed(policy: Policy, caps: Capabilities, tier: Isolation, named: N
       'hide',
       'hide needs the namespace tier (the process tier hides no paths)',
     ],
+    [
+      // Its TMPDIR would be a directory on the host's disk, bounded per file only (a run wrote 3 x its
+      // tmpfsBytes): refused rather than promised and not kept.
+      tier === 'process' && !caps.isRoot && !caps.userns,
+      'limits.tmpfsBytes',
+      `the process tier not as root bounds its TMPDIR (${formatBytes(policy.limits.tmpfsBytes)}) with a tmpfs in a ` +
+        `user namespace of its own, and this machine allows none (${caps.usernsReason}): allow unprivileged user ` +
+        'namespaces, or run cordon as root',
+    ],
   ]
   const blocker = unmet.find(([blocked]) => blocked)
   return blocker ? { kind: 'error', limit: blocker[1], message: blocker[2] } : null
@@ -445,11 +455,7 @@ function launchPlan(
     lease,
     cgroup,
     scratch: own.scratch,
-    perProcessLimits: [
-      ...(cgroup ? [] : (['cpuTimeMs', 'memoryBytes', 'maxProcesses'] as const)),
-      // A host directory, not a tmpfs, without a mount namespace: RLIMIT_FSIZE bounds each file only.
-      ...(own.scratch ? (['tmpfsBytes'] as const) : []),
-    ],
+    perProcessLimits: cgroup ? [] : ['cpuTimeMs', 'memoryBytes', 'maxProcesses'],
     seccomp,
     fds,
     pathFds,

@@ -1,7 +1,7 @@
 // The process tier's launch: cordon's launcher alone, no bwrap. It stays as the monitor and its child
 // sets the sandbox up (as root a mount namespace of its own; Landlock, seccomp, its own TMPDIR), then
 // executes the program.
-import { realpathSync } from 'node:fs'
+import { existsSync, realpathSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { PolicyError } from '../errors.js'
@@ -36,9 +36,13 @@ export function processLaunch(ctx: PlanContext): TierLaunch {
   // clock's variables are simply its environment, without `env`.
   if (ctx.clock) Object.assign(env, ctx.clock)
   // As root, a mount namespace of its own: TMPDIR and /dev/shm are tmpfs bounded by tmpfsBytes, /proc shows
-  // its own processes only; nothing of its scratch is ever on the host. Otherwise a TMPDIR on the host.
+  // its own processes only; nothing of its scratch is ever on the host. Otherwise a TMPDIR named on the
+  // host, which the launcher makes a tmpfs of tmpfsBytes in a user namespace of its own (as /dev/shm):
+  // a host directory was bounded per file only, and a run wrote 3 x its tmpfsBytes to the host's disk.
+  // A machine without user namespaces is refused before this (unmetNeed, limits.tmpfsBytes).
   const mounts = caps.isRoot ? rootMounts(ctx) : null
   const scratch = caps.isRoot ? null : newScratch(caps.launcher!)
+  const shm = scratch && existsSync('/dev/shm') ? ['/dev/shm'] : []
   for (const name of ['TMPDIR', 'HOME']) {
     if (!Object.hasOwn(policy.env, name) && !policy.passEnv.includes(name)) env[name] = scratch ?? ROOT_TMPDIR
   }
@@ -58,6 +62,7 @@ export function processLaunch(ctx: PlanContext): TierLaunch {
     program: [check.real, ...ctx.command.slice(1)],
     scratch,
     launcher: {
+      ownTmpfs: scratch ? policy.limits.tmpfsBytes : null,
       unshareNet: noNetwork && processTierNetns(caps, ctx.seccomp !== null),
       // Shared memory would otherwise outlive the run on the host, holding memory and data for the next.
       unshareIpc: ctx.ownIpc,
@@ -67,7 +72,8 @@ export function processLaunch(ctx: PlanContext): TierLaunch {
         tmpfsBytes: policy.limits.tmpfsBytes,
         files: mounts.identity.map((p) => ({ path: p, content: identity[p] })),
       },
-      writable: landlockFs ? [...(mounts ? mounts.writable : [scratch!]), ...DEVICES_WRITABLE] : null,
+      // Not as root its /dev/shm is its own tmpfs too, as root's is: writable like its TMPDIR.
+      writable: landlockFs ? [...(mounts ? mounts.writable : [scratch!, ...shm]), ...DEVICES_WRITABLE] : null,
       writableFds,
       scope: { signals: scoped, abstractUnix: scoped && noNetwork },
       seccomp: ctx.seccomp,

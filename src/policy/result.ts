@@ -1,4 +1,4 @@
-import type { NetworkEvent } from '../net/gate.js'
+import type { NetworkEvent } from '../net/events.js'
 import type { LogEntry, OutputData } from './schema.js'
 
 // The one result schema: run(), `cordon run --json` and the HTTP API all return this object.
@@ -7,8 +7,8 @@ export type LimitKind = 'timeout' | 'cpu-time' | 'memory' | 'output-limit' | 'pr
 export type ViolationKind = LimitKind | 'denied' | 'not-found' | 'canceled' | 'error'
 export type Status = 'ok' | 'nonzero-exit' | 'signaled' | ViolationKind
 export type Isolation = 'namespace' | 'process'
-/** A limit held only per process (an rlimit, or a size per file) because no cgroup or tmpfs held the whole. */
-export type PerProcessLimit = 'cpuTimeMs' | 'memoryBytes' | 'maxProcesses' | 'tmpfsBytes'
+/** A limit held only per process (an rlimit) because no cgroup held the whole sandbox. */
+export type PerProcessLimit = 'cpuTimeMs' | 'memoryBytes' | 'maxProcesses'
 
 export interface Violation {
   kind: ViolationKind
@@ -36,8 +36,7 @@ export interface RunResult<D extends OutputData = string> {
   violation: Violation | null
   /**
    * Limits enforced only per process (rlimits) because no cgroup held the whole sandbox; empty when a
-   * cgroup enforced memory, processes and CPU time on the whole tree. `tmpfsBytes`: the process tier's
-   * TMPDIR is a host directory (not as root), where only each file is bounded (maxFileSizeBytes).
+   * cgroup enforced memory, processes and CPU time on the whole tree.
    */
   perProcessLimits: PerProcessLimit[]
   /** Lines from the log channel (CORDON_LOG_FD), in order, redacted, within limits.maxLogBytes. */

@@ -9,8 +9,13 @@ const LEVELS = new Set(['trace', 'debug', 'info', 'warn', 'error'])
 const MAX_LINE = 64 * 1024
 
 /** A log line as an entry; `redact` applies to its text: to the decoded keys and string values of a JSON
- * line, at every depth (so an escaped secret is caught and the JSON stays valid), or to the raw line. */
-export function parseLogLine(line: string, redact: (text: string) => string = (t) => t): LogEntry {
+ * line, at every depth (so an escaped secret is caught and the JSON stays valid), or (`redactRaw`, the same
+ * unless the line was cut) to the raw line. */
+export function parseLogLine(
+  line: string,
+  redact: (text: string) => string = (t) => t,
+  redactRaw: (text: string) => string = redact,
+): LogEntry {
   try {
     const value: unknown = JSON.parse(line)
     if (value && typeof value === 'object' && !Array.isArray(value)) {
@@ -24,7 +29,7 @@ export function parseLogLine(line: string, redact: (text: string) => string = (t
   } catch {
     // not JSON: raw text below
   }
-  return { level: 'info', msg: redact(line) }
+  return { level: 'info', msg: redactRaw(line) }
 }
 
 function redactValues(value: unknown, redact: (text: string) => string): unknown {
@@ -72,9 +77,13 @@ export class LogCollector {
   }
 
   finish(): LogEntry[] {
-    const rest = this.partial + this.decoder.end()
+    // A character the budget split ends the line as U+FFFD, after the redaction of what precedes it.
+    const split = this.decoder.end()
+    const rest = this.partial
     this.partial = ''
-    if (rest || this.longLine) this.line(rest)
+    // The budget cut the last line (not its writer): a secret's beginning at its end is hidden too.
+    if (this.truncated) this.line(rest, split)
+    else if (rest || split || this.longLine) this.line(rest + split)
     return this.entries
   }
 
@@ -82,14 +91,21 @@ export class LogCollector {
     if (text.trim()) this.add({ level: 'info', msg: text })
   }
 
-  private line(raw: string): void {
+  /** A whole line; or, with `cutBefore` (what follows the cut: '' or U+FFFD), the part the budget kept. */
+  private line(raw: string, cutBefore?: string): void {
+    const cut = cutBefore !== undefined
     if (this.longLine) {
-      this.raw(this.longLine.push(raw) + this.longLine.flush())
+      this.raw(this.longLine.push(raw) + this.longLine.flush(cut) + (cutBefore ?? ''))
       this.longLine = null
       return
     }
-    if (!raw.trim()) return
-    this.add(parseLogLine(raw, (text) => this.redaction.apply(text)))
+    if (!(raw + (cutBefore ?? '')).trim()) return
+    const redact = (text: string) => this.redaction.apply(text)
+    if (!cut) return void this.add(parseLogLine(raw, redact))
+    // A line that still parses was whole; one that does not is raw text, whose end may be a secret's start.
+    const rawCut = (text: string) => this.redaction.apply(text, true)
+    if (cutBefore) return void this.add({ level: 'info', msg: rawCut(raw) + cutBefore })
+    this.add(parseLogLine(raw, redact, rawCut))
   }
 
   private add(entry: LogEntry): void {

@@ -66,7 +66,8 @@ export function redactionFor(policy: Pick<Policy, 'redact' | 'env' | 'passEnv'>)
 export function redactResult<T extends RunResult<OutputData>>(result: T, redaction: Redaction): T {
   if (!redaction.active) return result
   const hide = (text: string) => redaction.apply(text)
-  // A host is shown as the proxy parsed it, lower-cased: a secret with capitals is looked for that way too.
+  // A reason names a host as the proxy read it, lower-cased (`read as ...`): a secret with capitals is
+  // looked for that way too. The host itself was redacted as received, before it was escaped (showEvents).
   const hideHost = (text: string) => redaction.forHosts().apply(text)
   const { violation } = result
   return {
@@ -79,7 +80,7 @@ export function redactResult<T extends RunResult<OutputData>>(result: T, redacti
     network: result.network.map((event) => ({
       ...event,
       host: hideHost(event.host),
-      reason: hide(event.reason),
+      reason: hideHost(event.reason),
     })),
   }
 }
@@ -214,6 +215,7 @@ export class Redaction {
   private readonly regexList: RegExp[]
   private bytes: Redaction | undefined
   private hosts: Redaction | undefined
+  private rawHosts: Redaction | undefined
 
   constructor(redact: readonly (string | RegExp)[]) {
     const literals = [...new Set(redact.filter((r): r is string => typeof r === 'string' && r.length > 0))]
@@ -279,6 +281,19 @@ export class Redaction {
     return this.hosts
   }
 
+  /**
+   * For a host as a sandbox sent it, read as Latin-1 (one character a byte): each literal as it is, lower-cased,
+   * and as its UTF-8 bytes, so a secret is found in the bytes before they are escaped for showing.
+   */
+  forRawHosts(): Redaction {
+    this.rawHosts ??= new Redaction([
+      ...this.forHosts().literalList,
+      ...this.forHosts().literalList.map((l) => Buffer.from(l, 'utf8').toString('latin1')),
+      ...this.regexList,
+    ])
+    return this.rawHosts
+  }
+
   /** Overwrite every secret in `bytes` (as UTF-8 or ASCII) with `*`, keeping the length. */
   maskBytes(bytes: Uint8Array): void {
     if (!this.active || bytes.length === 0) return
@@ -286,11 +301,15 @@ export class Redaction {
     for (const [start, end] of this.forBytes().masks(text)) bytes.fill(0x2a, start, end)
   }
 
-  /** `text` with every match shown as [REDACTED]. */
-  apply(text: string): string {
+  /**
+   * `text` with every match shown as [REDACTED]. `cut`: the text is the first part of a longer one (a cap
+   * cut it), so a secret's beginning at its end is hidden too (see Scanner.cut).
+   */
+  apply(text: string, cut = false): string {
     if (!this.active || !text) return text
     const scanner = this.scanner()
     scanner.push(text)
+    if (cut) scanner.cut()
     scanner.end()
     const runs = new MarkerRuns()
     let out = ''
@@ -426,13 +445,17 @@ export class Scanner {
   }
 
   /**
-   * The text was cut here (by the output cap), not ended by its writer: its tail that begins a literal is
-   * part of a secret whose rest was left out, so it is masked too. Call before end().
+   * The text was cut here (by a cap), not ended by its writer: its tail that begins a literal is part of a
+   * secret whose rest was left out, so it is masked too. A RegExp's match cut short may no longer match,
+   * and which tail could begin one cannot be told: with RegExps the last REGEX_WINDOW characters are
+   * masked (their matches are assumed no longer). Call before end().
    */
   cut(): void {
+    if (this.ended) return
     const { literals } = this.redaction
-    if (!literals || this.ended) return
-    this.mask(this.length - (literals.depth[this.literalState] ?? 0), this.length)
+    let from = this.length - (literals ? (literals.depth[this.literalState] ?? 0) : 0)
+    if (this.regexes.length > 0) from = Math.min(from, this.length - REGEX_WINDOW)
+    this.mask(Math.max(this.released, from), this.length)
   }
 
   /** No more text: what was held back is decided. */
@@ -579,8 +602,10 @@ export class Redactor {
     return this.render(this.scanner.decided)
   }
 
-  flush(): string {
+  /** The end of the text; `cut`: a cap cut it there, so a secret's beginning at its end is hidden too. */
+  flush(cut = false): string {
     if (!this.active) return ''
+    if (cut) this.scanner.cut()
     this.scanner.end()
     const out = this.render(this.scanner.decided) + this.runs.close()
     this.scanner = this.redaction.scanner()

@@ -4,7 +4,7 @@
 
 import { recentCapabilities } from '../host/capabilities.js'
 import type { CgroupUsage } from '../host/cgroup-files.js'
-import type { NetworkEvent } from '../net/gate.js'
+import { type ProxyEvent, showEvents } from '../net/events.js'
 import { tierFor } from '../plan/plan.js'
 import type { Isolation, RunResult, Violation } from '../policy/result.js'
 import type { Encoding, LogEntry, OutputData } from '../policy/schema.js'
@@ -64,8 +64,8 @@ export interface RunEnd {
   output: OutputViews<OutputData>
   kept: { truncated: boolean; bytes: number }
   logs: { entries: LogEntry[]; truncated: boolean }
-  /** The allowlist's proxies, when the run had them. */
-  network: { events: NetworkEvent[]; dropped: number } | null
+  /** The allowlist's proxies, when the run had them: their events with each host as received. */
+  network: { events: readonly ProxyEvent[]; dropped: number } | null
   /** The cgroup's counters, when the sandbox had one. */
   usage: CgroupUsage | null
   wallMs: number
@@ -91,7 +91,8 @@ export function finishedResult(end: RunEnd, redaction: Redaction): RunResult<Out
       perProcessLimits: end.perProcessLimits,
       logs: end.logs.entries,
       logsTruncated: end.logs.truncated,
-      network: end.network?.events ?? [],
+      // Each host redacted as the bytes it was (a cut one hidden at the cut too), then escaped to be shown.
+      network: showEvents(end.network?.events ?? [], (raw, cut) => redaction.forRawHosts().apply(raw, cut)),
       networkDropped: end.network?.dropped ?? 0,
     },
     redaction,

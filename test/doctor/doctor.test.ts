@@ -10,6 +10,7 @@ import {
   socketMemoryCheck,
 } from '../../src/doctor/doctor.js'
 import { probeCapabilities } from '../../src/host/capabilities.js'
+import { asUnprivileged, noUnprivileged } from '../helpers.js'
 
 describe('socket memory check', () => {
   it('v1: TCP capped by kmem.tcp, unix charged, the unaccepted-connection gap named', () => {
@@ -89,9 +90,51 @@ describe('process tier check', () => {
       /\/etc\/passwd and \/etc\/group are cordon's/,
     )
     assert.match(
-      processTierCheck({ ...caps, isRoot: false }).detail,
+      processTierCheck({ ...caps, isRoot: false, userns: true }).detail,
       /the host's \/etc\/passwd and \/etc\/group \(its users\) stay visible/,
     )
+  })
+
+  it('not as root: its TMPDIR a tmpfs in a user namespace of its own, or every run refused without one', {
+    skip: caps.launcher ? false : 'the launcher is not built',
+  }, () => {
+    const bounded = processTierCheck({ ...caps, isRoot: false, userns: true, usernsReason: null })
+    assert.equal(bounded.ok, true)
+    assert.match(
+      bounded.detail,
+      /own user and mount namespace .*TMPDIR and \/dev\/shm are tmpfs of tmpfsBytes/,
+    )
+    const none = processTierCheck({
+      ...caps,
+      isRoot: false,
+      userns: false,
+      usernsReason: 'user.max_user_namespaces is 0',
+    })
+    assert.equal(none.ok, false)
+    assert.match(none.detail, /refuses every run \(error, limits\.tmpfsBytes\)/)
+    assert.match(none.detail, /user\.max_user_namespaces is 0/)
+    assert.match(none.fix ?? '', /allow unprivileged user namespaces/)
+    // Allowed by the sysctls, refused all the same (a container's seccomp profile): the probe says so.
+    const failed = processTierCheck(
+      { ...caps, isRoot: false, userns: true, usernsReason: null },
+      { ok: false, detail: 'cordon-launch: unshare: user and mount namespace: Operation not permitted' },
+    )
+    assert.equal(failed.ok, false)
+    assert.match(failed.detail, /its runs fail: .*Operation not permitted/)
+  })
+
+  it('as uid 65534, the doctor tries the bounded TMPDIR for real and the process tier is usable', {
+    skip: noUnprivileged() || (caps.userns ? false : `no user namespaces: ${caps.usernsReason}`),
+  }, async () => {
+    const out = await asUnprivileged<{ ok: boolean; detail: string; usable: string[] }>(`
+      const { doctor } = await import(${JSON.stringify(new URL('../../dist/index.js', import.meta.url).href)})
+      const d = doctor()
+      const c = d.checks.find((c) => c.name === 'process tier')
+      return { ok: c.ok, detail: c.detail, usable: d.usable }
+    `)
+    assert.equal(out.ok, true, out.detail)
+    assert.match(out.detail, /own user and mount namespace/)
+    assert.ok(out.usable.includes('process'))
   })
 })
 
@@ -148,9 +191,15 @@ describe('what isolation auto runs, as run() decides it', () => {
       usable: ['process'],
     })
     assert.deepEqual(
-      autoChoice({ ...installed, userns: false, usernsReason: 'x' }, false).autoTier,
+      autoChoice({ ...installed, isRoot: true, userns: false, usernsReason: 'x' }, false).autoTier,
       'process',
     )
+    // Not as root, no user namespace bounds the process tier's TMPDIR: it refuses every run.
+    assert.deepEqual(autoChoice({ ...installed, isRoot: false, userns: false, usernsReason: 'x' }, false), {
+      autoTier: null,
+      picks: 'process',
+      usable: [],
+    })
   })
 
   // run() picks the namespace tier whenever bubblewrap is installed and user namespaces are allowed: a

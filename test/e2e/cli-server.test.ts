@@ -94,6 +94,23 @@ describe('cordon run --server', { timeout: 180_000 }, () => {
     assert.match(r.stderr, /^cordon: timeout: .*\n$/)
   })
 
+  it('a failed program whose connections the policy refused: the same line on stderr as a local run', async () => {
+    const r = await remote([
+      '--net',
+      'allow:no-such-name.invalid',
+      '--',
+      'sh',
+      '-c',
+      'curl -s -o /dev/null -p http://evil.test/; curl -s -o /dev/null -p http://no-such-name.invalid/; exit 7',
+    ])
+    assert.equal(r.status, 7, r.stderr)
+    assert.equal(
+      r.stderr,
+      'cordon: the network policy refused 1 connection: evil.test:80 (not-allowed); ' +
+        'allowed but failed 1 connection: no-such-name.invalid:80 (unresolvable) (network in --json)\n',
+    )
+  })
+
   it('command not found: 127', async () => {
     const r = await remote(['--', 'no-such-command-xyz'])
     assert.equal(r.status, 127, r.stderr)

@@ -258,6 +258,34 @@ const noVenv =
     ? false
     : "python3's venv module is not installed"
 
+// Not as root (a developer's own account): the private TMPDIR is bounded in both tiers. The process tier's
+// was a directory on the host's disk, bounded per file only (tmpfsBytes 64M let a run write 192 MiB).
+describe('TMPDIR is bounded by tmpfsBytes not as root too (both tiers, as uid 65534)', {
+  skip: noUnprivileged(),
+}, () => {
+  for (const isolation of TIERS) {
+    it(`${isolation} tier: three files of the whole size, and TMPDIR holds one`, {
+      skip: skipTier(isolation),
+    }, async () => {
+      const out = await asUnprivileged<{ status: string; stdout: string; stderr: string }>(`
+        const r = await run(['sh', '-c', 'for i in 1 2 3; do head -c 8388608 /dev/zero > "$TMPDIR/f$i" 2>/dev/null || echo full $i; done; du -sk "$TMPDIR" | cut -f1'], {
+          isolation: ${JSON.stringify(isolation)},
+          limits: { tmpfsBytes: '8M', maxFileSizeBytes: '1G' },
+        })
+        return { status: r.status, stdout: r.stdout, stderr: r.stderr }
+      `)
+      assert.equal(out.status, 'ok', out.stderr)
+      const lines = out.stdout.trim().split('\n')
+      assert.deepEqual(
+        lines.slice(0, -1),
+        ['full 1', 'full 2', 'full 3'].slice(-lines.length + 1),
+        out.stdout,
+      )
+      assert.ok(Number(lines.at(-1)) <= 8192, `TMPDIR holds ${lines.at(-1)} KiB`)
+    })
+  }
+})
+
 describe('what runs is what was judged (both tiers)', () => {
   for (const isolation of TIERS) {
     describe(isolation, { skip: skipTier(isolation) }, () => {

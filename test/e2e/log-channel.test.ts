@@ -42,5 +42,28 @@ for (const tier of TIERS) {
       assert.equal(r.logsTruncated, true)
       assert.ok(r.logs.length < 10, `${r.logs.length} entries`)
     })
+
+    it('a secret the budget cuts shows no prefix: not as a raw line, nor in a JSON line', async () => {
+      // The secret is the sandbox's own variable (API_TOKEN): redacted automatically, by its name.
+      const secret = 'SECRETVALUE'
+      for (const line of ['xx$API_TOKEN and more', '{"level":"info","msg":"xx$API_TOKEN"}']) {
+        const at = line.indexOf('$API_TOKEN')
+        for (const budget of [at + 2, at + 6, at + secret.length - 1]) {
+          const r = await run(
+            ['sh', '-c', `printf '%s\\n' "${line.replaceAll('"', '\\"')}" >&$CORDON_LOG_FD`],
+            {
+              isolation: tier,
+              env: { API_TOKEN: secret },
+              limits: { maxLogBytes: budget },
+            },
+          )
+          assert.equal(r.status, 'ok', r.stderr)
+          assert.equal(r.logsTruncated, true)
+          const shown = JSON.stringify(r.logs)
+          assert.ok(!/SE/.test(shown), `budget ${budget}: ${shown}`)
+          assert.match(r.logs[0]?.msg ?? '', /xx\[REDACTED\]$/, shown)
+        }
+      }
+    })
   })
 }

@@ -47,7 +47,7 @@ describe('network allowlist (namespace tier)', { skip: noNamespace }, () => {
     })
     assert.equal(r.stdout, 'hello /a\n')
     assert.deepEqual(r.network, [
-      { host: 'localhost', port, allowed: true, reason: 'connected to 127.0.0.1' },
+      { host: 'localhost', port, allowed: true, code: 'connected', reason: 'connected to 127.0.0.1' },
     ])
   })
 
@@ -137,6 +137,44 @@ print(' '.join(m.decode() for m in re.findall(rb'hello /(p\d+)', data)))
     const result = JSON.parse(stdout)
     assert.equal(result.stdout, 'hello /cli\n')
     assert.equal(result.network[0].allowed, true)
+  })
+
+  it('the CLI says on stderr which connections the policy refused when the program failed, not when it succeeded', async () => {
+    const cli = fileURLToPath(new URL('../../dist/cli/bin.cjs', import.meta.url))
+    const cordon = async (script: string) => {
+      const child = spawn(process.execPath, [
+        cli,
+        'run',
+        '--net',
+        `allow:localhost:${port},no-such-name.invalid,+loopback`,
+        '--',
+        'sh',
+        '-c',
+        script,
+      ])
+      let stderr = ''
+      child.stderr.on('data', (b: Buffer) => {
+        stderr += b.toString()
+      })
+      child.stdout.resume()
+      const status = await new Promise((resolve) => child.on('close', resolve))
+      return { status, stderr }
+    }
+    const tries = [
+      `curl -s -o /dev/null -p http://evil.test/`,
+      `curl -s -o /dev/null -p http://127.0.0.1:${port}/`,
+      `curl -s -o /dev/null -p http://no-such-name.invalid/`,
+      `curl -s -o /dev/null http://localhost:${port}/`,
+    ].join('; ')
+    const failed = await cordon(`${tries}; exit 7`)
+    assert.equal(failed.status, 7)
+    assert.equal(
+      failed.stderr,
+      `cordon: the network policy refused 2 connections: evil.test:80 (not-allowed), 127.0.0.1:${port} (not-allowed); ` +
+        'allowed but failed 1 connection: no-such-name.invalid:80 (unresolvable) (network in --json)\n',
+    )
+    const ok = await cordon(`${tries}; exit 0`)
+    assert.deepEqual(ok, { status: 0, stderr: '' })
   })
 
   it("a run's proxy sockets are its own: another sandbox uid cannot reach them", {
@@ -399,11 +437,17 @@ describe('network allowlist: every spelling of a host, bounded host side (namesp
       ['http', `GET http://${at}:PORT/ HTTP/1.1`],
     ]
   }
-  /** Every connection recorded, and each refused with a reason matching `reason`. */
-  const allRefused = (r: Awaited<ReturnType<typeof probe>>, cases: ProbeCase[], reason: RegExp) => {
+  /** Every connection recorded, and each refused with `code` and a reason matching `reason`. */
+  const allRefused = (
+    r: Awaited<ReturnType<typeof probe>>,
+    cases: ProbeCase[],
+    code: string,
+    reason: RegExp,
+  ) => {
     assert.equal(r.network.length, cases.length, JSON.stringify(r.network))
     for (const e of r.network) {
       assert.equal(e.allowed, false, JSON.stringify(e))
+      assert.equal(e.code, code, JSON.stringify(e))
       assert.match(e.reason, reason, JSON.stringify(e))
     }
   }
@@ -419,6 +463,7 @@ describe('network allowlist: every spelling of a host, bounded host side (namesp
         host: 'localhost\\u0000.example.com',
         port,
         allowed: false,
+        code: 'malformed-host',
         reason: 'not a host name or IP address',
       },
     ])
@@ -473,6 +518,97 @@ describe('network allowlist: every spelling of a host, bounded host side (namesp
     assert.equal(r.network[0]?.host, 'localhost\\u0000.example.com')
   })
 
+  it('every refusal, whatever the spelling or the proxy, is answered at once and is an event with its code', async () => {
+    // Spellings Node's HTTP parser refuses itself (a NUL, a control character, a space, a byte above 0x7f)
+    // were answered 400 with no event; an absolute URI went through a URL parser that decoded %-escapes.
+    const hosts: [string, string][] = [
+      ['a\0b.example.com', 'malformed-host'],
+      ['a\x01.example.com', 'malformed-host'],
+      ['a\x1b.example.com', 'malformed-host'],
+      ['a\x7f.example.com', 'malformed-host'],
+      ['a\xff.example.com', 'malformed-host'],
+      ['a b.example.com', 'malformed-host'],
+      ['a%00.example.com', 'malformed-host'],
+      ['ex%61mple.com', 'malformed-host'],
+      ['xn--.example.com', 'malformed-host'],
+      ['0x7f.1', 'malformed-host'],
+      ['0177.0.0.1', 'malformed-host'],
+      ['127.1', 'malformed-host'],
+      [`${'a'.repeat(300)}.example.com`, 'malformed-host'],
+      ['::1%25eth0', 'malformed-host'],
+      ['::ffff:7f00:1', 'not-allowed'],
+      ['0:0:0:0:0:0:0:1', 'not-allowed'],
+      ['EVIL.TEST.', 'not-allowed'],
+    ]
+    const cases: ProbeCase[] = hosts
+      .flatMap(([h]) => threeWays(h))
+      .filter((c) => c[0] !== 'socks' || c[2].length <= 510)
+    const mapped = Buffer.alloc(16)
+    mapped.writeUInt16BE(0xffff, 10)
+    mapped.writeUInt32BE(0x7f000001, 12)
+    cases.push(['socks', 4, mapped.toString('hex')], ['socks', 3, ''])
+    const r = await probe(cases, { allow: ['*.example.com'] })
+    const lines = r.stdout.trim().split('\n')
+    assert.equal(lines.length, cases.length, r.stdout)
+    for (const [i, line] of lines.entries())
+      assert.match(line, /^(socks 2|HTTP\/1\.1 40[03])/, `${JSON.stringify(cases[i])}: ${line}`)
+    assert.ok(r.wallMs < 20_000, `${cases.length} refusals took ${r.wallMs} ms`)
+    assert.equal(r.network.length, cases.length, JSON.stringify(r.network))
+    const expected = [
+      ...hosts.flatMap(([h, code]) => Array(h.length > 255 ? 2 : 3).fill(code)),
+      'not-allowed',
+      'malformed-host',
+    ]
+    assert.deepEqual(
+      r.network.map((e) => e.code),
+      expected,
+      JSON.stringify(r.network.map((e) => [e.host, e.code])),
+    )
+    for (const e of r.network) {
+      assert.equal(e.allowed, false)
+      assert.match(e.host, /^[\x20-\x7e]{0,300}$/, 'the host as sent, escaped and cut')
+    }
+    // As sent: a NUL escaped, a mapped address as it was written (read as 127.0.0.1 in the reason).
+    assert.equal(r.network[0]?.host, 'a\\u0000b.example.com')
+    assert.equal(r.network[1]?.host, 'a\\u0000b.example.com', 'through the HTTP parser too')
+    const mappedEvents = r.network.filter((e) => e.host.replace(/^\[|\]$/g, '') === '::ffff:7f00:1')
+    assert.equal(mappedEvents.length, 4)
+    for (const e of mappedEvents) assert.equal(e.reason, 'not on the allow list (read as 127.0.0.1)')
+  })
+
+  it('an allowed name that does not resolve is answered otherwise than a forbidden one (curl says which)', async () => {
+    const script = [
+      'curl -sS --max-time 20 -p http://no-such-name.invalid/ 2>&1',
+      'curl -sS --max-time 20 -p http://evil.test/ 2>&1',
+      'curl -sS --max-time 20 --socks5-hostname 127.0.0.1:1080 http://no-such-name.invalid/ 2>&1',
+      'curl -sS --max-time 20 --socks5-hostname 127.0.0.1:1080 http://evil.test/ 2>&1',
+      'curl -sS --max-time 20 -x http://127.0.0.1:3128 http://no-such-name.invalid/',
+      'curl -sS --max-time 20 -x http://127.0.0.1:3128 http://evil.test/',
+    ].join('; echo; ')
+    const r = await run(['sh', '-c', script], {
+      network: { allow: ['no-such-name.invalid'] },
+      limits: { wallTimeMs: 60_000 },
+    })
+    const lines = r.stdout.split('\n').filter((l) => l.trim())
+    assert.match(lines[0]!, /502/, r.stdout)
+    assert.match(lines[1]!, /403/, r.stdout)
+    assert.match(lines[2]!, /\(4\)|unreachable/i, r.stdout)
+    assert.match(lines[3]!, /\(2\)|not allowed/i, r.stdout)
+    assert.match(lines[4]!, /cordon: cannot resolve/, r.stdout)
+    assert.match(lines[5]!, /cordon: not on the allow list/, r.stdout)
+    assert.deepEqual(
+      r.network.map((e) => [e.host, e.allowed, e.code]),
+      [
+        ['no-such-name.invalid', true, 'unresolvable'],
+        ['evil.test', false, 'not-allowed'],
+        ['no-such-name.invalid', true, 'unresolvable'],
+        ['evil.test', false, 'not-allowed'],
+        ['no-such-name.invalid', true, 'unresolvable'],
+        ['evil.test', false, 'not-allowed'],
+      ],
+    )
+  })
+
   it('every IPv6 spelling of a loopback address is loopback, through both proxies', async () => {
     const spellings = [
       '::ffff:7f00:1',
@@ -489,7 +625,7 @@ describe('network allowlist: every spelling of a host, bounded host side (namesp
     v4mapped.writeUInt16BE(0xffff, 10)
     v4mapped.writeUInt32BE(0x7f000001, 12)
     cases.push(['socks', 4, v4mapped.toString('hex')])
-    allRefused(await probe(cases, { allow: spellings.map((h) => `[${h}]`) }), cases, /loopback/)
+    allRefused(await probe(cases, { allow: spellings.map((h) => `[${h}]`) }), cases, 'loopback', /loopback/)
   })
 
   it('cloud metadata in every spelling is refused with allowPrivate, through both proxies', async () => {
@@ -504,7 +640,7 @@ describe('network allowlist: every spelling of a host, bounded host side (namesp
     const cases = spellings.flatMap(threeWays)
     const allow = spellings.map((h) => (h.includes(':') ? `[${h}]` : h))
     const r = await probe(cases, { allow, allowPrivate: true })
-    allRefused(r, cases, /cloud metadata address \(allowMetadata is off\)/)
+    allRefused(r, cases, 'metadata', /cloud metadata address \(allowMetadata is off\)/)
   })
 
   it('a deny of an IPv4 address holds for its IPv6 spellings', async () => {
@@ -641,13 +777,15 @@ print(' '.join(m.decode() for m in re.findall(rb'HTTP/1\.1 (\d+)', data)))
     })
     assert.equal(r.status, 'ok', r.stderr)
     assert.equal(r.stdout, '200 403 200\n')
-    assert.deepEqual(hosts.slice(seen), [`/a localhost:${port}`, `/c localhost.:${port}`])
+    // As judged: `localhost.` is the name localhost.
+    assert.deepEqual(hosts.slice(seen), [`/a localhost:${port}`, `/c localhost:${port}`])
+    // Each host as the sandbox sent it.
     assert.deepEqual(
       r.network.map((e) => [e.host, e.allowed]),
       [
         ['localhost', true],
         ['127.0.0.1', false],
-        ['localhost', true],
+        ['localhost.', true],
       ],
     )
   })

@@ -838,11 +838,60 @@ describe('process tier not as root', { skip: noLauncher || noUnprivileged() }, (
     assert.deepEqual(JSON.parse(out.stdout), { shmget: 1, semget: 1, msgget: 1, mq_open: 1 })
   })
 
-  it('its TMPDIR is a host directory: tmpfsBytes holds only per file (by maxFileSizeBytes), and says so', async () => {
-    const limits = await asUnprivileged<string[]>(`
-      const r = await run(['true'], { isolation: 'process' })
-      return r.perProcessLimits
+  // Its TMPDIR was a directory on the host's disk, bounded per file only: with tmpfsBytes 64M a run wrote
+  // 192 MiB there. Now it is a tmpfs of tmpfsBytes in a user namespace of its own, as is /dev/shm.
+  it('TMPDIR and /dev/shm are tmpfs of tmpfsBytes in a namespace of its own: ENOSPC past it, nothing on the host', async () => {
+    const fill = `
+import errno, json, os, sys
+def fill(d, name):
+    try:
+        with open(os.path.join(d, name), "wb") as f:
+            for _ in range(24):
+                f.write(bytes(1 << 20))
+        return "wrote 24M"
+    except OSError as e:
+        return errno.errorcode[e.errno]
+tmp = os.environ["TMPDIR"]
+print(json.dumps({"tmp": tmp, "home": os.environ["HOME"], "uid": os.getuid(),
+    "inTmp": [fill(tmp, "a"), fill(tmp, "b"), fill(tmp, "c")], "inShm": fill("/dev/shm", "cordon-fill")}), flush=True)
+sys.stdin.readline()
+`
+    const out = await asUnprivileged<{
+      seen: { tmp: string; home: string; uid: number; inTmp: string[]; inShm: string }
+      hostFiles: string[]
+      hostShm: boolean
+      status: string
+      stderr: string
+      perProcessLimits: string[]
+      left: boolean
+    }>(`
+      const { existsSync, readdirSync } = await import('node:fs')
+      const handle = start(['python3', '-c', ${JSON.stringify(fill)}], {
+        isolation: 'process',
+        limits: { tmpfsBytes: '8M', maxFileSizeBytes: '1G' },
+      })
+      let text = ''
+      for await (const chunk of handle.output) {
+        text += chunk.data
+        if (text.includes('\\n')) break
+      }
+      const seen = JSON.parse(text)
+      // While the sandbox still holds what it wrote: none of it is in the host's view of either place.
+      const hostFiles = readdirSync(seen.tmp)
+      const hostShm = existsSync('/dev/shm/cordon-fill')
+      handle.closeStdin()
+      const r = await handle.result
+      return { seen, hostFiles, hostShm, status: r.status, stderr: r.stderr, perProcessLimits: r.perProcessLimits,
+        left: existsSync(seen.tmp) }
     `)
-    assert.ok(limits.includes('tmpfsBytes'), JSON.stringify(limits))
+    assert.equal(out.status, 'ok', out.stderr)
+    assert.equal(out.seen.uid, process.getuid?.() === 0 ? 65534 : process.getuid?.(), 'its own uid still')
+    assert.equal(out.seen.home, out.seen.tmp)
+    assert.deepEqual(out.seen.inTmp, ['ENOSPC', 'ENOSPC', 'ENOSPC'])
+    assert.equal(out.seen.inShm, 'ENOSPC')
+    assert.deepEqual(out.hostFiles, [], "written to the host's disk")
+    assert.equal(out.hostShm, false, "written to the host's /dev/shm")
+    assert.ok(!out.perProcessLimits.includes('tmpfsBytes'), JSON.stringify(out.perProcessLimits))
+    assert.equal(out.left, false, 'its TMPDIR is gone after the run')
   })
 })

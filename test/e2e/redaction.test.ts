@@ -241,4 +241,29 @@ describe('redaction of network events (namespace tier)', { skip: skipTier('names
     assert.equal(r.network[0]?.host, '[REDACTED].example')
     assert.ok(!JSON.stringify(r).toLowerCase().includes(mixed.toLowerCase()), JSON.stringify(r.network))
   })
+
+  // A refused host is shown escaped (`\u00c3\u00a4` for the UTF-8 bytes of ä): escaped before it was
+  // redacted, a secret with a character outside ASCII no longer matched and came out in that spelling.
+  it('a secret outside ASCII in a SOCKS5 name is redacted in the bytes sent, before they are escaped', async () => {
+    const secret = 'pässwört-9F8e7D'
+    const socks = String.raw`
+import os, socket
+name = (os.environ['API_TOKEN'] + '.example').encode()
+s = socket.create_connection(('127.0.0.1', 1080), timeout=5)
+s.sendall(b'\x05\x01\x00')
+s.recv(2)
+s.sendall(bytes([5, 1, 0, 3, len(name)]) + name + (80).to_bytes(2, 'big'))
+print(s.recv(10)[1])
+`
+    const r = await run(['python3', '-c', socks], {
+      isolation: 'namespace',
+      network: { allow: ['localhost'] },
+      env: { API_TOKEN: secret },
+    })
+    assert.equal(r.stdout, '2\n', r.stderr)
+    assert.deepEqual(
+      r.network.map((e) => [e.host, e.code]),
+      [['[REDACTED].example', 'malformed-host']],
+    )
+  })
 })

@@ -10,7 +10,7 @@ import { pidsLimit } from '../../src/host/cgroup-files.js'
 import { type CgroupSupport, cgroupDirs, sandboxCgroupName } from '../../src/host/cgroups.js'
 import { probeCapabilities, run, start } from '../../src/index.js'
 import { parsePolicy } from '../../src/policy/schema.js'
-import { marker, notRoot, processesWith, skipTier, TIERS, waitFor, worldWritableDir } from '../helpers.js'
+import { marker, processesWith, skipTier, TIERS, waitFor, worldWritableDir } from '../helpers.js'
 
 const support = probeCapabilities().cgroup
 const noCgroup = support.version === null ? `no usable cgroup: ${support.reason}` : false
@@ -77,8 +77,6 @@ print(json.dumps({'queued': sum(t for t, _ in done), 'sockets': sum(n for _, n i
 for (const tier of TIERS) {
   describe(`cgroup limits (${tier} tier)`, { skip: noCgroup || skipTier(tier) }, () => {
     const isolation = tier
-    // Not as root the process tier's TMPDIR is a host directory: its size is bounded per file only.
-    const tmpPerFile = tier === 'process' && notRoot ? ['tmpfsBytes'] : []
 
     it('a memory bomb is `memory`, read from the kernel OOM counter; the peak is the whole sandbox', async () => {
       const r = await run(['python3', '-c', 'b = []\nwhile True: b.append(bytearray(8 << 20))'], {
@@ -88,7 +86,7 @@ for (const tier of TIERS) {
       assert.equal(r.status, 'memory')
       assert.match(r.violation!.message, /OOM kill/)
       assert.ok(r.maxRssBytes! > 100 * MiB && r.maxRssBytes! <= 128 * MiB, `peak ${r.maxRssBytes}`)
-      assert.deepEqual(r.perProcessLimits, tmpPerFile)
+      assert.deepEqual(r.perProcessLimits, [])
     })
 
     it('memory is limited on the tree: four 48M children under a 128M limit', async () => {
@@ -292,7 +290,7 @@ print(n, err)
 
     it("cgroup mode 'off' says which limits held per process only", async () => {
       const r = await run(['true'], { isolation, cgroup: { mode: 'off' } })
-      assert.deepEqual(r.perProcessLimits, ['cpuTimeMs', 'memoryBytes', 'maxProcesses', ...tmpPerFile])
+      assert.deepEqual(r.perProcessLimits, ['cpuTimeMs', 'memoryBytes', 'maxProcesses'])
       assert.equal(r.cpuMs, null)
     })
   })

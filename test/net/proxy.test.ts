@@ -81,7 +81,7 @@ describe('network proxy (host side)', () => {
       const s = await exchange(proxy, 'socks.sock', Buffer.concat([proxy.token, socksRequest('evil.test')]))
       assert.equal(s.got, '\x05\x00\x05\x02\x00\x01\x00\x00\x00\x00\x00\x00')
       assert.deepEqual(
-        proxy.events.map((e) => [e.host, e.allowed, e.reason]),
+        proxy.events.map((e) => [e.raw, e.allowed, e.reason]),
         [
           ['evil.test', false, 'not on the allow list'],
           ['evil.test', false, 'not on the allow list'],
@@ -124,6 +124,11 @@ describe('network proxy (host side)', () => {
       const third = await exchange(proxy, 'socks.sock', Buffer.concat([proxy.token, socksRequest('x.test')]))
       assert.equal(third.got, '')
       assert.equal(proxy.events[0]?.reason, 'more than 2 connections at once')
+      assert.equal(proxy.events[0]?.code, 'limit')
+      // HTTP is answered before its request is read.
+      const http = await exchange(proxy, 'http.sock', proxy.token)
+      assert.match(http.got, /^HTTP\/1\.1 503 /)
+      proxy.events.pop()
       for (const s of held) s.destroy()
       await new Promise((r) => setTimeout(r, 200))
       for (let i = 0; i < 4; i++)

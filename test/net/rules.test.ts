@@ -410,11 +410,47 @@ describe('network gate', () => {
   it('a non-empty allow list is required and deny wins', async () => {
     assert.deepEqual(await gate({}).decide(h('example.com'), 443), {
       allowed: false,
+      code: 'not-allowed',
       reason: 'not on the allow list',
     })
     const g = gate({ allow: ['*.example.com', '8.8.8.8'], deny: ['bad.example.com'] })
     assert.equal((await g.decide(h('bad.example.com'), 443)).allowed, false)
     assert.deepEqual(await g.decide(h('8.8.8.8'), 53), { allowed: true, address: '8.8.8.8' })
+  })
+
+  it('each answer says its code: denied, not-allowed, loopback, metadata, private, unresolvable', async () => {
+    const g = new NetworkGate(
+      {
+        allow: ['*.test', '127.0.0.1', '169.254.169.254', '10.0.0.1', '[::ffff:7f00:1]'],
+        deny: ['no.test'],
+        allowLoopback: false,
+        allowPrivate: false,
+        allowMetadata: false,
+      },
+      async (name) => {
+        if (name === 'gone.test') throw Object.assign(new Error('x'), { code: 'ENOTFOUND' })
+        return '93.184.216.34'
+      },
+    )
+    const code = async (host: string) => {
+      const d = await g.decide(h(host), 80)
+      return d.allowed ? 'connected' : d.code
+    }
+    assert.deepEqual(
+      await Promise.all(
+        [
+          'no.test',
+          'example.com',
+          '127.0.0.1',
+          '::ffff:7f00:1',
+          '169.254.169.254',
+          '10.0.0.1',
+          'gone.test',
+          'ok.test',
+        ].map(code),
+      ),
+      ['denied', 'not-allowed', 'loopback', 'loopback', 'metadata', 'private', 'unresolvable', 'connected'],
+    )
   })
 
   it('a name not allowed, or denied, is never resolved: no DNS query carries what the sandbox named', async () => {
@@ -594,9 +630,14 @@ describe('network gate', () => {
       async (name) => (name === 'in.example.com' ? '10.0.0.1' : '93.184.216.34'),
     )
     for (const host of ['64:ff9b::a00:1', '2002:a00:1::', '::ffff:a00:1'])
-      assert.deepEqual(await g.decide(h(host), 80), { allowed: false, reason: 'denied by 10.0.0.1' }, host)
+      assert.deepEqual(
+        await g.decide(h(host), 80),
+        { allowed: false, code: 'denied', reason: 'denied by 10.0.0.1' },
+        host,
+      )
     assert.deepEqual(await g.decide(h('in.example.com'), 80), {
       allowed: false,
+      code: 'denied',
       reason: '10.0.0.1 is denied by 10.0.0.1',
     })
     assert.deepEqual(await g.decide(h('out.example.com'), 80), { allowed: true, address: '93.184.216.34' })

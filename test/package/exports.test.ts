@@ -49,6 +49,8 @@ const TYPES = [
   'Isolation',
   'Limits',
   'LogEntry',
+  'NetworkCode',
+  'NetworkEvent',
   'OutputChunk',
   'OutputData',
   'Policy',

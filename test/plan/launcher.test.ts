@@ -121,6 +121,15 @@ describe('launcherArgv', () => {
     assert.deepEqual(launcherArgv({ ...base, writable: [] }).slice(2, -2), ['--landlock-fs'])
   })
 
+  it('--own-tmpfs=N right after the scratch it makes a tmpfs of; nothing without a scratch', () => {
+    const args = launcherArgv({ ...base, scratch: '/tmp/cordon-tmp-1-x', ownTmpfs: 8192 })
+    assert.deepEqual(args.slice(args.indexOf('--mkdir=/tmp/cordon-tmp-1-x'), -2), [
+      '--mkdir=/tmp/cordon-tmp-1-x',
+      '--own-tmpfs=8192',
+    ])
+    assert.ok(!launcherArgv({ ...base, ownTmpfs: 8192 }).some((a) => a.startsWith('--own-tmpfs')))
+  })
+
   it('--kill-session only with --monitor (the process tier, whose monitor leads the session)', () => {
     assert.ok(!launcherArgv({ ...base, killSession: true }).includes('--kill-session'))
   })
@@ -261,6 +270,21 @@ describe('the launcher binary', { skip: noLauncher }, () => {
     const kept = launch(['--keep-fds=10', '--memfd=10:x', '--', '/bin/true'])
     assert.equal(kept.status, 1)
     assert.match(kept.stderr, /bad argument: --memfd \(an fd that is kept\)/)
+  })
+
+  it('--own-tmpfs needs --mkdir, and is for the process tier not as root (no --uid or --mount-ns)', () => {
+    for (const args of [
+      ['--own-tmpfs=1048576'],
+      ['--mkdir=/tmp/x', '--own-tmpfs=1048576', '--uid=1', '--gid=1'],
+      ['--mkdir=/tmp/x', '--own-tmpfs=1048576', '--mount-ns'],
+    ]) {
+      const r = launch(['--keep-fds=', ...args, '--', '/bin/true'])
+      assert.equal(r.status, 1, args.join(' '))
+      assert.match(
+        r.stderr,
+        /bad argument: --own-tmpfs needs --mkdir, and no --mount-ns, --uid or --stage-fd/,
+      )
+    }
   })
 
   it('--ro-bind-data needs a mount namespace of its own and a tmpfs to make the file in', () => {

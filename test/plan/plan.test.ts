@@ -2,7 +2,7 @@
 // shape of the launch it plans. Capabilities are made by hand, so every machine is tried on this one; no
 // process is started. The uid pool's locks live in a temp dir, and every plan is released.
 import assert from 'node:assert/strict'
-import { chmodSync, mkdirSync, writeFileSync } from 'node:fs'
+import { chmodSync, existsSync, mkdirSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { after, before, describe, it } from 'node:test'
@@ -59,6 +59,14 @@ function machine(m: Machine, tools: Partial<Capabilities> = {}): Capabilities {
     seccompArch: seccompArchOf(),
     ...tools,
   }
+}
+
+/**
+ * `machine(m)`, but where the process tier not as root could not run at all (no user namespaces: its
+ * TMPDIR unbounded, refused) one with user namespaces and no bwrap: the process tier all the same.
+ */
+function runnable(m: Machine): Capabilities {
+  return !m.ns && !m.root ? machine(m, { bwrap: null, userns: true, usernsReason: null }) : machine(m)
 }
 
 const seccomp = seccompArchOf() !== null
@@ -133,8 +141,18 @@ describe('prepare over policies × capabilities', { skip: noLauncher }, () => {
 
   describe('the default policy', () => {
     for (const m of machines) {
-      it(`${label(m)}: ${m.ns ? 'namespace' : 'process'} tier through the launcher`, async () => {
+      // Not as root, without user namespaces, the process tier's TMPDIR cannot be bounded: refused.
+      const unbounded = !m.ns && !m.root
+      it(`${label(m)}: ${m.ns ? 'namespace' : 'process'} tier through the launcher${unbounded ? ', refused' : ''}`, async () => {
         await prepared(machine(m), {}, (p) => {
+          if (unbounded) {
+            assert.deepEqual(refusal(p), { tier: 'process', kind: 'error', limit: 'limits.tmpfsBytes' })
+            assert.match(
+              p.kind === 'refused' ? p.violation.message : '',
+              /^the process tier not as root bounds its TMPDIR \(64M\) with a tmpfs in a user namespace of its own, and this machine allows none \(user\.max_user_namespaces is 0\)/,
+            )
+            return
+          }
           const plan = launched(p)
           const tier = m.ns ? 'namespace' : 'process'
           assert.equal(plan.tier, tier)
@@ -168,7 +186,11 @@ describe('prepare over policies × capabilities', { skip: noLauncher }, () => {
           assert.equal(plan.args.includes('--scope-signals'), fenced && m.landlock >= 6)
           assert.equal(plan.args.includes('--mount-ns'), fenced && m.root)
           assert.equal(plan.scratch !== null, fenced && !m.root)
-          assert.equal(plan.perProcessLimits.includes('tmpfsBytes'), fenced && !m.root)
+          assert.equal(
+            plan.args.includes(`--own-tmpfs=${64 * 1024 * 1024}`),
+            fenced && !m.root,
+            'not as root its TMPDIR is a tmpfs of its own',
+          )
           if (plan.scratch) {
             assert.equal(path.dirname(plan.scratch), process.env.TMPDIR)
             assert.equal(plan.env.TMPDIR, plan.scratch)
@@ -184,14 +206,15 @@ describe('prepare over policies × capabilities', { skip: noLauncher }, () => {
     }
   })
 
-  // [isolation asked for, namespaces available, tier chosen, refused as]
+  // [isolation asked for, namespaces available, tier chosen, refused as] (not as root: the process tier
+  // without user namespaces cannot bound its TMPDIR)
   const tiers: [RunOptions['isolation'], boolean, 'namespace' | 'process', string | null][] = [
     ['auto', true, 'namespace', null],
-    ['auto', false, 'process', null],
+    ['auto', false, 'process', 'limits.tmpfsBytes'],
     ['namespace', true, 'namespace', null],
     ['namespace', false, 'namespace', 'isolation'],
     ['process', true, 'process', null],
-    ['process', false, 'process', null],
+    ['process', false, 'process', 'limits.tmpfsBytes'],
   ]
   describe('isolation', () => {
     for (const [isolation, ns, tier, refused] of tiers) {
@@ -202,6 +225,19 @@ describe('prepare over policies × capabilities', { skip: noLauncher }, () => {
         })
       })
     }
+    it('not as root, with user namespaces: the process tier bounds its TMPDIR and /dev/shm with tmpfs of its own', async () => {
+      const caps = machine({ ns: true, root: false, cgroup: null, landlock: 6 }, { bwrap: null })
+      await prepared(caps, { limits: { tmpfsBytes: '8M' } }, (p) => {
+        const plan = launched(p)
+        assert.equal(plan.tier, 'process')
+        assert.ok(plan.scratch)
+        assert.ok(plan.args.includes(`--mkdir=${plan.scratch}`))
+        assert.ok(plan.args.includes(`--own-tmpfs=${8 * 1024 * 1024}`))
+        assert.ok(!plan.args.includes('--mount-ns'))
+        assert.deepEqual(plan.perProcessLimits, ['cpuTimeMs', 'memoryBytes', 'maxProcesses'])
+        if (existsSync('/dev/shm')) assert.ok(plan.args.includes('--landlock-write=/dev/shm'))
+      })
+    })
     it('without bwrap, auto is the process tier and namespace is refused', async () => {
       const caps = machine({ ns: true, root: false, cgroup: null, landlock: 0 }, { bwrap: null })
       await prepared(caps, {}, (p) => assert.equal(launched(p).tier, 'process'))
@@ -257,7 +293,7 @@ describe('prepare over policies × capabilities', { skip: noLauncher }, () => {
   describe('writable paths', () => {
     for (const m of machines.filter((m) => m.cgroup === 2)) {
       it(`${label(m)}: passed by the fd they were judged on`, async () => {
-        await prepared(machine(m), { writable: [writable] }, (p) => {
+        await prepared(runnable(m), { writable: [writable] }, (p) => {
           const plan = launched(p)
           const uses = plan.pathFds.passed.filter((f) => f.path === writable)
           if (plan.tier === 'namespace') {
@@ -393,7 +429,12 @@ describe('prepare over policies × capabilities', { skip: noLauncher }, () => {
     for (const arch of ['x86_64', 'aarch64'] as const) {
       for (const ns of [true, false]) {
         it(`on ${arch}, ${ns ? 'namespace' : 'process'} tier: that architecture's program`, async () => {
-          const caps = machine({ ns, root: false, cgroup: null, landlock: 0 }, { seccompArch: arch })
+          const caps = ns
+            ? machine({ ns, root: false, cgroup: null, landlock: 0 }, { seccompArch: arch })
+            : machine(
+                { ns, root: false, cgroup: null, landlock: 0 },
+                { seccompArch: arch, bwrap: null, userns: true, usernsReason: null },
+              )
           await prepared(caps, { denySyscalls: ['mkdir'] }, (p) => {
             const plan = launched(p)
             // The program's first check is of the architecture it was built for.
@@ -421,7 +462,12 @@ describe('prepare over policies × capabilities', { skip: noLauncher }, () => {
 
     for (const ns of [true, false]) {
       it(`without a filter for this machine, ${ns ? 'namespace' : 'process'} tier: none is passed`, async () => {
-        const caps = machine({ ns, root: false, cgroup: null, landlock: 0 }, { seccompArch: null })
+        const caps = ns
+          ? machine({ ns, root: false, cgroup: null, landlock: 0 }, { seccompArch: null })
+          : machine(
+              { ns, root: false, cgroup: null, landlock: 0 },
+              { seccompArch: null, bwrap: null, userns: true, usernsReason: null },
+            )
         await prepared(caps, {}, (p) => {
           const plan = launched(p)
           assert.equal(plan.seccomp, null)
@@ -434,7 +480,7 @@ describe('prepare over policies × capabilities', { skip: noLauncher }, () => {
 
   it('a called function pipes its request and reply, in either tier', async () => {
     for (const ns of [true, false]) {
-      const caps = machine({ ns, root: false, cgroup: null, landlock: 0 })
+      const caps = runnable({ ns, root: false, cgroup: null, landlock: 0 })
       const policy = parsePolicy({ cwd: dir })
       const plan = launched(prepare(['true'], policy, caps, [os.tmpdir()]))
       try {

@@ -401,3 +401,71 @@ describe('LogCollector: redaction of keys', () => {
     assert.ok(!JSON.stringify(entry).includes('hunter22'), JSON.stringify(entry))
   })
 })
+
+// The budget cuts a line wherever it falls: inside a secret, the part before the cut matched no literal and
+// came out as it was (a line ending `xxSECRETVALU`). Every cut a secret can straddle is tried.
+describe('LogCollector: a secret cut by the budget', () => {
+  const secret = 'SECRETVALUE'
+  const leaks = (entries: LogEntry[]) => {
+    const text = JSON.stringify(entries)
+    return Array.from({ length: secret.length - 1 }, (_, i) => secret.slice(0, i + 2)).filter((p) =>
+      text.includes(p),
+    )
+  }
+
+  it('a raw line: no prefix of the secret before the cut, at any cut', () => {
+    for (let cut = 3; cut <= 2 + secret.length; cut++) {
+      const { c, seen } = collector([secret], cut)
+      c.push(b(`xx${secret} and more\n`))
+      const entries = c.finish()
+      assert.deepEqual(leaks(entries), [], `budget ${cut}: ${JSON.stringify(entries)}`)
+      assert.deepEqual(entries, [{ level: 'info', msg: `xx${REDACTED}` }], `budget ${cut}`)
+      assert.deepEqual(seen, entries, 'what onLog saw')
+    }
+  })
+
+  it('a JSON line cut inside a string value, in one push or many', () => {
+    const line = `{"level":"info","msg":"token ${secret} ok"}\n`
+    for (let cut = 30; cut < 30 + secret.length; cut++) {
+      for (const pieces of [1, 3]) {
+        const { c } = collector([secret], cut)
+        const step = Math.ceil(line.length / pieces)
+        for (let at = 0; at < line.length; at += step) c.push(b(line.slice(at, at + step)))
+        const entries = c.finish()
+        assert.deepEqual(leaks(entries), [], `budget ${cut}, ${pieces} pushes: ${JSON.stringify(entries)}`)
+      }
+    }
+  })
+
+  it('a RegExp match cut short is hidden too, though what is left no longer matches', () => {
+    const token = `ghp_${'A1b2C3d4'.repeat(4)}abcd` // ghp_ and 36 characters
+    const pattern = /ghp_[A-Za-z0-9]{36}/
+    const { c } = collector([pattern], 40)
+    c.push(b(`id ${token}\n`))
+    const entries = c.finish()
+    assert.ok(!JSON.stringify(entries).includes('ghp_A1b2'), JSON.stringify(entries))
+    assert.ok(entries[0]?.msg.endsWith(REDACTED), JSON.stringify(entries))
+  })
+
+  it('an over-long line cut by the budget: no prefix at the cut either', () => {
+    const { c } = collector([secret], MAX_LINE + 100 + 6)
+    c.push(b(`${'x'.repeat(MAX_LINE + 100)}${secret} tail`))
+    const entries = c.finish()
+    assert.deepEqual(leaks(entries), [], JSON.stringify(entries.map((e) => e.msg.slice(-20))))
+    assert.ok(entries.at(-1)?.msg.endsWith(REDACTED))
+  })
+
+  it('a cut that splits a character after a secret prefix still hides the prefix', () => {
+    const { c } = collector(['SECRET€VALUE'], 2 + 6 + 1)
+    c.push(b('xxSECRET€VALUE\n'))
+    const entries = c.finish()
+    assert.ok(!JSON.stringify(entries).includes('SECR'), JSON.stringify(entries))
+  })
+
+  it('a line cut right after its JSON object still parses, whole', () => {
+    const line = '{"level":"warn","msg":"m"}'
+    const { c } = collector([secret], line.length)
+    c.push(b(`${line}${secret}\n`))
+    assert.deepEqual(c.finish(), [{ level: 'warn', msg: 'm' }])
+  })
+})

@@ -591,3 +591,26 @@ describe('OutputBuffer: a secret cut by the cap', () => {
     })
   }
 })
+
+// A RegExp's match that the cap cuts short may no longer match at all (`ghp_` and 30 of its 36 characters),
+// and which tail could begin one cannot be told: the last REGEX_WINDOW characters before a cut are hidden.
+describe('OutputBuffer: a RegExp match cut by the cap', () => {
+  const token = `ghp_${'A1b2C3d4'.repeat(4)}abcd`
+  for (const encoding of ['utf8', 'buffer'] as const) {
+    it(`shows no part of it before the cut, kept or live (${encoding})`, () => {
+      for (const cap of [12, 20, 30, 40]) {
+        const chunks: OutputChunk<string | Buffer>[] = []
+        const out = new OutputBuffer<string | Buffer>(cap, (c) => chunks.push(c), [/ghp_[A-Za-z0-9]{36}/], {
+          encoding,
+        })
+        out.push('stdout', b('12345678'))
+        out.push('stdout', b(`${token}\n`))
+        const kept = out.finish()
+        const text = (d: string | Buffer) => (typeof d === 'string' ? d : d.toString('latin1'))
+        for (const view of [kept.stdout, kept.output, ...chunks.map((c) => c.data)].map(text))
+          assert.ok(!view.includes('ghp_A'), `cap ${cap}: ${view}`)
+        assert.ok(text(kept.stdout).endsWith('[REDACTED]'), `cap ${cap}: ${text(kept.stdout)}`)
+      }
+    })
+  }
+})

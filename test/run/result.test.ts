@@ -31,7 +31,16 @@ describe('run results', () => {
         kept: { truncated: false, bytes: 2 },
         logs: { entries: [{ level: 'info', msg: 'hi' }], truncated: false },
         network: {
-          events: [{ host: 'hunter2.example', port: 443, allowed: false, reason: 'not allowed' }],
+          events: [
+            {
+              raw: 'hunter2.example',
+              cut: false,
+              port: 443,
+              allowed: false,
+              code: 'not-allowed',
+              reason: 'not allowed',
+            },
+          ],
           dropped: 3,
         },
         usage: { cpuMs: 12, maxRssBytes: 4096, oomKills: 0, pidsMaxHits: 0 },
@@ -58,9 +67,72 @@ describe('run results', () => {
       perProcessLimits: [],
       logs: [{ level: 'info', msg: 'hi' }],
       logsTruncated: false,
-      network: [{ host: `${REDACTED}.example`, port: 443, allowed: false, reason: 'not allowed' }],
+      network: [
+        {
+          host: `${REDACTED}.example`,
+          port: 443,
+          allowed: false,
+          code: 'not-allowed',
+          reason: 'not allowed',
+        },
+      ],
       networkDropped: 3,
     })
+  })
+
+  it('a host is redacted as the bytes the sandbox sent, then escaped; one cut at a secret hides its start', () => {
+    // A secret with a character outside ASCII arrives as its UTF-8 bytes (one Latin-1 character each):
+    // escaped first, it would be `\u00c3\u00a4`, which no literal matches.
+    const redaction = new Redaction(['pässwörd', 'TOPSECRET'])
+    const event = (raw: string, cut = false) => ({
+      raw,
+      cut,
+      port: 80,
+      allowed: false,
+      code: 'malformed-host' as const,
+      reason: 'not a host name or IP address',
+    })
+    const latin1 = (text: string) => Buffer.from(text, 'utf8').toString('latin1')
+    const result = finishedResult(
+      {
+        ending: { status: 'ok', violation: null, exitCode: 0, signal: null },
+        output: { stdout: '', stderr: '', output: '' },
+        kept: { truncated: false, bytes: 0 },
+        logs: { entries: [], truncated: false },
+        network: {
+          events: [
+            event(latin1('a.pässwörd\0.test')),
+            event('topsecret.test'),
+            event(`${'x'.repeat(1020)}TOPS`, true),
+          ],
+          dropped: 0,
+        },
+        usage: null,
+        wallMs: 1,
+        isolation: 'namespace',
+        perProcessLimits: [],
+      },
+      redaction,
+    )
+    assert.deepEqual(
+      result.network.map((e) => e.host),
+      [`a.${REDACTED}\\u0000.test`, `${REDACTED}.test`, `${'x'.repeat(253)}...`],
+    )
+    const cut = finishedResult(
+      {
+        ending: { status: 'ok', violation: null, exitCode: 0, signal: null },
+        output: { stdout: '', stderr: '', output: '' },
+        kept: { truncated: false, bytes: 0 },
+        logs: { entries: [], truncated: false },
+        network: { events: [event(`x.TOPS`, true)], dropped: 0 },
+        usage: null,
+        wallMs: 1,
+        isolation: 'namespace',
+        perProcessLimits: [],
+      },
+      redaction,
+    )
+    assert.equal(cut.network[0]?.host, `x.${REDACTED}`)
   })
 
   it('withError keeps everything else, and redacts only when asked', () => {

@@ -164,6 +164,37 @@ describe('the dashboard in a browser', { skip, timeout: 120_000 }, () => {
     assert.equal(await text('#verdict'), 'timeout: wall time exceeded 1s')
   })
 
+  it('says beside the verdict which connections the network policy refused, and which allowed one failed', async () => {
+    const run = await api('/v1/runs', {
+      method: 'POST',
+      body: {
+        cmd: [
+          'sh',
+          '-c',
+          'curl -s -p http://evil.test/; curl -s -p http://no-such-name.invalid/; curl -s -p http://[::ffff:7f00:1]/; exit 7',
+        ],
+        options: { network: { allow: ['no-such-name.invalid'] }, limits: { wallTimeMs: '30s' } },
+      },
+    })
+    await page.goto(`${served.url}/ui/runs/${run.id}`)
+    await page.locator('#status', { hasText: 'nonzero-exit' }).waitFor({ timeout: 30_000 })
+    assert.equal(await text('#verdict'), 'nonzero-exit: exit code 7')
+    // The events arrive one by one: the line is whole once the last is in.
+    const whole =
+      'The network policy refused 2 connections: evil.test:80 (not-allowed), [::ffff:7f00:1]:80 (not-allowed). ' +
+      'Allowed but failed: 1 connection: no-such-name.invalid:80 (unresolvable).'
+    await page.locator('#refused', { hasText: whole }).waitFor({ timeout: 10_000 })
+    assert.equal(await text('#refused'), whole)
+    assert.match(
+      await page.locator('#network tbody tr').first().innerText(),
+      /not-allowed: not on the allow list/,
+    )
+    await page.screenshot({ path: path.join(ARTIFACTS, 'dashboard-run-refused.png'), fullPage: true })
+    // Seen again from the run's page alone (its events replayed), it says the same.
+    await page.reload()
+    await page.locator('#refused', { hasText: whole }).waitFor({ timeout: 10_000 })
+  })
+
   it('renders hostile output as text and stays responsive past a 10 MB line', async (t) => {
     const script = [
       `printf '<script>window.pwned=1</script><img src=x onerror="window.pwned=2">\\n'`,

@@ -35,6 +35,34 @@ $('full').href = `/v1/runs/${encodeURIComponent(id)}/output?stream=output&limit=
 
 let finished = false
 
+// Beside the verdict: the connections the network policy refused, and those it allowed that failed, so a
+// failure the policy caused reads as the policy's (a program only sees a refused or broken connection).
+const refusedBox = el('p', '', { id: 'refused', class: 'hint', role: 'status' })
+refusedBox.hidden = true
+$('verdict').after(refusedBox)
+/** Connections as the table shows them; once from the whole result, its replayed events add none. */
+let connections = []
+let connectionsWhole = false
+const SHOWN_CONNECTIONS = 3
+
+function connectionList(events) {
+  const names = [...new Set(events.map((e) => (e.host ? `${e.host}:${e.port} (${e.code})` : e.code)))]
+  const more = names.length > SHOWN_CONNECTIONS ? `, and ${names.length - SHOWN_CONNECTIONS} more` : ''
+  const count = `${events.length} connection${events.length === 1 ? '' : 's'}`
+  return `${count}: ${names.slice(0, SHOWN_CONNECTIONS).join(', ')}${more}`
+}
+
+function showConnections() {
+  const refused = connections.filter((e) => !e.allowed)
+  // Events of servers before the codes: only refusals are known.
+  const failed = connections.filter((e) => e.allowed && e.code && e.code !== 'connected')
+  const parts = []
+  if (refused.length) parts.push(`The network policy refused ${connectionList(refused)}.`)
+  if (failed.length) parts.push(`Allowed but failed: ${connectionList(failed)}.`)
+  refusedBox.textContent = parts.join(' ')
+  refusedBox.hidden = parts.length === 0
+}
+
 function showRun(run) {
   $('state').textContent = run.state
   $('state').className = `badge ${run.state === 'finished' ? '' : 'st-live'}`
@@ -69,7 +97,12 @@ function showRun(run) {
   )
   // An `end` event's result has no logs or connections (its events carried them): the rows stay.
   if (r?.logs) $('logs').tBodies[0].replaceChildren(...r.logs.map(logRow))
-  if (r?.network) $('network').tBodies[0].replaceChildren(...r.network.map(netRow))
+  if (r?.network) {
+    connections = [...r.network]
+    connectionsWhole = true
+    $('network').tBodies[0].replaceChildren(...r.network.map(netRow))
+    showConnections()
+  }
 }
 
 function logRow(entry) {
@@ -77,7 +110,8 @@ function logRow(entry) {
   return rowOf([level, msg, Object.keys(fields).length ? JSON.stringify(fields) : ''])
 }
 function netRow(event) {
-  return rowOf([event.host, event.port, event.allowed ? 'yes' : 'no', event.reason])
+  const reason = event.code ? `${event.code}: ${event.reason}` : event.reason
+  return rowOf([event.host, event.port, event.allowed ? 'yes' : 'no', reason])
 }
 function rowOf(cells) {
   const tr = el('tr')
@@ -219,8 +253,11 @@ function follow() {
     $('logs').tBodies[0].append(logRow(entry))
   })
   source.addEventListener('network', (event) => {
+    if (connectionsWhole) return
     const { seq, at, ...rest } = data(event)
     $('network').tBodies[0].append(netRow(rest))
+    connections.push(rest)
+    showConnections()
   })
   const end = (event) => {
     finished = true
