@@ -62,6 +62,7 @@ export async function serve(options: ServeOptions = {}): Promise<Server> {
   const log = pino({ base: { name: 'cordon' } }, pino.destination({ fd: 2, sync: true }))
   const { service, adminKey } = await createService({
     dataDir,
+    log,
     allowPrivateWebhooks: options.allowPrivateWebhooks === true,
     ...(options.concurrency !== undefined ? { concurrency: options.concurrency } : {}),
     ...(options.maxQueued !== undefined ? { maxQueued: options.maxQueued } : {}),

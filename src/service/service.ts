@@ -32,6 +32,7 @@ import {
   SERVER_ONLY_OPTIONS,
 } from './request.js'
 import { newRunId, SqliteStore } from './sqlite.js'
+import { errorFields, mapStoreFull } from './store-errors.js'
 import type { KeyRecord, RunEvent, RunEventType, RunRecord, Scope, Service, Store } from './types.js'
 import { runView, ServiceError } from './types.js'
 import { checkWebhookUrl, deliverWebhook } from './webhook.js'
@@ -77,7 +78,24 @@ export interface ServiceOptions {
    * `writable` lets it). Without, the fresh workspace stays the cwd, and the rest is added to each run.
    */
   hostOptions?: HostOptions
+  /**
+   * Where the service says what goes wrong outside any request: a store that could not take a run's
+   * event, its finish or a webhook attempt (pino's logger fits; default: nothing is said).
+   */
+  log?: ServiceLog
 }
+
+/** The service's log: pino's methods, as `cordon serve` passes its logger. */
+export interface ServiceLog {
+  info(obj: Record<string, unknown>, msg: string): void
+  warn(obj: Record<string, unknown>, msg: string): void
+  error(obj: Record<string, unknown>, msg: string): void
+}
+
+const silent: ServiceLog = { info() {}, warn() {}, error() {} }
+
+/** The first wait before a finish the store refused is tried again, and the longest (it doubles). */
+const FINISH_RETRY_MS = { first: 500, most: 30_000 }
 
 export interface CreatedService {
   service: Service & ServiceExtras
@@ -143,6 +161,7 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
     throw error
   }
   const concurrency = options.concurrency ?? 2
+  const log = options.log ?? silent
   const limitCeilings = options.limitCeilings ?? DEFAULT_SERVER_LIMIT_CEILINGS
   const maxStdinBuffered = options.maxStdinBuffered ?? 1024 * 1024
   let spawner: Spawner | undefined
@@ -187,7 +206,16 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
   }
   // What is left to do is stored with each attempt (the store made the delivery pending when the run
   // finished), so a restarted server resumes it: `from` is where it was.
+  // Never throws: it is called as a run finishes, and a store that fails here fails the delivery alone
+  // (still pending in the store, it is resumed by the next start).
   const deliver = (runId: string, from?: { attempt: number; at: string }) => {
+    try {
+      startDelivery(runId, from)
+    } catch (error) {
+      log.error({ runId, err: errorFields(error) }, 'could not start the webhook delivery of a run')
+    }
+  }
+  const startDelivery = (runId: string, from?: { attempt: number; at: string }) => {
     const run = store.getRun(runId)
     const url = (run?.request as RunRequest | undefined)?.webhook?.url
     const key = run && store.getKey(run.keyId)
@@ -209,40 +237,105 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
       ...(options.webhookBackoff ? { backoff: options.webhookBackoff } : {}),
       ...(from ? { firstAttempt: from.attempt, delayMs: Math.max(0, Date.parse(from.at) - Date.now()) } : {}),
       onAttempt: (attempt, next) => {
-        if (!storeClosed) store.recordWebhookAttempt(runId, attempt, next)
+        if (storeClosed) return
+        try {
+          store.recordWebhookAttempt(runId, attempt, next)
+        } catch (error) {
+          // The attempt was made all the same; what is left to do stays as last stored.
+          log.error(
+            { runId, attempt: attempt.attempt, err: errorFields(error) },
+            'could not record a webhook attempt',
+          )
+        }
       },
     })
     delivering.add(sent)
-    void sent.finally(() => {
-      delivering.delete(sent)
-      if (deliveryOf.get(runId) === stop) deliveryOf.delete(runId)
-    })
+    sent
+      .catch((error: unknown) => {
+        log.error({ runId, err: errorFields(error) }, 'a webhook delivery failed')
+      })
+      .finally(() => {
+        delivering.delete(sent)
+        if (deliveryOf.get(runId) === stop) deliveryOf.delete(runId)
+      })
   }
 
-  const finished = (runId: string, result: RunResult) => {
-    const end = store.finishRun(runId, result, nowIso())
-    controllers.delete(runId)
-    const stdin = stdins.get(runId)
-    stdins.delete(runId)
-    stdin?.destroy()
+  // Finishes the store refused (its disk full…), kept here and tried again until it takes them: a run
+  // never stays `running` for ever because its end could not be written.
+  const unstored = new Map<string, { result: RunResult; at: string }>()
+  let retryFinish: NodeJS.Timeout | undefined
+  let finishWait = FINISH_RETRY_MS.first
+  const storeFinish = (runId: string, result: RunResult, at: string): boolean => {
+    let end: RunEvent | null
+    try {
+      end = store.finishRun(runId, result, at)
+    } catch (error) {
+      if (!unstored.has(runId))
+        log.error(
+          { runId, status: result.status, err: errorFields(error) },
+          'could not store the finish of a run: it is kept, and stored once the store takes it',
+        )
+      unstored.set(runId, { result, at })
+      return false
+    }
+    if (unstored.delete(runId)) log.info({ runId }, 'stored the finish of a run the store had refused')
+    announce(runId, end)
+    return true
+  }
+  const retryFinishes = () => {
+    retryFinish = undefined
+    for (const [runId, { result, at }] of [...unstored]) if (!storeFinish(runId, result, at)) break
+    if (unstored.size === 0) {
+      finishWait = FINISH_RETRY_MS.first
+      return
+    }
+    finishWait = Math.min(finishWait * 2, FINISH_RETRY_MS.most)
+    scheduleFinishes()
+  }
+  const scheduleFinishes = () => {
+    if (retryFinish !== undefined || unstored.size === 0 || storeClosed) return
+    retryFinish = setTimeout(retryFinishes, finishWait)
+    retryFinish.unref()
+  }
+  /** What follows a stored finish: its `end` to followers, waiters, the webhook, the hook. */
+  const announce = (runId: string, end: RunEvent | null) => {
     if (end) publish(end)
     for (const w of waiters.get(runId) ?? []) w()
     waiters.delete(runId)
     if (end) deliver(runId)
     if (end && options.onFinished) {
-      const run = store.getRun(runId)
       try {
+        const run = store.getRun(runId)
         if (run) options.onFinished(run, store.getKey(run.keyId))
       } catch {
         // a hook's failure is not the run's
       }
     }
   }
+  /** A run is over: its result is stored now, or kept and stored as soon as the store can. Never throws. */
+  const finished = (runId: string, result: RunResult) => {
+    controllers.delete(runId)
+    const stdin = stdins.get(runId)
+    stdins.delete(runId)
+    stdin?.destroy()
+    if (!storeFinish(runId, result, nowIso())) scheduleFinishes()
+  }
 
+  // Every run the queue started reaches finished() (executeRun never throws), whatever the store does.
   const execute = async (runId: string): Promise<void> => {
-    const run = store.getRun(runId)
+    let run: RunRecord | null
+    let key: KeyRecord | null
+    try {
+      run = store.getRun(runId)
+      key = run && store.getKey(run.keyId)
+    } catch (error) {
+      finished(
+        runId,
+        errorResult('store', `the run could not be read from the store: ${errorFields(error).message}`),
+      )
+      return
+    }
     if (!run) return
-    const key = store.getKey(run.keyId)
     let result: RunResult
     if (!key || key.revokedAt !== null) {
       result = errorResult('key', 'the key that submitted this run was revoked')
@@ -260,12 +353,24 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
         emit: (type, data) => emit(runId, type, data),
         maxCollectBytes: options.maxCollectBytes ?? 64 * 1024 * 1024,
         ...(host ? { host } : {}),
+        onStoreError: (error) =>
+          log.error({ runId, err: errorFields(error) }, 'could not store an event of a run: it is stopped'),
       })
     }
     finished(runId, result)
   }
 
-  const queue = new RunQueue({ store, concurrency, maxQueued: options.maxQueued ?? 100, execute })
+  const queue = new RunQueue({
+    store,
+    concurrency,
+    maxQueued: options.maxQueued ?? 100,
+    execute,
+    onStoreError: (runId, error) =>
+      log.error(
+        { runId, err: errorFields(error) },
+        'could not start a run: it stays queued, and is tried again',
+      ),
+  })
 
   /**
    * A revoked key does nothing more: its waiting runs never start, its running ones are canceled. At
@@ -401,7 +506,13 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
         request,
       })
       if (request.stdin === 'open') stdins.set(run.id, new PassThrough())
-      emit(run.id, 'queued', {})
+      try {
+        emit(run.id, 'queued', {})
+      } catch (error) {
+        // The run is stored: it runs. Only this event of it is missing; refusing now would leave it queued
+        // in the store, run by the next start after its client was told it was not taken.
+        log.error({ runId: run.id, err: errorFields(error) }, 'could not store the queued event of a run')
+      }
       queue.submit(key, run.id)
       return store.getRun(run.id) ?? run
     },
@@ -633,10 +744,17 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
       // Retries stop; an attempt in flight ends (its own timeout bounds it) and is recorded.
       deliveries.abort()
       await Promise.allSettled([...delivering])
+      // Finishes the store refused: one last try. What it still refuses stays `running` in the store, and
+      // the next start ends it `interrupted`, as after a crash.
+      clearTimeout(retryFinish)
+      for (const [runId, { result, at }] of [...unstored]) storeFinish(runId, result, at)
+      for (const runId of unstored.keys())
+        log.error({ runId }, 'the finish of a run was never stored: the next start ends it interrupted')
       storeClosed = true
       store.close()
       lock.release()
     },
   }
-  return { service, ...(adminKey ? { adminKey } : {}) }
+  // A full store, whatever method meets it, is a 503 with Retry-After for the client, never a 500.
+  return { service: mapStoreFull(service), ...(adminKey ? { adminKey } : {}) }
 }

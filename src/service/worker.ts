@@ -48,15 +48,23 @@ export interface WorkerContext {
   maxCollectBytes: number
   /** The operator's host paths and host state (ServiceOptions.hostOptions), in every run. */
   host?: HostOptions
+  /** Told each event the store could not take (the run is then stopped). */
+  onStoreError?: (error: Error) => void
 }
 
 /** Where a run's workspace and its collected files live. */
 export const workspaceDir = (dataDir: string, runId: string) => path.join(dataDir, 'work', runId)
 export const filesDir = (dataDir: string, runId: string) => path.join(dataDir, 'files', runId)
 
-/** Runs one run to its result (which the caller stores with finishRun). Never throws. */
+/**
+ * Runs one run to its result (which the caller stores with finishRun). Never throws. Its workspace goes
+ * only once its sandbox is gone (runIn returns only then), so nothing of the sandbox can swap a directory
+ * for a link while root walks it; if that were ever unsure, it goes by the fd-relative remover.
+ */
 export async function executeRun(ctx: WorkerContext): Promise<RunResult> {
   const workspace = workspaceDir(ctx.dataDir, ctx.runId)
+  const events = new EventSink(ctx.emit, ctx.onStoreError)
+  let sandboxGone = true
   try {
     try {
       if (existsSync(workspace)) await removeWorkspace(workspace) // a leftover of a crash
@@ -65,8 +73,11 @@ export async function executeRun(ctx: WorkerContext): Promise<RunResult> {
     } catch (error) {
       return errorResult('files', `could not prepare the workspace: ${(error as Error).message}`)
     }
-    const result = await runIn(ctx, workspace)
-    for (const event of result.network) ctx.emit('network', { ...event })
+    sandboxGone = false
+    const result = await runIn(ctx, workspace, events)
+    sandboxGone = true
+    for (const event of result.network) events.emit('network', { ...event })
+    if (events.failure) return events.result(result)
     try {
       // As the output is: the key's secrets and the request's own `redact` strings (over JSON, only strings).
       const redact = [
@@ -80,8 +91,51 @@ export async function executeRun(ctx: WorkerContext): Promise<RunResult> {
       // A file that could not be kept is not the run's failure: it is simply not there to read.
     }
     return result
+  } catch (error) {
+    return errorResult('worker', (error as Error).message)
   } finally {
-    await removeWorkspace(workspace, { finished: true })
+    await removeWorkspace(workspace, { finished: sandboxGone })
+  }
+}
+
+/**
+ * A run's events on their way to the store. The first one the store refuses (its disk full, an I/O error)
+ * stops the run (`onFail`: its sandbox is killed), and no more are written: the run ends `error`, naming
+ * the store's failure, rather than run on unsupervised with nothing kept of it. Never throws: emit() is
+ * called from output handlers and timers, where a throw would take the server down.
+ */
+export class EventSink {
+  failure: Error | null = null
+  /** Stops the run: set once its sandbox exists. */
+  onFail: () => void = () => {}
+
+  constructor(
+    private readonly store: WorkerContext['emit'],
+    private readonly onStoreError: ((error: Error) => void) | undefined,
+  ) {}
+
+  emit(type: RunEventType, data: Record<string, unknown>): void {
+    if (this.failure) return
+    try {
+      this.store(type, data)
+    } catch (error) {
+      this.failure = error instanceof Error ? error : new Error(String(error))
+      try {
+        this.onStoreError?.(this.failure)
+      } catch {
+        // a logger's failure is its own
+      }
+      this.onFail()
+    }
+  }
+
+  /** The run's result once an event could not be stored: small, so a store short of room may take it. */
+  result(ran: RunResult): RunResult {
+    const failure = this.failure as Error & { code?: unknown }
+    const why = typeof failure.code === 'string' ? `${failure.code}: ${failure.message}` : failure.message
+    return errorResult('store', `the run's events could not be stored (${why}): it was stopped`, {
+      isolation: ran.isolation,
+    })
   }
 }
 
@@ -147,7 +201,12 @@ export function dataDirGuard(
   return { isolation: 'namespace', hide: [dataDir] }
 }
 
-async function runIn(ctx: WorkerContext, workspace: string): Promise<RunResult> {
+/**
+ * Starts the run and streams its events; resolves (never rejects) only once its sandbox is gone: every
+ * way out kills it first and waits for its result, which the library gives only when nothing of the
+ * sandbox runs any more.
+ */
+async function runIn(ctx: WorkerContext, workspace: string, events: EventSink): Promise<RunResult> {
   const { request, key } = ctx
   const secretValues = Object.values(key.secrets).filter((v) => v.length > 0)
   const guard = dataDirGuard(request.options.isolation, ctx.dataDir, process.getuid?.() === 0)
@@ -166,9 +225,9 @@ async function runIn(ctx: WorkerContext, workspace: string): Promise<RunResult> 
     encoding: 'buffer',
     onLog: (entry) => {
       logEvents++
-      if (logEvents <= MAX_LOG_EVENTS) ctx.emit('log', { ...entry })
+      if (logEvents <= MAX_LOG_EVENTS) events.emit('log', { ...entry })
       else if (logEvents === MAX_LOG_EVENTS + 1)
-        ctx.emit('log', {
+        events.emit('log', {
           level: 'warn',
           msg: `cordon: ${MAX_LOG_EVENTS} log lines were sent as events; the rest are in the result (logs)`,
           source: 'cordon',
@@ -183,7 +242,7 @@ async function runIn(ctx: WorkerContext, workspace: string): Promise<RunResult> 
     if (error instanceof PolicyError) return errorResult(`options.${error.field}`, error.message)
     return errorResult('start', (error as Error).message)
   }
-  ctx.emit('started', { pid: handle.pid ?? null })
+  events.onFail = () => handle.kill()
   // Output events carry the kept, redacted bytes exactly, base64; `offset` counts them per stream, so the
   // events put together are exactly the output, and /output serves it from them.
   // Chunks are gathered for up to OUTPUT_FLUSH_MS (or OUTPUT_FLUSH_BYTES): the program decides how its
@@ -202,7 +261,7 @@ async function runIn(ctx: WorkerContext, workspace: string): Promise<RunResult> 
   const flush = () => {
     for (const { stream, parts } of pending) {
       const bytes = Buffer.concat(parts)
-      ctx.emit('output', {
+      events.emit('output', {
         stream,
         offset: offsets[stream],
         bytes: bytes.length,
@@ -222,6 +281,7 @@ async function runIn(ctx: WorkerContext, workspace: string): Promise<RunResult> 
     }, OUTPUT_FLUSH_MS)
   }
   try {
+    events.emit('started', { pid: handle.pid ?? null })
     for await (const chunk of handle.output) {
       const bytes = chunk.data
       text.push(chunk.stream, bytes.length)
@@ -246,11 +306,13 @@ async function runIn(ctx: WorkerContext, workspace: string): Promise<RunResult> 
     flush()
     return text.result(await handle.result)
   } catch (error) {
+    return errorResult('worker', (error as Error).message)
+  } finally {
     clearTimeout(gathering)
-    flush()
+    // Once the run has ended, kill() does nothing; before, it stops the sandbox, and its result says when
+    // nothing of it is left.
     handle.kill()
     await handle.result.catch(() => undefined)
-    return errorResult('worker', (error as Error).message)
   }
 }
 
