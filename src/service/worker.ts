@@ -11,8 +11,6 @@ import {
   lstatSync,
   mkdirSync,
   openSync,
-  readdirSync,
-  readSync,
   writeSync,
 } from 'node:fs'
 
@@ -26,10 +24,12 @@ import {
   type RunHandle,
   type RunOptions,
   type RunResult,
+  redactorFor,
   removeWrittenTree,
   type Spawner,
   start,
 } from '../index.js'
+import { collect } from './collect.js'
 import type { HostOptions, RunRequest } from './request.js'
 import type { KeyRecord, RunEvent, RunEventType } from './types.js'
 
@@ -79,13 +79,9 @@ export async function executeRun(ctx: WorkerContext): Promise<RunResult> {
     for (const event of result.network) events.emit('network', { ...event })
     if (events.failure) return events.result(result)
     try {
-      // As the output is: the key's secrets and the request's own `redact` strings (over JSON, only strings).
-      const redact = [
-        ...Object.values(ctx.key.secrets),
-        ...(ctx.request.options.redact ?? []).filter((r): r is string => typeof r === 'string'),
-      ]
-      collect(workspace, filesDir(ctx.dataDir, ctx.runId), ctx.request.collect, ctx.maxCollectBytes, {
-        redact,
+      // Redacted exactly as the output was: the library's redaction of the run's own options.
+      await collect(workspace, filesDir(ctx.dataDir, ctx.runId), ctx.request.collect, ctx.maxCollectBytes, {
+        redactor: redactorFor(secretsOf(ctx)),
       })
     } catch {
       // A file that could not be kept is not the run's failure: it is simply not there to read.
@@ -207,8 +203,7 @@ export function dataDirGuard(
  * sandbox runs any more.
  */
 async function runIn(ctx: WorkerContext, workspace: string, events: EventSink): Promise<RunResult> {
-  const { request, key } = ctx
-  const secretValues = Object.values(key.secrets).filter((v) => v.length > 0)
+  const { request } = ctx
   const guard = dataDirGuard(request.options.isolation, ctx.dataDir, process.getuid?.() === 0)
   if ('refused' in guard) return errorResult('options.isolation', guard.refused)
   // Bytes: the events and /output keep the program's output exactly (redacted as bytes); the result's
@@ -217,8 +212,7 @@ async function runIn(ctx: WorkerContext, workspace: string, events: EventSink): 
   const options: RunOptions<Buffer> = {
     ...request.options,
     ...guard,
-    env: { ...(request.options.env ?? {}), ...key.secrets },
-    redact: [...(request.options.redact ?? []), ...secretValues],
+    ...secretsOf(ctx),
     ...hostPaths(ctx.host ?? {}, workspace, guard.hide),
     signal: ctx.signal,
     stdin: stdinOf(request, ctx.stdin),
@@ -313,6 +307,21 @@ async function runIn(ctx: WorkerContext, workspace: string, events: EventSink): 
     // nothing of it is left.
     handle.kill()
     await handle.result.catch(() => undefined)
+  }
+}
+
+/**
+ * What a run's options say of its secrets: the request's `env` with the key's secrets injected (a request
+ * cannot override them), its `redact` with their values, and the operator's `passEnv`. The run redacts
+ * its output by these, and its collected files by the same.
+ */
+function secretsOf(ctx: WorkerContext): Pick<RunOptions, 'env' | 'redact' | 'passEnv'> {
+  const secretValues = Object.values(ctx.key.secrets).filter((v) => v.length > 0)
+  const passEnv = ctx.host?.passEnv
+  return {
+    env: { ...(ctx.request.options.env ?? {}), ...ctx.key.secrets },
+    redact: [...(ctx.request.options.redact ?? []), ...secretValues],
+    ...(passEnv && passEnv.length > 0 ? { passEnv } : {}),
   }
 }
 
@@ -439,238 +448,5 @@ export function writeFiles(workspace: string, files: RunRequest['files']): void 
     }
     // The umask would take the sandbox's write bit away: a run's files are its own.
     chmodSync(target, file.mode ?? 0o666)
-  }
-}
-
-/** One piece of a glob: a character, `?`, `*` (within a name), `**` (across names), `**` then `/` (any directories). */
-type GlobToken = { kind: 'char'; c: string } | { kind: 'one' | 'star' | 'any' | 'dirs' }
-
-function globTokens(glob: string): GlobToken[] {
-  const tokens: GlobToken[] = []
-  for (let i = 0; i < glob.length; i++) {
-    const c = glob[i] as string
-    if (c === '*' && glob[i + 1] === '*') {
-      i++
-      if (glob[i + 1] === '/') {
-        i++
-        tokens.push({ kind: 'dirs' })
-      } else tokens.push({ kind: 'any' })
-    } else if (c === '*') tokens.push({ kind: 'star' })
-    else if (c === '?') tokens.push({ kind: 'one' })
-    else tokens.push({ kind: 'char', c })
-  }
-  return tokens
-}
-
-/** Work shared by every match of one collect(): each state a match visits is a step. */
-export interface GlobBudget {
-  steps: number
-}
-
-/**
- * A simple glob (`*` and `?` within a name, `**` across directories, `**` then `/`: any directories or none) as a
- * test of a whole path. The glob is the client's and the path the sandbox's, so it is never a backtracking
- * RegExp (`*a*a*a…b` against a long name takes exponential time there, on the server's one thread): the
- * glob runs as an automaton over its positions, all of them at once, in time linear in the path (times
- * the glob's length at worst). Each state visited is taken from `budget`; once it is spent, nothing more
- * matches.
- */
-export function globMatcher(glob: string, budget: GlobBudget = { steps: Number.POSITIVE_INFINITY }) {
-  const tokens = globTokens(glob)
-  const m = tokens.length
-  // What each token is and matches, as numbers: the loop below runs for every name the sandbox made.
-  const [CHAR, ONE, STAR, ANY] = [0, 1, 2, 3]
-  const KIND = { char: CHAR, one: ONE, star: STAR, any: ANY, dirs: 4 } as const
-  const kinds = new Uint8Array(m)
-  const chars = new Array<string>(m)
-  tokens.forEach((t, i) => {
-    kinds[i] = KIND[t.kind]
-    chars[i] = t.kind === 'char' ? t.c : ''
-  })
-  // States 0..m: about to match token i (m: the end); m+1+i: inside the `**` of a `**` then `/` at i.
-  // `seen[s] === gen`: s is in the set being built. The generation goes on from one path to the next, and
-  // the sets live in two buffers made once: a match costs what it visits, nothing as long as the glob.
-  const states = 2 * m + 2
-  const seen = new Int32Array(states).fill(-1)
-  let gen = 0
-  let current = new Int32Array(states)
-  let next = new Int32Array(states)
-  let size = 0
-  /** Adds `state` to `next`, with the closure over what may match nothing (`*`, `**`, `**` then `/`). */
-  const add = (state: number) => {
-    for (let s = state; ; s++) {
-      if (seen[s] === gen) return
-      seen[s] = gen
-      next[size++] = s
-      budget.steps--
-      if (s >= m || kinds[s] === CHAR || kinds[s] === ONE) return
-    }
-  }
-  const keep = (s: number) => {
-    if (seen[s] === gen) return
-    seen[s] = gen
-    next[size++] = s
-  }
-  return (text: string): boolean => {
-    if (gen > 2 ** 30) {
-      seen.fill(-1)
-      gen = 0
-    }
-    // Each match is a step, whatever it visits: a name against many globs is work too.
-    budget.steps--
-    gen++
-    size = 0
-    add(0)
-    let count = size
-    ;[current, next] = [next, current]
-    for (let i = 0; i < text.length; i++) {
-      if (budget.steps <= 0 || count === 0) return false
-      const c = text[i] as string
-      gen++
-      size = 0
-      for (let j = 0; j < count; j++) {
-        const s = current[j] as number
-        budget.steps--
-        if (s > m) {
-          // Inside `**` then `/`: any character stays inside; a `/` may also end it.
-          keep(s)
-          if (c === '/') add(s - m)
-          continue
-        }
-        if (s === m) continue
-        const kind = kinds[s]
-        if (kind === CHAR) {
-          if (c === chars[s]) add(s + 1)
-        } else if (kind === ONE) {
-          if (c !== '/') add(s + 1)
-        } else if (kind === STAR) {
-          if (c !== '/') add(s)
-        } else if (kind === ANY) add(s)
-        else {
-          keep(m + 1 + s)
-          if (c === '/') add(s + 1)
-        }
-      }
-      count = size
-      ;[current, next] = [next, current]
-    }
-    if (budget.steps <= 0) return false
-    for (let j = 0; j < count; j++) if (current[j] === m) return true
-    return false
-  }
-}
-
-/** What collect() keeps beyond the byte cap. */
-export interface CollectOptions {
-  /** Files kept at most, however small (a sandbox can make a million empty ones). Default 10,000. */
-  maxFiles?: number
-  /** Byte strings replaced by `[REDACTED]` in every kept file: the key's secrets. */
-  redact?: string[]
-  /**
-   * Directory entries looked at, at most (default 100,000): the walk runs on the server's one thread, and
-   * a sandbox can make a million empty files in its wall time.
-   */
-  maxEntries?: number
-  /** Glob states visited in all, at most (default 20 million, ~0.2 s): then nothing more matches. */
-  maxSteps?: number
-}
-
-/**
- * Copies the workspace's regular files matching `globs` into `into`, at most `maxBytes` and
- * `maxFiles` in all. What the sandbox left is untrusted: symlinks are never followed (lstat on the walk,
- * O_NOFOLLOW on open), and a file with more than one link is not read, since a hard link is how a
- * sandbox names a file outside the workspace (one the server's uid can read and it cannot). The key's
- * secrets are redacted from what is kept, as from the output: a program writing $SECRET to a collected
- * file is the same echo as printing it.
- */
-export function collect(
-  workspace: string,
-  into: string,
-  globs: string[],
-  maxBytes: number,
-  { maxFiles = 10_000, redact = [], maxEntries = 100_000, maxSteps = 20_000_000 }: CollectOptions = {},
-): string[] {
-  if (globs.length === 0) return []
-  const work: GlobBudget = { steps: maxSteps }
-  const patterns = globs.map((glob) => globMatcher(glob, work))
-  let entries = 0
-  // Longest first (one may contain another), sorted once for every file.
-  const secrets = redact
-    .filter((s) => s.length > 0)
-    .map((s) => Buffer.from(s))
-    .sort((a, b) => b.length - a.length)
-  const kept: string[] = []
-  let budget = maxBytes
-  const walk = (rel: string, depth: number) => {
-    if (depth > 32) return
-    for (const name of readdirSync(path.join(workspace, rel))) {
-      if (kept.length >= maxFiles || ++entries > maxEntries || work.steps <= 0) return
-      const relPath = rel ? `${rel}/${name}` : name
-      const st = lstatSync(path.join(workspace, relPath))
-      if (st.isDirectory()) walk(relPath, depth + 1)
-      else if (st.isFile() && patterns.some((matches) => matches(relPath))) {
-        if (st.size > budget || st.nlink !== 1) continue
-        const read = readNoFollow(path.join(workspace, relPath), budget)
-        if (read === null) continue
-        budget -= read.length
-        const data = redactBytes(read, secrets)
-        // Its name is the program's output too ("$TOKEN.txt"): kept redacted. "[REDACTED]" has no `/` and
-        // makes no `..`, so the name stays a path inside `into`.
-        const keptPath = redactBytes(Buffer.from(relPath), secrets).toString()
-        const dest = path.join(into, keptPath)
-        let fd: number
-        try {
-          mkdirSync(path.dirname(dest), { recursive: true, mode: 0o700 })
-          fd = openSync(dest, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o600)
-        } catch {
-          continue // a name that redacts to one kept already (or to its directory): the first stays
-        }
-        try {
-          writeSync(fd, data)
-        } finally {
-          closeSync(fd)
-        }
-        kept.push(keptPath)
-      }
-    }
-  }
-  walk('', 0)
-  return kept
-}
-
-const REDACTED = Buffer.from('[REDACTED]')
-
-/** `data` with every occurrence of each secret replaced, in the order given (collect: longest first). */
-function redactBytes(data: Buffer, secrets: Buffer[]): Buffer {
-  let out = data
-  for (const secret of secrets) {
-    if (out.indexOf(secret) < 0) continue
-    const parts: Buffer[] = []
-    let from = 0
-    for (let at = out.indexOf(secret); at >= 0; at = out.indexOf(secret, from)) {
-      parts.push(out.subarray(from, at), REDACTED)
-      from = at + secret.length
-    }
-    parts.push(out.subarray(from))
-    out = Buffer.concat(parts)
-  }
-  return out
-}
-
-function readNoFollow(file: string, max: number): Buffer | null {
-  const fd = openSync(file, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK)
-  try {
-    const st = fstatSync(fd)
-    if (!st.isFile() || st.size > max || st.nlink !== 1) return null
-    const buf = Buffer.alloc(st.size)
-    let n = 0
-    while (n < buf.length) {
-      const r = readSync(fd, buf, n, buf.length - n, n)
-      if (r === 0) break
-      n += r
-    }
-    return buf.subarray(0, n)
-  } finally {
-    closeSync(fd)
   }
 }
