@@ -17,6 +17,7 @@ import { errorResult, openSpawner, PolicyError, type RunResult, type Spawner } f
 import {
   applyCeilings,
   DEFAULT_MAX_RETENTION_MS,
+  DEFAULT_MAX_WORKSPACE_BYTES,
   DEFAULT_SERVER_LIMIT_CEILINGS,
   type ServerLimitCeilings,
 } from './ceilings.js'
@@ -36,7 +37,8 @@ import { errorFields, mapStoreFull } from './store-errors.js'
 import type { KeyRecord, RunEvent, RunEventType, RunRecord, Scope, Service, Store } from './types.js'
 import { runView, ServiceError } from './types.js'
 import { checkWebhookUrl, deliverWebhook } from './webhook.js'
-import { executeRun, filesDir, removeWorkspace } from './worker.js'
+import { executeRun, filesDir } from './worker.js'
+import { Workspaces } from './workspace.js'
 
 export interface ServiceOptions {
   /** Holds cordon.db, the runs' workspaces (work/) and their collected files (files/). Made 0700. */
@@ -49,6 +51,13 @@ export interface ServiceOptions {
   maxStdinBuffered?: number
   /** Bytes of collected files kept per run (default 64 MiB). */
   maxCollectBytes?: number
+  /**
+   * Bytes a run's workspace may hold (default DEFAULT_MAX_WORKSPACE_BYTES, 1 GiB): as root a tmpfs of
+   * that size, otherwise measured as the run runs (workspace.ts).
+   */
+  maxWorkspaceBytes?: number
+  /** Mount a tmpfs per workspace (default: as root); false measures them instead. */
+  mountWorkspaces?: boolean
   /** How often finished runs past their key's retention are removed (default 1 min). */
   sweepIntervalMs?: number
   /**
@@ -352,6 +361,7 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
         stdin: stdins.get(runId),
         emit: (type, data) => emit(runId, type, data),
         maxCollectBytes: options.maxCollectBytes ?? 64 * 1024 * 1024,
+        workspaces,
         ...(host ? { host } : {}),
         onStoreError: (error) =>
           log.error({ runId, err: errorFields(error) }, 'could not store an event of a run: it is stopped'),
@@ -386,7 +396,16 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
 
   // Start-up: what a dead server left running is over (its workspaces with it); what it left queued runs now.
   store.interruptRunning(nowIso())
-  await removeWorkspace(path.join(dataDir, 'work'))
+  const workspaces = await Workspaces.open({
+    dataDir,
+    maxBytes: options.maxWorkspaceBytes ?? DEFAULT_MAX_WORKSPACE_BYTES,
+    ...(options.mountWorkspaces !== undefined ? { mount: options.mountWorkspaces } : {}),
+    onMountFailed: (error) =>
+      log.warn(
+        { err: errorFields(error) },
+        'could not mount a tmpfs for the workspaces: each is measured as its run runs instead',
+      ),
+  })
   for (const run of store.queuedRuns()) {
     if ((run.request as RunRequest).stdin === 'open') stdins.set(run.id, new PassThrough())
     queue.push(run.id, run.keyId)
@@ -752,6 +771,7 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
         log.error({ runId }, 'the finish of a run was never stored: the next start ends it interrupted')
       storeClosed = true
       store.close()
+      await workspaces.close()
       lock.release()
     },
   }

@@ -1,4 +1,4 @@
-// One run, from queued-and-started to its stored result: a fresh workspace with the request's files, the
+// One run, from queued-and-started to its stored result: a fresh workspace (bounded: workspace.ts) with the request's files, the
 // library's start() with the key's secrets injected and redacted, each output chunk and log line an event,
 // the collected files kept, the workspace removed. Whatever goes wrong ends as the run's result (status
 // `error`), never as an exception: a face promises a result.
@@ -6,7 +6,6 @@ import {
   chmodSync,
   closeSync,
   constants,
-  existsSync,
   fstatSync,
   lstatSync,
   mkdirSync,
@@ -14,24 +13,24 @@ import {
   writeSync,
 } from 'node:fs'
 
-import { rm } from 'node:fs/promises'
 import path from 'node:path'
 import type { PassThrough } from 'node:stream'
 import { StringDecoder } from 'node:string_decoder'
 import {
   errorResult,
+  formatBytes,
   PolicyError,
   type RunHandle,
   type RunOptions,
   type RunResult,
   redactorFor,
-  removeWrittenTree,
   type Spawner,
   start,
 } from '../index.js'
 import { collect } from './collect.js'
 import type { HostOptions, RunRequest } from './request.js'
 import type { KeyRecord, RunEvent, RunEventType } from './types.js'
+import type { Workspace, Workspaces } from './workspace.js'
 
 export interface WorkerContext {
   dataDir: string
@@ -46,30 +45,34 @@ export interface WorkerContext {
   emit: (type: RunEventType, data: Record<string, unknown>) => RunEvent
   /** Bytes of collected files kept per run at most. */
   maxCollectBytes: number
+  /** Where the run's workspace comes from, bounded in size. */
+  workspaces: Workspaces
   /** The operator's host paths and host state (ServiceOptions.hostOptions), in every run. */
   host?: HostOptions
   /** Told each event the store could not take (the run is then stopped). */
   onStoreError?: (error: Error) => void
 }
 
-/** Where a run's workspace and its collected files live. */
-export const workspaceDir = (dataDir: string, runId: string) => path.join(dataDir, 'work', runId)
+/** Where a run's collected files live. */
 export const filesDir = (dataDir: string, runId: string) => path.join(dataDir, 'files', runId)
 
 /**
  * Runs one run to its result (which the caller stores with finishRun). Never throws. Its workspace goes
  * only once its sandbox is gone (runIn returns only then), so nothing of the sandbox can swap a directory
- * for a link while root walks it; if that were ever unsure, it goes by the fd-relative remover.
+ * for a link while root walks it; were that ever unsure, it goes without a walk (workspace.ts).
  */
 export async function executeRun(ctx: WorkerContext): Promise<RunResult> {
-  const workspace = workspaceDir(ctx.dataDir, ctx.runId)
   const events = new EventSink(ctx.emit, ctx.onStoreError)
+  let workspace: Workspace
+  try {
+    workspace = await ctx.workspaces.acquire(ctx.runId)
+  } catch (error) {
+    return errorResult('files', `could not prepare the workspace: ${(error as Error).message}`)
+  }
   let sandboxGone = true
   try {
     try {
-      if (existsSync(workspace)) await removeWorkspace(workspace) // a leftover of a crash
-      makeWorkspace(ctx.dataDir, workspace)
-      writeFiles(workspace, ctx.request.files)
+      writeFiles(workspace.dir, ctx.request.files)
     } catch (error) {
       return errorResult('files', `could not prepare the workspace: ${(error as Error).message}`)
     }
@@ -80,9 +83,15 @@ export async function executeRun(ctx: WorkerContext): Promise<RunResult> {
     if (events.failure) return events.result(result)
     try {
       // Redacted exactly as the output was: the library's redaction of the run's own options.
-      await collect(workspace, filesDir(ctx.dataDir, ctx.runId), ctx.request.collect, ctx.maxCollectBytes, {
-        redactor: redactorFor(secretsOf(ctx)),
-      })
+      await collect(
+        workspace.dir,
+        filesDir(ctx.dataDir, ctx.runId),
+        ctx.request.collect,
+        ctx.maxCollectBytes,
+        {
+          redactor: redactorFor(secretsOf(ctx)),
+        },
+      )
     } catch {
       // A file that could not be kept is not the run's failure: it is simply not there to read.
     }
@@ -90,7 +99,7 @@ export async function executeRun(ctx: WorkerContext): Promise<RunResult> {
   } catch (error) {
     return errorResult('worker', (error as Error).message)
   } finally {
-    await removeWorkspace(workspace, { finished: sandboxGone })
+    await workspace.release(sandboxGone)
   }
 }
 
@@ -136,34 +145,6 @@ export class EventSink {
 }
 
 /**
- * Removes a run's workspace, which its sandbox filled as it liked: a planted symlink (to a directory
- * outside, in place of a directory) goes as the link it is, and nothing it names goes with it. The
- * library's fd-relative remover takes it, which follows no symlink even mid-walk, opens what the sandbox
- * shut (chmod 000) before emptying it, and names no path at all below the top: a sandbox can nest
- * directories past PATH_MAX, where a path walk (Node's rm) cannot reach. Not as root the sandbox had the
- * server's own uid; as root its pool uid, whose directories root walks too (`asRoot`).
- * - `finished`: the run's own sandbox has ended (a run's result comes only then), so nothing swaps a
- *   directory mid-walk. As root Node's rm goes first, off the event loop: the remover is a process of its
- *   own, and one spawn a run doubled a served run's latency (9 -> 20 ms) and halved its throughput. What
- *   rm cannot reach (a tree nested past PATH_MAX) the remover takes after it.
- * What cannot go stays (the next start sweeps work/ again), never an exception: the run has its result.
- */
-export async function removeWorkspace(
-  workspace: string,
-  { asRoot = process.getuid?.() === 0, finished = false }: { asRoot?: boolean; finished?: boolean } = {},
-): Promise<void> {
-  if (asRoot && finished) {
-    try {
-      await rm(workspace, { recursive: true, force: true })
-      return
-    } catch {
-      // too deep for a path walk: by fd below
-    }
-  }
-  await removeWrittenTree(workspace, { anyOwner: asRoot })
-}
-
-/**
  * Log lines sent as events, at most, per run. Each is a stored row (~100 bytes more than the line): a
  * program writing 256 KiB of tiny lines (its maxLogBytes) made 131 000 rows and 30 MB of database. The
  * result keeps them all, within maxLogBytes.
@@ -202,7 +183,7 @@ export function dataDirGuard(
  * way out kills it first and waits for its result, which the library gives only when nothing of the
  * sandbox runs any more.
  */
-async function runIn(ctx: WorkerContext, workspace: string, events: EventSink): Promise<RunResult> {
+async function runIn(ctx: WorkerContext, workspace: Workspace, events: EventSink): Promise<RunResult> {
   const { request } = ctx
   const guard = dataDirGuard(request.options.isolation, ctx.dataDir, process.getuid?.() === 0)
   if ('refused' in guard) return errorResult('options.isolation', guard.refused)
@@ -213,7 +194,7 @@ async function runIn(ctx: WorkerContext, workspace: string, events: EventSink): 
     ...request.options,
     ...guard,
     ...secretsOf(ctx),
-    ...hostPaths(ctx.host ?? {}, workspace, guard.hide),
+    ...hostPaths(ctx.host ?? {}, workspace.dir, guard.hide),
     signal: ctx.signal,
     stdin: stdinOf(request, ctx.stdin),
     encoding: 'buffer',
@@ -237,6 +218,13 @@ async function runIn(ctx: WorkerContext, workspace: string, events: EventSink): 
     return errorResult('start', (error as Error).message)
   }
   events.onFail = () => handle.kill()
+  // A workspace the kernel cannot bound (not as root) is measured as the run runs: past its quota the
+  // run is stopped, as a limit it hit.
+  let over: string | null = null
+  const unwatch = workspace.watch((why) => {
+    over = why
+    handle.kill()
+  })
   // Output events carry the kept, redacted bytes exactly, base64; `offset` counts them per stream, so the
   // events put together are exactly the output, and /output serves it from them.
   // Chunks are gathered for up to OUTPUT_FLUSH_MS (or OUTPUT_FLUSH_BYTES): the program decides how its
@@ -298,16 +286,24 @@ async function runIn(ctx: WorkerContext, workspace: string, events: EventSink): 
     }
     clearTimeout(gathering)
     flush()
-    return text.result(await handle.result)
+    const result = text.result(await handle.result)
+    return over === null ? result : workspaceOver(result, over, ctx.workspaces.maxBytes)
   } catch (error) {
     return errorResult('worker', (error as Error).message)
   } finally {
+    unwatch()
     clearTimeout(gathering)
     // Once the run has ended, kill() does nothing; before, it stops the sandbox, and its result says when
     // nothing of it is left.
     handle.kill()
     await handle.result.catch(() => undefined)
   }
+}
+
+/** The result of a run stopped because its measured workspace grew past its quota: a limit it hit. */
+function workspaceOver(result: RunResult, why: string, quota: number): RunResult {
+  const message = `the workspace grew past ${formatBytes(quota)} (${why}): the run was stopped`
+  return { ...result, status: 'file-size', violation: { kind: 'file-size', limit: quota, message } }
 }
 
 /**
@@ -403,18 +399,6 @@ function stdinOf(request: RunRequest, open: PassThrough | undefined): RunOptions
   if (request.stdin === undefined) return '' // start() would otherwise keep it open
   if (typeof request.stdin === 'string') return request.stdin
   return Buffer.from(request.stdin.base64, 'base64')
-}
-
-/**
- * A fresh, empty workspace every sandbox uid may write (as root, runs get a uid from the pool, unknown
- * until launch, so the directory is 0777 rather than chown'd; it lives in the 0700 data dir, which the
- * namespace tier binds past, and is removed after the run).
- */
-function makeWorkspace(dataDir: string, workspace: string): void {
-  const parent = path.join(dataDir, 'work')
-  mkdirSync(parent, { recursive: true, mode: 0o700 })
-  mkdirSync(workspace, { mode: 0o777 })
-  chmodSync(workspace, 0o777)
 }
 
 /** Writes the request's files, never through a symlink, never outside the workspace. */

@@ -1,7 +1,5 @@
 import assert from 'node:assert/strict'
-import { spawnSync } from 'node:child_process'
 import {
-  chmodSync,
   existsSync,
   mkdirSync,
   readdirSync,
@@ -11,7 +9,7 @@ import {
   writeFileSync,
 } from 'node:fs'
 import path from 'node:path'
-import { describe, it } from 'node:test'
+import { after, describe, it } from 'node:test'
 import { setFlagsFromString } from 'node:v8'
 import { runInNewContext } from 'node:vm'
 import { errorResult, type RunResult } from '../../src/index.js'
@@ -22,12 +20,11 @@ import {
   dataDirGuard,
   executeRun,
   MAX_LOG_EVENTS,
-  removeWorkspace,
   TextOfChunks,
-  workspaceDir,
   writeFiles,
 } from '../../src/service/worker.js'
-import { noNamespace, notRoot, tempDir } from '../helpers.js'
+import { Workspaces } from '../../src/service/workspace.js'
+import { noNamespace, tempDir } from '../helpers.js'
 
 const files = (list: unknown[]) => runRequestSchema.parse({ cmd: ['true'], files: list }).files
 
@@ -43,6 +40,17 @@ const key: KeyRecord = {
   webhookSecret: '',
   createdAt: '2026-01-01T00:00:00.000Z',
   revokedAt: null,
+}
+
+/** The workspaces of a data dir made for one test, closed (its slots unmounted) after the file. */
+const opened: Workspaces[] = []
+after(async () => {
+  for (const w of opened) await w.close()
+})
+async function workspacesOf(dataDir: string, maxBytes = 64 * 1024 * 1024): Promise<Workspaces> {
+  const w = await Workspaces.open({ dataDir, maxBytes })
+  opened.push(w)
+  return w
 }
 
 describe('worker', () => {
@@ -100,11 +108,13 @@ describe('worker', () => {
         return e
       },
       maxCollectBytes: 1024,
+      workspaces: await workspacesOf(dataDir),
     })
-    const ws = workspaceDir(dataDir, 'run_w')
     assert.equal(result.status, 'ok', result.violation?.message)
-    assert.equal(result.stdout, `input\ntoken=[REDACTED]\n${ws}\nfrom stdin\n`)
-    assert.equal(existsSync(ws), false, 'the workspace is removed')
+    const [input, token, ws, stdin] = result.stdout.split('\n')
+    assert.deepEqual([input, token, stdin], ['input', 'token=[REDACTED]', 'from stdin'])
+    assert.ok(ws?.startsWith(path.join(dataDir, 'work', '')) && ws.endsWith('/run_w'), ws)
+    assert.equal(existsSync(ws as string), false, 'the workspace is removed')
     assert.equal(readFileSync(path.join(dataDir, 'files/run_w/out.txt'), 'utf8'), 'made\n')
     assert.equal(events[0]?.type, 'started')
     const out = Buffer.concat(
@@ -134,6 +144,7 @@ describe('worker', () => {
       stdin: undefined,
       emit: (type: RunEventType, data) => ({ runId: 'run_env', seq: 1, type, at: '', data }),
       maxCollectBytes: 1024,
+      workspaces: await workspacesOf(dataDir),
     })
     assert.equal(result.stdout, 'pw=[REDACTED]\n')
     assert.equal(
@@ -148,8 +159,9 @@ describe('worker', () => {
     // One stored row a line made ~115 bytes of database per byte of tiny lines (30 MB for 256 KiB).
     const events: RunEvent[] = []
     let seq = 0
+    const dataDir = tempDir('cordon-data-')
     const result = await executeRun({
-      dataDir: tempDir('cordon-data-'),
+      dataDir,
       runId: 'run_l',
       request: runRequestSchema.parse({
         cmd: ['sh', '-c', 'i=0; while [ $i -lt 3000 ]; do echo "l$i"; i=$((i+1)); done >&$CORDON_LOG_FD'],
@@ -164,6 +176,7 @@ describe('worker', () => {
         return e
       },
       maxCollectBytes: 0,
+      workspaces: await workspacesOf(dataDir),
     })
     assert.equal(result.status, 'ok', result.violation?.message)
     assert.equal(result.logs.length, 3000, 'the result keeps every line (within maxLogBytes)')
@@ -200,73 +213,16 @@ describe('worker', () => {
       stdin: undefined,
       emit: (type: RunEventType, data) => ({ runId: 'run_links', seq: 1, type, at: '', data }),
       maxCollectBytes: 0,
+      workspaces: await workspacesOf(dataDir),
     })
     assert.equal(result.status, 'ok', JSON.stringify(result))
-    assert.equal(existsSync(workspaceDir(dataDir, 'run_links')), false, 'the workspace is removed')
+    assert.deepEqual(
+      readdirSync(path.join(dataDir, 'work')).filter((n) => n.includes('run_links')),
+      [],
+    )
     assert.equal(readFileSync(path.join(outside, 'precious'), 'utf8'), 'keep me\n')
     assert.equal(readFileSync(path.join(outside, 'dir', 'inner'), 'utf8'), 'me too\n')
     assert.deepEqual(readdirSync(outside).sort(), ['dir', 'precious'])
-  })
-
-  // Both ways a workspace goes: as root (the sandbox's files are a pool uid's) and not (they are the
-  // server's own, by the library's fd-relative remover), on what a sandbox may leave: links out, a link
-  // where a directory was, a loop, directories it shut.
-  for (const [asRoot, finished] of [
-    [true, true],
-    [true, false],
-    [false, true],
-    [false, false],
-  ] as const) {
-    const how = `${asRoot ? 'as root' : 'not as root'}${finished ? ', the sandbox ended' : ''}`
-    it(`removeWorkspace follows no link and opens what was shut (${how})`, async () => {
-      const outside = tempDir('cordon-outside-')
-      mkdirSync(path.join(outside, 'dir'))
-      writeFileSync(path.join(outside, 'precious'), 'keep me\n')
-      writeFileSync(path.join(outside, 'dir', 'inner'), 'me too\n')
-      const ws = path.join(tempDir('cordon-work-'), 'run_x')
-      mkdirSync(path.join(ws, 'keep', 'deep'), { recursive: true })
-      mkdirSync(path.join(ws, 'nest', 'a'), { recursive: true })
-      writeFileSync(path.join(ws, 'keep', 'deep', 'f'), 'x')
-      symlinkSync(outside, path.join(ws, 'to-dir'))
-      symlinkSync(path.join(outside, 'precious'), path.join(ws, 'to-file'))
-      symlinkSync(path.join(outside, 'dir'), path.join(ws, 'nest', 'a', 'link'))
-      symlinkSync(outside, path.join(ws, 'swap'))
-      symlinkSync('..', path.join(ws, 'nest', 'up'))
-      chmodSync(path.join(ws, 'keep', 'deep'), 0)
-      chmodSync(path.join(ws, 'nest'), 0o500)
-      await removeWorkspace(ws, { asRoot, finished })
-      assert.equal(existsSync(ws), false, 'the workspace is gone')
-      assert.equal(readFileSync(path.join(outside, 'precious'), 'utf8'), 'keep me\n')
-      assert.equal(readFileSync(path.join(outside, 'dir', 'inner'), 'utf8'), 'me too\n')
-      assert.deepEqual(readdirSync(outside).sort(), ['dir', 'precious'])
-      await removeWorkspace(ws, { asRoot, finished }) // gone already: nothing to do, no error
-    })
-  }
-
-  // A sandbox can nest directories past PATH_MAX (mkdir and chdir, again and again): a remover that goes
-  // by path cannot even name the deepest, and the workspace stayed for good (every start tried again).
-  it("removeWorkspace (as root) removes a pool uid's tree nested deeper than any path can name", {
-    skip: notRoot,
-  }, async () => {
-    const ws = path.join(tempDir('cordon-work-'), 'run_deep')
-    mkdirSync(ws, { mode: 0o777 })
-    const nest = `
-import os, sys
-fd = os.open(sys.argv[1], os.O_RDONLY)
-for i in range(2000):
-    os.mkdir('d' * 9, dir_fd=fd)
-    sub = os.open('d' * 9, os.O_RDONLY, dir_fd=fd)
-    os.fchown(sub, 60123, 60000)
-    os.close(fd)
-    fd = sub
-leaf = os.open('leaf', os.O_WRONLY | os.O_CREAT, 0o600, dir_fd=fd)
-os.fchown(leaf, 60123, 60000)
-`
-    const made = spawnSync('python3', ['-c', nest, ws], { encoding: 'utf8' })
-    assert.equal(made.status, 0, made.stderr)
-    // After a run (rm first, which cannot reach it) and as a leftover (by fd at once).
-    await removeWorkspace(ws, { asRoot: true, finished: true })
-    assert.equal(existsSync(ws), false, 'the workspace is gone')
   })
 
   it('an invalid option or a bad file is the run’s error result, not an exception', async () => {
@@ -286,6 +242,7 @@ os.fchown(leaf, 60123, 60000)
         data,
       }),
       maxCollectBytes: 0,
+      workspaces: await workspacesOf(dataDir),
     }
     const bad = await executeRun({
       ...base,
