@@ -21,6 +21,7 @@ import {
   DEFAULT_SERVER_LIMIT_CEILINGS,
   type ServerLimitCeilings,
 } from './ceilings.js'
+import { Finisher, type ServiceLog, silentLog } from './finish.js'
 import { newKeyRecord } from './key-schema.js'
 import { hashKey } from './keys.js'
 import { lockDataDir } from './lock.js'
@@ -39,6 +40,8 @@ import { runView, ServiceError } from './types.js'
 import { checkWebhookUrl, deliverWebhook } from './webhook.js'
 import { executeRun, filesDir } from './worker.js'
 import { Workspaces } from './workspace.js'
+
+export type { ServiceLog } from './finish.js'
 
 export interface ServiceOptions {
   /** Holds cordon.db, the runs' workspaces (work/) and their collected files (files/). Made 0700. */
@@ -93,18 +96,6 @@ export interface ServiceOptions {
    */
   log?: ServiceLog
 }
-
-/** The service's log: pino's methods, as `cordon serve` passes its logger. */
-export interface ServiceLog {
-  info(obj: Record<string, unknown>, msg: string): void
-  warn(obj: Record<string, unknown>, msg: string): void
-  error(obj: Record<string, unknown>, msg: string): void
-}
-
-const silent: ServiceLog = { info() {}, warn() {}, error() {} }
-
-/** The first wait before a finish the store refused is tried again, and the longest (it doubles). */
-const FINISH_RETRY_MS = { first: 500, most: 30_000 }
 
 export interface CreatedService {
   service: Service & ServiceExtras
@@ -170,7 +161,7 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
     throw error
   }
   const concurrency = options.concurrency ?? 2
-  const log = options.log ?? silent
+  const log = options.log ?? silentLog
   const limitCeilings = options.limitCeilings ?? DEFAULT_SERVER_LIMIT_CEILINGS
   const maxStdinBuffered = options.maxStdinBuffered ?? 1024 * 1024
   let spawner: Spawner | undefined
@@ -269,43 +260,6 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
       })
   }
 
-  // Finishes the store refused (its disk full…), kept here and tried again until it takes them: a run
-  // never stays `running` for ever because its end could not be written.
-  const unstored = new Map<string, { result: RunResult; at: string }>()
-  let retryFinish: NodeJS.Timeout | undefined
-  let finishWait = FINISH_RETRY_MS.first
-  const storeFinish = (runId: string, result: RunResult, at: string): boolean => {
-    let end: RunEvent | null
-    try {
-      end = store.finishRun(runId, result, at)
-    } catch (error) {
-      if (!unstored.has(runId))
-        log.error(
-          { runId, status: result.status, err: errorFields(error) },
-          'could not store the finish of a run: it is kept, and stored once the store takes it',
-        )
-      unstored.set(runId, { result, at })
-      return false
-    }
-    if (unstored.delete(runId)) log.info({ runId }, 'stored the finish of a run the store had refused')
-    announce(runId, end)
-    return true
-  }
-  const retryFinishes = () => {
-    retryFinish = undefined
-    for (const [runId, { result, at }] of [...unstored]) if (!storeFinish(runId, result, at)) break
-    if (unstored.size === 0) {
-      finishWait = FINISH_RETRY_MS.first
-      return
-    }
-    finishWait = Math.min(finishWait * 2, FINISH_RETRY_MS.most)
-    scheduleFinishes()
-  }
-  const scheduleFinishes = () => {
-    if (retryFinish !== undefined || unstored.size === 0 || storeClosed) return
-    retryFinish = setTimeout(retryFinishes, finishWait)
-    retryFinish.unref()
-  }
   /** What follows a stored finish: its `end` to followers, waiters, the webhook, the hook. */
   const announce = (runId: string, end: RunEvent | null) => {
     if (end) publish(end)
@@ -321,13 +275,15 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
       }
     }
   }
+  // A finish the store refused is held and stored once it can (finish.ts): no run stays running for ever.
+  const finisher = new Finisher(store, log, announce)
   /** A run is over: its result is stored now, or kept and stored as soon as the store can. Never throws. */
   const finished = (runId: string, result: RunResult) => {
     controllers.delete(runId)
     const stdin = stdins.get(runId)
     stdins.delete(runId)
     stdin?.destroy()
-    if (!storeFinish(runId, result, nowIso())) scheduleFinishes()
+    finisher.finish(runId, result, nowIso())
   }
 
   // Every run the queue started reaches finished() (executeRun never throws), whatever the store does.
@@ -765,10 +721,7 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
       await Promise.allSettled([...delivering])
       // Finishes the store refused: one last try. What it still refuses stays `running` in the store, and
       // the next start ends it `interrupted`, as after a crash.
-      clearTimeout(retryFinish)
-      for (const [runId, { result, at }] of [...unstored]) storeFinish(runId, result, at)
-      for (const runId of unstored.keys())
-        log.error({ runId }, 'the finish of a run was never stored: the next start ends it interrupted')
+      finisher.close()
       storeClosed = true
       store.close()
       await workspaces.close()
