@@ -352,16 +352,24 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
 
   // Start-up: what a dead server left running is over (its workspaces with it); what it left queued runs now.
   store.interruptRunning(nowIso())
-  const workspaces = await Workspaces.open({
-    dataDir,
-    maxBytes: options.maxWorkspaceBytes ?? DEFAULT_MAX_WORKSPACE_BYTES,
-    ...(options.mountWorkspaces !== undefined ? { mount: options.mountWorkspaces } : {}),
-    onMountFailed: (error) =>
-      log.warn(
-        { err: errorFields(error) },
-        'could not mount a tmpfs for the workspaces: each is measured as its run runs instead',
-      ),
-  })
+  let workspaces: Workspaces
+  try {
+    workspaces = await Workspaces.open({
+      dataDir,
+      maxBytes: options.maxWorkspaceBytes ?? DEFAULT_MAX_WORKSPACE_BYTES,
+      ...(options.mountWorkspaces !== undefined ? { mount: options.mountWorkspaces } : {}),
+      onMountFailed: (error) =>
+        log.warn(
+          { err: errorFields(error) },
+          'could not mount a tmpfs for the workspaces: each is measured as its run runs instead',
+        ),
+    })
+  } catch (error) {
+    store.close()
+    lock.release()
+    await spawner?.close().catch(() => undefined)
+    throw error
+  }
   for (const run of store.queuedRuns()) {
     if ((run.request as RunRequest).stdin === 'open') stdins.set(run.id, new PassThrough())
     queue.push(run.id, run.keyId)

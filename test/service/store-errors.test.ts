@@ -119,6 +119,28 @@ describe('a store that cannot write during a run', { skip: noNamespace }, () => 
     )
   })
 
+  it('runs a submitted run whose `queued` event alone could not be stored', async () => {
+    const { service, key, db, lines } = await setup()
+    const undo = failWrites(db, 'no_queued', "BEFORE INSERT ON main.events WHEN NEW.type = 'queued'")
+    const run = service.submit(key, { cmd: ['sh', '-c', 'echo ran'] })
+    undo()
+    const done = await service.wait(key, run.id, 20_000)
+    assert.equal(done.result?.stdout, 'ran\n', JSON.stringify(done.result?.violation))
+    assert.ok(lines.some((l) => l.obj.runId === run.id && /queued/.test(l.msg)))
+  })
+
+  it('ends the run `error` when its connections, stored after it, cannot be', async () => {
+    const { service, key, db } = await setup()
+    const undo = failWrites(db, 'no_network', "BEFORE INSERT ON main.events WHEN NEW.type = 'network'")
+    const run = service.submit(key, {
+      cmd: ['sh', '-c', 'curl -s -m 5 http://denied.example/ >/dev/null 2>&1; echo tried'],
+      options: { network: { allow: ['allowed.example'] }, limits: { wallTimeMs: '30s' } },
+    })
+    const done = await service.wait(key, run.id, 30_000)
+    undo()
+    assert.equal(done.result?.violation?.limit, 'store', JSON.stringify(done.result))
+  })
+
   it('holds a finish the store cannot take, logs it, and stores it once the store recovers', async () => {
     const { service, key, db, lines } = await setup()
     const undo = failWrites(
