@@ -1,6 +1,6 @@
-// One run, from queued-and-started to its stored result: a fresh workspace (bounded: workspace.ts) with the request's files, the
-// library's start() with the key's secrets injected and redacted, each output chunk and log line an event,
-// the collected files kept, the workspace removed. Whatever goes wrong ends as the run's result (status
+// One run, from queued-and-started to its stored result: a fresh workspace (bounded: workspace.ts) with
+// the request's files, the library's start() with the key's secrets injected and redacted, each output
+// chunk and log line an event, the collected files kept (collect.ts), the workspace removed. Whatever goes wrong ends as the run's result (status
 // `error`), never as an exception: a face promises a result.
 import {
   chmodSync,
