@@ -31,7 +31,7 @@ export { createRootfs, deleteRootfs, listRootfs, rootfsCacheDir } from './rootfs
 
 // Schema and shared spellings, for faces (CLI, HTTP, MCP): the options' schema and its CLI names, sizes
 // and durations as cordon writes them, a signal's number, what an IP address reaches, the one result
-// of a run never made, and removing a directory a sandbox wrote in.
+// of a run never made, removing a directory a sandbox wrote in, and redacting what a run wrote there.
 export type { CliMeta } from './policy/schema.js'
 export { cli as cliRegistry, durationSchema, policySchema } from './policy/schema.js'
 export { formatBytes, formatDuration } from './policy/units.js'
@@ -41,6 +41,8 @@ export type { AddressKind } from './net/host.js'
 export { classifyAddress } from './net/host.js'
 export { errorResult } from './run/result.js'
 export { removeWrittenTree } from './host/scratch.js'
+export type { ByteRedactor, SecretRedactor } from './run/redact.js'
+export { redactorFor } from './run/redact.js'
 
 // Errors. Invalid input throws PolicyError, naming the field; what the machine does to a run is its
 // result. Besides: a sandbox past its quota, a closed or dead spawner, a root filesystem that could not

@@ -253,6 +253,12 @@ export async function main(argv: string[]): Promise<number> {
       )
       .addOption(
         new Option(
+          '--max-workspace <SIZE>',
+          "the most a run's workspace may hold (default 1G; as root a tmpfs, charged to the run's memory)",
+        ).argParser(sizeArg),
+      )
+      .addOption(
+        new Option(
           '--max-retention <DURATION>',
           'how long a finished run is kept at most, whatever its key says (default 30d)',
         ).argParser(durationArg),

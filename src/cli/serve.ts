@@ -45,6 +45,7 @@ interface ServeValues {
   maxLog?: number
   maxWallTime?: number
   maxCollect?: number
+  maxWorkspace?: number
   maxRetention?: number
 }
 
@@ -79,6 +80,7 @@ export function serveCommand(values: ServeValues): Promise<number> {
           }
         : {}),
       ...(values.maxCollect !== undefined ? { maxCollectBytes: values.maxCollect } : {}),
+      ...(values.maxWorkspace !== undefined ? { maxWorkspaceBytes: values.maxWorkspace } : {}),
       ...(values.maxRetention !== undefined ? { maxRetentionMs: values.maxRetention } : {}),
     })
     return 0

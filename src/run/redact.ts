@@ -14,7 +14,7 @@ import { PolicyError } from '../errors.js'
 import { baseEnv, buildEnv } from '../policy/env.js'
 import { compileRedactPattern } from '../policy/redact-pattern.js'
 import type { RunResult } from '../policy/result.js'
-import type { OutputData, Policy } from '../policy/schema.js'
+import { type OutputData, type Policy, parsePolicy, type RunOptions } from '../policy/schema.js'
 
 export const REDACTED = '[REDACTED]'
 /** How far a regular expression may match: its matches are assumed no longer (a longer one is cut here). */
@@ -494,29 +494,36 @@ export class Scanner {
     if (this.marks.length === 0) {
       piece(from, upTo, false)
     } else {
-      // Sort and merge the intervals; those reaching past upTo stay for the next release.
-      const spans: [number, number][] = []
-      for (let i = 0; i < this.marks.length; i += 2) spans.push([this.marks[i]!, this.marks[i + 1]!])
-      spans.sort((a, b) => a[0] - b[0])
-      const merged: [number, number][] = []
-      for (const span of spans) {
-        const last = merged.at(-1)
-        if (last && span[0] <= last[1]) last[1] = Math.max(last[1], span[1])
-        else merged.push(span)
-      }
+      // Merge the intervals in order of their starts; those reaching past upTo stay for the next release.
+      // Literal hits come in that order already (only a RegExp's or mask() may not): sorting a pair
+      // array a hit was ~1 µs a hit, 3 s for 4 MiB of text where every other character is a secret.
+      const marks = sortedPairs(this.marks)
       let at = from
       const keep: number[] = []
-      for (const [s, e] of merged) {
-        if (e <= from) continue
+      const emit = (s: number, e: number) => {
+        if (e <= from) return
         if (s >= upTo) {
           keep.push(s, e)
-          continue
+          return
         }
         piece(at, Math.max(at, s), false)
         piece(Math.max(at, s), Math.min(e, upTo), true)
         at = Math.min(e, upTo)
         if (e > upTo) keep.push(upTo, e)
       }
+      let start = marks[0]!
+      let end = marks[1]!
+      for (let i = 2; i < marks.length; i += 2) {
+        const s = marks[i]!
+        const e = marks[i + 1]!
+        if (s <= end) end = Math.max(end, e)
+        else {
+          emit(start, end)
+          start = s
+          end = e
+        }
+      }
+      emit(start, end)
       piece(at, upTo, false)
       this.marks = keep
     }
@@ -528,6 +535,17 @@ export class Scanner {
     }
     return runs
   }
+}
+
+/** Intervals as flat [start, end] pairs, ordered by their starts (the same array when they are already). */
+function sortedPairs(pairs: number[]): number[] {
+  let sorted = true
+  for (let i = 2; i < pairs.length && sorted; i += 2) sorted = pairs[i]! >= pairs[i - 2]!
+  if (sorted) return pairs
+  const order = Array.from({ length: pairs.length / 2 }, (_, i) => i).sort(
+    (a, b) => pairs[2 * a]! - pairs[2 * b]!,
+  )
+  return order.flatMap((i) => [pairs[2 * i]!, pairs[2 * i + 1]!])
 }
 
 /**
@@ -616,5 +634,59 @@ export class Redactor {
     let out = ''
     for (const [text, masked] of this.scanner.release(upTo)) out += this.runs.render(text, masked)
     return out
+  }
+}
+
+/** A streaming redactor of bytes: push chunks as they come, end() once they are over. */
+export interface ByteRedactor {
+  /**
+   * `chunk` with every secret as [REDACTED], as far as it is decided: what may still begin a secret (less
+   * than the longest one, or a RegExp's window) is held back for the next push, so a secret cut across
+   * chunks is found whole and what is held stays bounded.
+   */
+  push(chunk: Uint8Array): Buffer
+  /** What was held back, redacted. */
+  end(): Buffer
+}
+
+/** What a run redacts, for what a face keeps of it besides its result. */
+export interface SecretRedactor {
+  /** Whether there is anything to redact at all. */
+  readonly active: boolean
+  /** `text` with every secret as [REDACTED] (a file's name, say). */
+  text(text: string): string
+  /** A fresh streaming redactor of bytes (a file's contents), as the run's `encoding: 'buffer'` output is redacted. */
+  bytes(): ByteRedactor
+}
+
+/**
+ * What a run with these options redacts: its `redact` list, and the values of the variables of its
+ * environment (`env`, `passEnv`) whose names look secret. For what a face keeps of a run besides its
+ * result, such as the files its sandbox wrote, so that they are redacted exactly as its output. Throws
+ * PolicyError for options that do not parse.
+ */
+export function redactorFor(options: Pick<RunOptions, 'redact' | 'env' | 'passEnv'> = {}): SecretRedactor {
+  const { redact, env, passEnv } = options
+  const policy = parsePolicy({
+    ...(redact !== undefined ? { redact } : {}),
+    ...(env !== undefined ? { env } : {}),
+    ...(passEnv !== undefined ? { passEnv } : {}),
+  })
+  const redaction = redactionFor(policy)
+  return {
+    active: redaction.active,
+    text: (text) => redaction.apply(text),
+    bytes: () => {
+      // Bytes as Latin-1 text (a character a byte), against the secrets as their UTF-8 bytes.
+      const redactor = new Redactor(redaction.forBytes())
+      return {
+        push: (chunk) =>
+          Buffer.from(
+            redactor.push(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength).toString('latin1')),
+            'latin1',
+          ),
+        end: () => Buffer.from(redactor.flush(), 'latin1'),
+      }
+    },
   }
 }

@@ -32,6 +32,13 @@ export const DEFAULT_SERVER_LIMIT_CEILINGS: ServerLimitCeilings = {
 }
 
 /**
+ * The most a run's workspace may hold, whatever its key (`--max-workspace`): 1 GiB, room for a build's
+ * objects or a test suite's fixtures. As root it is a tmpfs, RAM charged to the run's memory limit, so a
+ * run's files and its memory share `memoryBytes` besides; not as root it is disk, measured as the run runs.
+ */
+export const DEFAULT_MAX_WORKSPACE_BYTES = 1024 * 1024 * 1024
+
+/**
  * How long a finished run is kept at most, whatever its key's retention (a key without one kept its runs,
  * output and files, forever): 30 days. `--max-retention` raises it.
  */

@@ -15,6 +15,12 @@ export interface QueueOptions {
   /** Runs one started run to its end (never rejects: its result is the run's). */
   execute: (runId: string) => Promise<void>
   now?: () => number
+  /**
+   * Told when the store could not mark a run running (its disk full…): the run stays first in line, and
+   * the queue tries again after `retryMs` (default 1 s).
+   */
+  onStoreError?: (runId: string, error: unknown) => void
+  retryMs?: number
 }
 
 const MINUTE = 60_000
@@ -27,6 +33,7 @@ export class RunQueue {
   /** Per key: when its runs of the last minute were admitted (oldest first). */
   private readonly admitted = new Map<string, number[]>()
   private paused = false
+  private retry: NodeJS.Timeout | undefined
   private readonly now: () => number
 
   constructor(private readonly options: QueueOptions) {
@@ -114,6 +121,7 @@ export class RunQueue {
   /** Starts no more runs (drain); those waiting stay queued in the store, for the next start. */
   pause(): void {
     this.paused = true
+    clearTimeout(this.retry)
   }
 
   /** Resolves once no run is running. */
@@ -141,7 +149,24 @@ export class RunQueue {
   private pump(): void {
     while (!this.paused && this.running.size < this.options.concurrency && this.waiting.length > 0) {
       const next = this.waiting.shift() as { runId: string; keyId: string }
-      if (!this.options.store.startRun(next.runId, new Date(this.now()).toISOString())) {
+      let started: boolean
+      try {
+        started = this.options.store.startRun(next.runId, new Date(this.now()).toISOString())
+      } catch (error) {
+        // Not started, and still queued in the store: it keeps its place, and the queue tries again
+        // later. pump() is called from a submit and from a run's end, neither of which may throw.
+        this.waiting.unshift(next)
+        this.options.onStoreError?.(next.runId, error)
+        if (this.retry === undefined) {
+          this.retry = setTimeout(() => {
+            this.retry = undefined
+            this.pump()
+          }, this.options.retryMs ?? 1000)
+          this.retry.unref()
+        }
+        return
+      }
+      if (!started) {
         this.release(next.keyId)
         continue
       }

@@ -42,6 +42,8 @@ export interface ServeOptions {
   limitCeilings?: ServerLimitCeilings
   /** Bytes of collected files kept per run (`--max-collect`; default 64 MiB). */
   maxCollectBytes?: number
+  /** Bytes a run's workspace may hold (`--max-workspace`; default 1 GiB). */
+  maxWorkspaceBytes?: number
   /** How long a finished run is kept at most, whatever its key's retention (`--max-retention`; 30 days). */
   maxRetentionMs?: number
 }
@@ -62,10 +64,12 @@ export async function serve(options: ServeOptions = {}): Promise<Server> {
   const log = pino({ base: { name: 'cordon' } }, pino.destination({ fd: 2, sync: true }))
   const { service, adminKey } = await createService({
     dataDir,
+    log,
     allowPrivateWebhooks: options.allowPrivateWebhooks === true,
     ...(options.concurrency !== undefined ? { concurrency: options.concurrency } : {}),
     ...(options.maxQueued !== undefined ? { maxQueued: options.maxQueued } : {}),
     ...(options.maxCollectBytes !== undefined ? { maxCollectBytes: options.maxCollectBytes } : {}),
+    ...(options.maxWorkspaceBytes !== undefined ? { maxWorkspaceBytes: options.maxWorkspaceBytes } : {}),
     ...(options.maxRetentionMs !== undefined ? { maxRetentionMs: options.maxRetentionMs } : {}),
     // The operator's word on a limit replaces the default for it; the others keep theirs.
     ...(options.limitCeilings

@@ -17,9 +17,11 @@ import { errorResult, openSpawner, PolicyError, type RunResult, type Spawner } f
 import {
   applyCeilings,
   DEFAULT_MAX_RETENTION_MS,
+  DEFAULT_MAX_WORKSPACE_BYTES,
   DEFAULT_SERVER_LIMIT_CEILINGS,
   type ServerLimitCeilings,
 } from './ceilings.js'
+import { Finisher, type ServiceLog, silentLog } from './finish.js'
 import { newKeyRecord } from './key-schema.js'
 import { hashKey } from './keys.js'
 import { lockDataDir } from './lock.js'
@@ -32,10 +34,14 @@ import {
   SERVER_ONLY_OPTIONS,
 } from './request.js'
 import { newRunId, SqliteStore } from './sqlite.js'
+import { errorFields, mapStoreFull } from './store-errors.js'
 import type { KeyRecord, RunEvent, RunEventType, RunRecord, Scope, Service, Store } from './types.js'
 import { runView, ServiceError } from './types.js'
 import { checkWebhookUrl, deliverWebhook } from './webhook.js'
-import { executeRun, filesDir, removeWorkspace } from './worker.js'
+import { executeRun, filesDir } from './worker.js'
+import { Workspaces } from './workspace.js'
+
+export type { ServiceLog } from './finish.js'
 
 export interface ServiceOptions {
   /** Holds cordon.db, the runs' workspaces (work/) and their collected files (files/). Made 0700. */
@@ -48,6 +54,13 @@ export interface ServiceOptions {
   maxStdinBuffered?: number
   /** Bytes of collected files kept per run (default 64 MiB). */
   maxCollectBytes?: number
+  /**
+   * Bytes a run's workspace may hold (default DEFAULT_MAX_WORKSPACE_BYTES, 1 GiB): as root a tmpfs of
+   * that size, otherwise measured as the run runs (workspace.ts).
+   */
+  maxWorkspaceBytes?: number
+  /** Mount a tmpfs per workspace (default: as root); false measures them instead. */
+  mountWorkspaces?: boolean
   /** How often finished runs past their key's retention are removed (default 1 min). */
   sweepIntervalMs?: number
   /**
@@ -77,6 +90,11 @@ export interface ServiceOptions {
    * `writable` lets it). Without, the fresh workspace stays the cwd, and the rest is added to each run.
    */
   hostOptions?: HostOptions
+  /**
+   * Where the service says what goes wrong outside any request: a store that could not take a run's
+   * event, its finish or a webhook attempt (pino's logger fits; default: nothing is said).
+   */
+  log?: ServiceLog
 }
 
 export interface CreatedService {
@@ -143,6 +161,7 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
     throw error
   }
   const concurrency = options.concurrency ?? 2
+  const log = options.log ?? silentLog
   const limitCeilings = options.limitCeilings ?? DEFAULT_SERVER_LIMIT_CEILINGS
   const maxStdinBuffered = options.maxStdinBuffered ?? 1024 * 1024
   let spawner: Spawner | undefined
@@ -187,7 +206,16 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
   }
   // What is left to do is stored with each attempt (the store made the delivery pending when the run
   // finished), so a restarted server resumes it: `from` is where it was.
+  // Never throws: it is called as a run finishes, and a store that fails here fails the delivery alone
+  // (still pending in the store, it is resumed by the next start).
   const deliver = (runId: string, from?: { attempt: number; at: string }) => {
+    try {
+      startDelivery(runId, from)
+    } catch (error) {
+      log.error({ runId, err: errorFields(error) }, 'could not start the webhook delivery of a run')
+    }
+  }
+  const startDelivery = (runId: string, from?: { attempt: number; at: string }) => {
     const run = store.getRun(runId)
     const url = (run?.request as RunRequest | undefined)?.webhook?.url
     const key = run && store.getKey(run.keyId)
@@ -209,40 +237,70 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
       ...(options.webhookBackoff ? { backoff: options.webhookBackoff } : {}),
       ...(from ? { firstAttempt: from.attempt, delayMs: Math.max(0, Date.parse(from.at) - Date.now()) } : {}),
       onAttempt: (attempt, next) => {
-        if (!storeClosed) store.recordWebhookAttempt(runId, attempt, next)
+        if (storeClosed) return
+        try {
+          store.recordWebhookAttempt(runId, attempt, next)
+        } catch (error) {
+          // The attempt was made all the same; what is left to do stays as last stored.
+          log.error(
+            { runId, attempt: attempt.attempt, err: errorFields(error) },
+            'could not record a webhook attempt',
+          )
+        }
       },
     })
     delivering.add(sent)
-    void sent.finally(() => {
-      delivering.delete(sent)
-      if (deliveryOf.get(runId) === stop) deliveryOf.delete(runId)
-    })
+    sent
+      .catch((error: unknown) => {
+        log.error({ runId, err: errorFields(error) }, 'a webhook delivery failed')
+      })
+      .finally(() => {
+        delivering.delete(sent)
+        if (deliveryOf.get(runId) === stop) deliveryOf.delete(runId)
+      })
   }
 
-  const finished = (runId: string, result: RunResult) => {
-    const end = store.finishRun(runId, result, nowIso())
-    controllers.delete(runId)
-    const stdin = stdins.get(runId)
-    stdins.delete(runId)
-    stdin?.destroy()
+  /** What follows a stored finish: its `end` to followers, waiters, the webhook, the hook. */
+  const announce = (runId: string, end: RunEvent | null) => {
     if (end) publish(end)
     for (const w of waiters.get(runId) ?? []) w()
     waiters.delete(runId)
     if (end) deliver(runId)
     if (end && options.onFinished) {
-      const run = store.getRun(runId)
       try {
+        const run = store.getRun(runId)
         if (run) options.onFinished(run, store.getKey(run.keyId))
       } catch {
         // a hook's failure is not the run's
       }
     }
   }
+  // A finish the store refused is held and stored once it can (finish.ts): no run stays running for ever.
+  const finisher = new Finisher(store, log, announce)
+  /** A run is over: its result is stored now, or kept and stored as soon as the store can. Never throws. */
+  const finished = (runId: string, result: RunResult) => {
+    controllers.delete(runId)
+    const stdin = stdins.get(runId)
+    stdins.delete(runId)
+    stdin?.destroy()
+    finisher.finish(runId, result, nowIso())
+  }
 
+  // Every run the queue started reaches finished() (executeRun never throws), whatever the store does.
   const execute = async (runId: string): Promise<void> => {
-    const run = store.getRun(runId)
+    let run: RunRecord | null
+    let key: KeyRecord | null
+    try {
+      run = store.getRun(runId)
+      key = run && store.getKey(run.keyId)
+    } catch (error) {
+      finished(
+        runId,
+        errorResult('store', `the run could not be read from the store: ${errorFields(error).message}`),
+      )
+      return
+    }
     if (!run) return
-    const key = store.getKey(run.keyId)
     let result: RunResult
     if (!key || key.revokedAt !== null) {
       result = errorResult('key', 'the key that submitted this run was revoked')
@@ -259,13 +317,26 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
         stdin: stdins.get(runId),
         emit: (type, data) => emit(runId, type, data),
         maxCollectBytes: options.maxCollectBytes ?? 64 * 1024 * 1024,
+        workspaces,
         ...(host ? { host } : {}),
+        onStoreError: (error) =>
+          log.error({ runId, err: errorFields(error) }, 'could not store an event of a run: it is stopped'),
       })
     }
     finished(runId, result)
   }
 
-  const queue = new RunQueue({ store, concurrency, maxQueued: options.maxQueued ?? 100, execute })
+  const queue = new RunQueue({
+    store,
+    concurrency,
+    maxQueued: options.maxQueued ?? 100,
+    execute,
+    onStoreError: (runId, error) =>
+      log.error(
+        { runId, err: errorFields(error) },
+        'could not start a run: it stays queued, and is tried again',
+      ),
+  })
 
   /**
    * A revoked key does nothing more: its waiting runs never start, its running ones are canceled. At
@@ -281,7 +352,24 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
 
   // Start-up: what a dead server left running is over (its workspaces with it); what it left queued runs now.
   store.interruptRunning(nowIso())
-  await removeWorkspace(path.join(dataDir, 'work'))
+  let workspaces: Workspaces
+  try {
+    workspaces = await Workspaces.open({
+      dataDir,
+      maxBytes: options.maxWorkspaceBytes ?? DEFAULT_MAX_WORKSPACE_BYTES,
+      ...(options.mountWorkspaces !== undefined ? { mount: options.mountWorkspaces } : {}),
+      onMountFailed: (error) =>
+        log.warn(
+          { err: errorFields(error) },
+          'could not mount a tmpfs for the workspaces: each is measured as its run runs instead',
+        ),
+    })
+  } catch (error) {
+    store.close()
+    lock.release()
+    await spawner?.close().catch(() => undefined)
+    throw error
+  }
   for (const run of store.queuedRuns()) {
     if ((run.request as RunRequest).stdin === 'open') stdins.set(run.id, new PassThrough())
     queue.push(run.id, run.keyId)
@@ -401,7 +489,13 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
         request,
       })
       if (request.stdin === 'open') stdins.set(run.id, new PassThrough())
-      emit(run.id, 'queued', {})
+      try {
+        emit(run.id, 'queued', {})
+      } catch (error) {
+        // The run is stored: it runs. Only this event of it is missing; refusing now would leave it queued
+        // in the store, run by the next start after its client was told it was not taken.
+        log.error({ runId: run.id, err: errorFields(error) }, 'could not store the queued event of a run')
+      }
       queue.submit(key, run.id)
       return store.getRun(run.id) ?? run
     },
@@ -633,10 +727,15 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
       // Retries stop; an attempt in flight ends (its own timeout bounds it) and is recorded.
       deliveries.abort()
       await Promise.allSettled([...delivering])
+      // Finishes the store refused: one last try. What it still refuses stays `running` in the store, and
+      // the next start ends it `interrupted`, as after a crash.
+      finisher.close()
       storeClosed = true
       store.close()
+      await workspaces.close()
       lock.release()
     },
   }
-  return { service, ...(adminKey ? { adminKey } : {}) }
+  // A full store, whatever method meets it, is a 503 with Retry-After for the client, never a 500.
+  return { service: mapStoreFull(service), ...(adminKey ? { adminKey } : {}) }
 }

@@ -203,6 +203,7 @@ export type ServiceErrorCode =
   | 'quota' // 429, with retryAfterS
   | 'queue-full' // 503, with retryAfterS
   | 'draining' // 503, with retryAfterS
+  | 'store-full' // 503, with retryAfterS: the data dir's disk is full, nothing can be stored now
 
 export class ServiceError extends Error {
   constructor(

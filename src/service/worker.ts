@@ -1,37 +1,36 @@
-// One run, from queued-and-started to its stored result: a fresh workspace with the request's files, the
-// library's start() with the key's secrets injected and redacted, each output chunk and log line an event,
-// the collected files kept, the workspace removed. Whatever goes wrong ends as the run's result (status
+// One run, from queued-and-started to its stored result: a fresh workspace (bounded: workspace.ts) with
+// the request's files, the library's start() with the key's secrets injected and redacted, each output
+// chunk and log line an event, the collected files kept (collect.ts), the workspace removed. Whatever goes wrong ends as the run's result (status
 // `error`), never as an exception: a face promises a result.
 import {
   chmodSync,
   closeSync,
   constants,
-  existsSync,
   fstatSync,
   lstatSync,
   mkdirSync,
   openSync,
-  readdirSync,
-  readSync,
   writeSync,
 } from 'node:fs'
 
-import { rm } from 'node:fs/promises'
 import path from 'node:path'
 import type { PassThrough } from 'node:stream'
 import { StringDecoder } from 'node:string_decoder'
 import {
   errorResult,
+  formatBytes,
   PolicyError,
   type RunHandle,
   type RunOptions,
   type RunResult,
-  removeWrittenTree,
+  redactorFor,
   type Spawner,
   start,
 } from '../index.js'
+import { collect } from './collect.js'
 import type { HostOptions, RunRequest } from './request.js'
 import type { KeyRecord, RunEvent, RunEventType } from './types.js'
+import type { Workspace, Workspaces } from './workspace.js'
 
 export interface WorkerContext {
   dataDir: string
@@ -46,71 +45,103 @@ export interface WorkerContext {
   emit: (type: RunEventType, data: Record<string, unknown>) => RunEvent
   /** Bytes of collected files kept per run at most. */
   maxCollectBytes: number
+  /** Where the run's workspace comes from, bounded in size. */
+  workspaces: Workspaces
   /** The operator's host paths and host state (ServiceOptions.hostOptions), in every run. */
   host?: HostOptions
+  /** Told each event the store could not take (the run is then stopped). */
+  onStoreError?: (error: Error) => void
 }
 
-/** Where a run's workspace and its collected files live. */
-export const workspaceDir = (dataDir: string, runId: string) => path.join(dataDir, 'work', runId)
+/** Where a run's collected files live. */
 export const filesDir = (dataDir: string, runId: string) => path.join(dataDir, 'files', runId)
 
-/** Runs one run to its result (which the caller stores with finishRun). Never throws. */
+/**
+ * Runs one run to its result (which the caller stores with finishRun). Never throws. Its workspace goes
+ * only once its sandbox is gone (runIn returns only then), so nothing of the sandbox can swap a directory
+ * for a link while root walks it; were that ever unsure, it goes without a walk (workspace.ts).
+ */
 export async function executeRun(ctx: WorkerContext): Promise<RunResult> {
-  const workspace = workspaceDir(ctx.dataDir, ctx.runId)
+  const events = new EventSink(ctx.emit, ctx.onStoreError)
+  let workspace: Workspace
+  try {
+    workspace = await ctx.workspaces.acquire(ctx.runId)
+  } catch (error) {
+    return errorResult('files', `could not prepare the workspace: ${(error as Error).message}`)
+  }
+  let sandboxGone = true
   try {
     try {
-      if (existsSync(workspace)) await removeWorkspace(workspace) // a leftover of a crash
-      makeWorkspace(ctx.dataDir, workspace)
-      writeFiles(workspace, ctx.request.files)
+      writeFiles(workspace.dir, ctx.request.files)
     } catch (error) {
       return errorResult('files', `could not prepare the workspace: ${(error as Error).message}`)
     }
-    const result = await runIn(ctx, workspace)
-    for (const event of result.network) ctx.emit('network', { ...event })
+    sandboxGone = false
+    const result = await runIn(ctx, workspace, events)
+    sandboxGone = true
+    for (const event of result.network) events.emit('network', { ...event })
+    if (events.failure) return events.result(result)
     try {
-      // As the output is: the key's secrets and the request's own `redact` strings (over JSON, only strings).
-      const redact = [
-        ...Object.values(ctx.key.secrets),
-        ...(ctx.request.options.redact ?? []).filter((r): r is string => typeof r === 'string'),
-      ]
-      collect(workspace, filesDir(ctx.dataDir, ctx.runId), ctx.request.collect, ctx.maxCollectBytes, {
-        redact,
-      })
+      // Redacted exactly as the output was: the library's redaction of the run's own options.
+      await collect(
+        workspace.dir,
+        filesDir(ctx.dataDir, ctx.runId),
+        ctx.request.collect,
+        ctx.maxCollectBytes,
+        {
+          redactor: redactorFor(secretsOf(ctx)),
+        },
+      )
     } catch {
       // A file that could not be kept is not the run's failure: it is simply not there to read.
     }
     return result
+  } catch (error) {
+    return errorResult('worker', (error as Error).message)
   } finally {
-    await removeWorkspace(workspace, { finished: true })
+    await workspace.release(sandboxGone)
   }
 }
 
 /**
- * Removes a run's workspace, which its sandbox filled as it liked: a planted symlink (to a directory
- * outside, in place of a directory) goes as the link it is, and nothing it names goes with it. The
- * library's fd-relative remover takes it, which follows no symlink even mid-walk, opens what the sandbox
- * shut (chmod 000) before emptying it, and names no path at all below the top: a sandbox can nest
- * directories past PATH_MAX, where a path walk (Node's rm) cannot reach. Not as root the sandbox had the
- * server's own uid; as root its pool uid, whose directories root walks too (`asRoot`).
- * - `finished`: the run's own sandbox has ended (a run's result comes only then), so nothing swaps a
- *   directory mid-walk. As root Node's rm goes first, off the event loop: the remover is a process of its
- *   own, and one spawn a run doubled a served run's latency (9 -> 20 ms) and halved its throughput. What
- *   rm cannot reach (a tree nested past PATH_MAX) the remover takes after it.
- * What cannot go stays (the next start sweeps work/ again), never an exception: the run has its result.
+ * A run's events on their way to the store. The first one the store refuses (its disk full, an I/O error)
+ * stops the run (`onFail`: its sandbox is killed), and no more are written: the run ends `error`, naming
+ * the store's failure, rather than run on unsupervised with nothing kept of it. Never throws: emit() is
+ * called from output handlers and timers, where a throw would take the server down.
  */
-export async function removeWorkspace(
-  workspace: string,
-  { asRoot = process.getuid?.() === 0, finished = false }: { asRoot?: boolean; finished?: boolean } = {},
-): Promise<void> {
-  if (asRoot && finished) {
+export class EventSink {
+  failure: Error | null = null
+  /** Stops the run: set once its sandbox exists. */
+  onFail: () => void = () => {}
+
+  constructor(
+    private readonly store: WorkerContext['emit'],
+    private readonly onStoreError: ((error: Error) => void) | undefined,
+  ) {}
+
+  emit(type: RunEventType, data: Record<string, unknown>): void {
+    if (this.failure) return
     try {
-      await rm(workspace, { recursive: true, force: true })
-      return
-    } catch {
-      // too deep for a path walk: by fd below
+      this.store(type, data)
+    } catch (error) {
+      this.failure = error instanceof Error ? error : new Error(String(error))
+      try {
+        this.onStoreError?.(this.failure)
+      } catch {
+        // a logger's failure is its own
+      }
+      this.onFail()
     }
   }
-  await removeWrittenTree(workspace, { anyOwner: asRoot })
+
+  /** The run's result once an event could not be stored: small, so a store short of room may take it. */
+  result(ran: RunResult): RunResult {
+    const failure = this.failure as Error & { code?: unknown }
+    const why = typeof failure.code === 'string' ? `${failure.code}: ${failure.message}` : failure.message
+    return errorResult('store', `the run's events could not be stored (${why}): it was stopped`, {
+      isolation: ran.isolation,
+    })
+  }
 }
 
 /**
@@ -147,9 +178,13 @@ export function dataDirGuard(
   return { isolation: 'namespace', hide: [dataDir] }
 }
 
-async function runIn(ctx: WorkerContext, workspace: string): Promise<RunResult> {
-  const { request, key } = ctx
-  const secretValues = Object.values(key.secrets).filter((v) => v.length > 0)
+/**
+ * Starts the run and streams its events; resolves (never rejects) only once its sandbox is gone: every
+ * way out kills it first and waits for its result, which the library gives only when nothing of the
+ * sandbox runs any more.
+ */
+async function runIn(ctx: WorkerContext, workspace: Workspace, events: EventSink): Promise<RunResult> {
+  const { request } = ctx
   const guard = dataDirGuard(request.options.isolation, ctx.dataDir, process.getuid?.() === 0)
   if ('refused' in guard) return errorResult('options.isolation', guard.refused)
   // Bytes: the events and /output keep the program's output exactly (redacted as bytes); the result's
@@ -158,17 +193,16 @@ async function runIn(ctx: WorkerContext, workspace: string): Promise<RunResult> 
   const options: RunOptions<Buffer> = {
     ...request.options,
     ...guard,
-    env: { ...(request.options.env ?? {}), ...key.secrets },
-    redact: [...(request.options.redact ?? []), ...secretValues],
-    ...hostPaths(ctx.host ?? {}, workspace, guard.hide),
+    ...secretsOf(ctx),
+    ...hostPaths(ctx.host ?? {}, workspace.dir, guard.hide),
     signal: ctx.signal,
     stdin: stdinOf(request, ctx.stdin),
     encoding: 'buffer',
     onLog: (entry) => {
       logEvents++
-      if (logEvents <= MAX_LOG_EVENTS) ctx.emit('log', { ...entry })
+      if (logEvents <= MAX_LOG_EVENTS) events.emit('log', { ...entry })
       else if (logEvents === MAX_LOG_EVENTS + 1)
-        ctx.emit('log', {
+        events.emit('log', {
           level: 'warn',
           msg: `cordon: ${MAX_LOG_EVENTS} log lines were sent as events; the rest are in the result (logs)`,
           source: 'cordon',
@@ -183,7 +217,14 @@ async function runIn(ctx: WorkerContext, workspace: string): Promise<RunResult> 
     if (error instanceof PolicyError) return errorResult(`options.${error.field}`, error.message)
     return errorResult('start', (error as Error).message)
   }
-  ctx.emit('started', { pid: handle.pid ?? null })
+  events.onFail = () => handle.kill()
+  // A workspace the kernel cannot bound (not as root) is measured as the run runs: past its quota the
+  // run is stopped, as a limit it hit.
+  let over: string | null = null
+  const unwatch = workspace.watch((why) => {
+    over = why
+    handle.kill()
+  })
   // Output events carry the kept, redacted bytes exactly, base64; `offset` counts them per stream, so the
   // events put together are exactly the output, and /output serves it from them.
   // Chunks are gathered for up to OUTPUT_FLUSH_MS (or OUTPUT_FLUSH_BYTES): the program decides how its
@@ -202,7 +243,7 @@ async function runIn(ctx: WorkerContext, workspace: string): Promise<RunResult> 
   const flush = () => {
     for (const { stream, parts } of pending) {
       const bytes = Buffer.concat(parts)
-      ctx.emit('output', {
+      events.emit('output', {
         stream,
         offset: offsets[stream],
         bytes: bytes.length,
@@ -222,6 +263,7 @@ async function runIn(ctx: WorkerContext, workspace: string): Promise<RunResult> 
     }, OUTPUT_FLUSH_MS)
   }
   try {
+    events.emit('started', { pid: handle.pid ?? null })
     for await (const chunk of handle.output) {
       const bytes = chunk.data
       text.push(chunk.stream, bytes.length)
@@ -244,13 +286,38 @@ async function runIn(ctx: WorkerContext, workspace: string): Promise<RunResult> 
     }
     clearTimeout(gathering)
     flush()
-    return text.result(await handle.result)
+    const result = text.result(await handle.result)
+    return over === null ? result : workspaceOver(result, over, ctx.workspaces.maxBytes)
   } catch (error) {
+    return errorResult('worker', (error as Error).message)
+  } finally {
+    unwatch()
     clearTimeout(gathering)
-    flush()
+    // Once the run has ended, kill() does nothing; before, it stops the sandbox, and its result says when
+    // nothing of it is left.
     handle.kill()
     await handle.result.catch(() => undefined)
-    return errorResult('worker', (error as Error).message)
+  }
+}
+
+/** The result of a run stopped because its measured workspace grew past its quota: a limit it hit. */
+function workspaceOver(result: RunResult, why: string, quota: number): RunResult {
+  const message = `the workspace grew past ${formatBytes(quota)} (${why}): the run was stopped`
+  return { ...result, status: 'file-size', violation: { kind: 'file-size', limit: quota, message } }
+}
+
+/**
+ * What a run's options say of its secrets: the request's `env` with the key's secrets injected (a request
+ * cannot override them), its `redact` with their values, and the operator's `passEnv`. The run redacts
+ * its output by these, and its collected files by the same.
+ */
+function secretsOf(ctx: WorkerContext): Pick<RunOptions, 'env' | 'redact' | 'passEnv'> {
+  const secretValues = Object.values(ctx.key.secrets).filter((v) => v.length > 0)
+  const passEnv = ctx.host?.passEnv
+  return {
+    env: { ...(ctx.request.options.env ?? {}), ...ctx.key.secrets },
+    redact: [...(ctx.request.options.redact ?? []), ...secretValues],
+    ...(passEnv && passEnv.length > 0 ? { passEnv } : {}),
   }
 }
 
@@ -334,18 +401,6 @@ function stdinOf(request: RunRequest, open: PassThrough | undefined): RunOptions
   return Buffer.from(request.stdin.base64, 'base64')
 }
 
-/**
- * A fresh, empty workspace every sandbox uid may write (as root, runs get a uid from the pool, unknown
- * until launch, so the directory is 0777 rather than chown'd; it lives in the 0700 data dir, which the
- * namespace tier binds past, and is removed after the run).
- */
-function makeWorkspace(dataDir: string, workspace: string): void {
-  const parent = path.join(dataDir, 'work')
-  mkdirSync(parent, { recursive: true, mode: 0o700 })
-  mkdirSync(workspace, { mode: 0o777 })
-  chmodSync(workspace, 0o777)
-}
-
 /** Writes the request's files, never through a symlink, never outside the workspace. */
 export function writeFiles(workspace: string, files: RunRequest['files']): void {
   for (const file of files) {
@@ -377,238 +432,5 @@ export function writeFiles(workspace: string, files: RunRequest['files']): void 
     }
     // The umask would take the sandbox's write bit away: a run's files are its own.
     chmodSync(target, file.mode ?? 0o666)
-  }
-}
-
-/** One piece of a glob: a character, `?`, `*` (within a name), `**` (across names), `**` then `/` (any directories). */
-type GlobToken = { kind: 'char'; c: string } | { kind: 'one' | 'star' | 'any' | 'dirs' }
-
-function globTokens(glob: string): GlobToken[] {
-  const tokens: GlobToken[] = []
-  for (let i = 0; i < glob.length; i++) {
-    const c = glob[i] as string
-    if (c === '*' && glob[i + 1] === '*') {
-      i++
-      if (glob[i + 1] === '/') {
-        i++
-        tokens.push({ kind: 'dirs' })
-      } else tokens.push({ kind: 'any' })
-    } else if (c === '*') tokens.push({ kind: 'star' })
-    else if (c === '?') tokens.push({ kind: 'one' })
-    else tokens.push({ kind: 'char', c })
-  }
-  return tokens
-}
-
-/** Work shared by every match of one collect(): each state a match visits is a step. */
-export interface GlobBudget {
-  steps: number
-}
-
-/**
- * A simple glob (`*` and `?` within a name, `**` across directories, `**` then `/`: any directories or none) as a
- * test of a whole path. The glob is the client's and the path the sandbox's, so it is never a backtracking
- * RegExp (`*a*a*a…b` against a long name takes exponential time there, on the server's one thread): the
- * glob runs as an automaton over its positions, all of them at once, in time linear in the path (times
- * the glob's length at worst). Each state visited is taken from `budget`; once it is spent, nothing more
- * matches.
- */
-export function globMatcher(glob: string, budget: GlobBudget = { steps: Number.POSITIVE_INFINITY }) {
-  const tokens = globTokens(glob)
-  const m = tokens.length
-  // What each token is and matches, as numbers: the loop below runs for every name the sandbox made.
-  const [CHAR, ONE, STAR, ANY] = [0, 1, 2, 3]
-  const KIND = { char: CHAR, one: ONE, star: STAR, any: ANY, dirs: 4 } as const
-  const kinds = new Uint8Array(m)
-  const chars = new Array<string>(m)
-  tokens.forEach((t, i) => {
-    kinds[i] = KIND[t.kind]
-    chars[i] = t.kind === 'char' ? t.c : ''
-  })
-  // States 0..m: about to match token i (m: the end); m+1+i: inside the `**` of a `**` then `/` at i.
-  // `seen[s] === gen`: s is in the set being built. The generation goes on from one path to the next, and
-  // the sets live in two buffers made once: a match costs what it visits, nothing as long as the glob.
-  const states = 2 * m + 2
-  const seen = new Int32Array(states).fill(-1)
-  let gen = 0
-  let current = new Int32Array(states)
-  let next = new Int32Array(states)
-  let size = 0
-  /** Adds `state` to `next`, with the closure over what may match nothing (`*`, `**`, `**` then `/`). */
-  const add = (state: number) => {
-    for (let s = state; ; s++) {
-      if (seen[s] === gen) return
-      seen[s] = gen
-      next[size++] = s
-      budget.steps--
-      if (s >= m || kinds[s] === CHAR || kinds[s] === ONE) return
-    }
-  }
-  const keep = (s: number) => {
-    if (seen[s] === gen) return
-    seen[s] = gen
-    next[size++] = s
-  }
-  return (text: string): boolean => {
-    if (gen > 2 ** 30) {
-      seen.fill(-1)
-      gen = 0
-    }
-    // Each match is a step, whatever it visits: a name against many globs is work too.
-    budget.steps--
-    gen++
-    size = 0
-    add(0)
-    let count = size
-    ;[current, next] = [next, current]
-    for (let i = 0; i < text.length; i++) {
-      if (budget.steps <= 0 || count === 0) return false
-      const c = text[i] as string
-      gen++
-      size = 0
-      for (let j = 0; j < count; j++) {
-        const s = current[j] as number
-        budget.steps--
-        if (s > m) {
-          // Inside `**` then `/`: any character stays inside; a `/` may also end it.
-          keep(s)
-          if (c === '/') add(s - m)
-          continue
-        }
-        if (s === m) continue
-        const kind = kinds[s]
-        if (kind === CHAR) {
-          if (c === chars[s]) add(s + 1)
-        } else if (kind === ONE) {
-          if (c !== '/') add(s + 1)
-        } else if (kind === STAR) {
-          if (c !== '/') add(s)
-        } else if (kind === ANY) add(s)
-        else {
-          keep(m + 1 + s)
-          if (c === '/') add(s + 1)
-        }
-      }
-      count = size
-      ;[current, next] = [next, current]
-    }
-    if (budget.steps <= 0) return false
-    for (let j = 0; j < count; j++) if (current[j] === m) return true
-    return false
-  }
-}
-
-/** What collect() keeps beyond the byte cap. */
-export interface CollectOptions {
-  /** Files kept at most, however small (a sandbox can make a million empty ones). Default 10,000. */
-  maxFiles?: number
-  /** Byte strings replaced by `[REDACTED]` in every kept file: the key's secrets. */
-  redact?: string[]
-  /**
-   * Directory entries looked at, at most (default 100,000): the walk runs on the server's one thread, and
-   * a sandbox can make a million empty files in its wall time.
-   */
-  maxEntries?: number
-  /** Glob states visited in all, at most (default 20 million, ~0.2 s): then nothing more matches. */
-  maxSteps?: number
-}
-
-/**
- * Copies the workspace's regular files matching `globs` into `into`, at most `maxBytes` and
- * `maxFiles` in all. What the sandbox left is untrusted: symlinks are never followed (lstat on the walk,
- * O_NOFOLLOW on open), and a file with more than one link is not read, since a hard link is how a
- * sandbox names a file outside the workspace (one the server's uid can read and it cannot). The key's
- * secrets are redacted from what is kept, as from the output: a program writing $SECRET to a collected
- * file is the same echo as printing it.
- */
-export function collect(
-  workspace: string,
-  into: string,
-  globs: string[],
-  maxBytes: number,
-  { maxFiles = 10_000, redact = [], maxEntries = 100_000, maxSteps = 20_000_000 }: CollectOptions = {},
-): string[] {
-  if (globs.length === 0) return []
-  const work: GlobBudget = { steps: maxSteps }
-  const patterns = globs.map((glob) => globMatcher(glob, work))
-  let entries = 0
-  // Longest first (one may contain another), sorted once for every file.
-  const secrets = redact
-    .filter((s) => s.length > 0)
-    .map((s) => Buffer.from(s))
-    .sort((a, b) => b.length - a.length)
-  const kept: string[] = []
-  let budget = maxBytes
-  const walk = (rel: string, depth: number) => {
-    if (depth > 32) return
-    for (const name of readdirSync(path.join(workspace, rel))) {
-      if (kept.length >= maxFiles || ++entries > maxEntries || work.steps <= 0) return
-      const relPath = rel ? `${rel}/${name}` : name
-      const st = lstatSync(path.join(workspace, relPath))
-      if (st.isDirectory()) walk(relPath, depth + 1)
-      else if (st.isFile() && patterns.some((matches) => matches(relPath))) {
-        if (st.size > budget || st.nlink !== 1) continue
-        const read = readNoFollow(path.join(workspace, relPath), budget)
-        if (read === null) continue
-        budget -= read.length
-        const data = redactBytes(read, secrets)
-        // Its name is the program's output too ("$TOKEN.txt"): kept redacted. "[REDACTED]" has no `/` and
-        // makes no `..`, so the name stays a path inside `into`.
-        const keptPath = redactBytes(Buffer.from(relPath), secrets).toString()
-        const dest = path.join(into, keptPath)
-        let fd: number
-        try {
-          mkdirSync(path.dirname(dest), { recursive: true, mode: 0o700 })
-          fd = openSync(dest, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o600)
-        } catch {
-          continue // a name that redacts to one kept already (or to its directory): the first stays
-        }
-        try {
-          writeSync(fd, data)
-        } finally {
-          closeSync(fd)
-        }
-        kept.push(keptPath)
-      }
-    }
-  }
-  walk('', 0)
-  return kept
-}
-
-const REDACTED = Buffer.from('[REDACTED]')
-
-/** `data` with every occurrence of each secret replaced, in the order given (collect: longest first). */
-function redactBytes(data: Buffer, secrets: Buffer[]): Buffer {
-  let out = data
-  for (const secret of secrets) {
-    if (out.indexOf(secret) < 0) continue
-    const parts: Buffer[] = []
-    let from = 0
-    for (let at = out.indexOf(secret); at >= 0; at = out.indexOf(secret, from)) {
-      parts.push(out.subarray(from, at), REDACTED)
-      from = at + secret.length
-    }
-    parts.push(out.subarray(from))
-    out = Buffer.concat(parts)
-  }
-  return out
-}
-
-function readNoFollow(file: string, max: number): Buffer | null {
-  const fd = openSync(file, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK)
-  try {
-    const st = fstatSync(fd)
-    if (!st.isFile() || st.size > max || st.nlink !== 1) return null
-    const buf = Buffer.alloc(st.size)
-    let n = 0
-    while (n < buf.length) {
-      const r = readSync(fd, buf, n, buf.length - n, n)
-      if (r === 0) break
-      n += r
-    }
-    return buf.subarray(0, n)
-  } finally {
-    closeSync(fd)
   }
 }

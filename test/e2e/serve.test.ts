@@ -108,6 +108,34 @@ describe('cordon serve', { timeout: 300_000 }, () => {
     }
   })
 
+  it("bounds a run's workspace by --max-workspace", async () => {
+    const s = await serve(tempDir('cordon-serve-'), ['--max-workspace', '2M'])
+    try {
+      const res = await api(s, s.adminKey as string)('/v1/runs', {
+        method: 'POST',
+        body: JSON.stringify({
+          cmd: [
+            'sh',
+            '-c',
+            'i=0; while [ $i -lt 40 ]; do head -c 262144 /dev/zero >> big || break; i=$((i+1)); sleep 0.1; done; wc -c < big',
+          ],
+          options: { limits: { wallTimeMs: '60s' } },
+          wait: '60s',
+        }),
+      })
+      const run = (await res.json()) as { result: { status: string; stdout: string; stderr: string } }
+      if (process.getuid?.() === 0) {
+        // A tmpfs of 2 MiB: the write past it fails, ENOSPC.
+        assert.equal(run.result.status, 'ok', JSON.stringify(run.result))
+        assert.ok(Number(run.result.stdout) <= 2 * 1024 * 1024, run.result.stdout)
+        assert.match(run.result.stderr, /No space left on device/)
+      } else assert.equal(run.result.status, 'file-size', JSON.stringify(run.result))
+    } finally {
+      s.child.kill('SIGTERM')
+      assert.equal(await s.exited, 0)
+    }
+  })
+
   it('bounds what a run makes the server hold, for a key made without ceilings; --max-output raises it', async () => {
     for (const [args, asked, allowed] of [
       [[], '1G', false],

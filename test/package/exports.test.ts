@@ -30,6 +30,7 @@ const VALUES = [
   'openSpawner',
   'policySchema',
   'probeCapabilities',
+  'redactorFor',
   'removeWrittenTree',
   'rootfsCacheDir',
   'run',
@@ -39,6 +40,7 @@ const VALUES = [
 
 const TYPES = [
   'AddressKind',
+  'ByteRedactor',
   'Capabilities',
   'Check',
   'CliMeta',
@@ -62,6 +64,7 @@ const TYPES = [
   'SandboxOptions',
   'SandboxRunOptions',
   'SandboxStats',
+  'SecretRedactor',
   'Spawner',
   'Status',
   'Violation',

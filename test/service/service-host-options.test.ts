@@ -55,7 +55,7 @@ describe('hostOptions in real runs', { skip: noNamespace }, () => {
     const done = await service.wait(admin, run.id, 20_000)
     assert.equal(done.result?.status, 'ok', JSON.stringify(done.result))
     assert.equal(readFileSync(path.join(extra, 'out.txt'), 'utf8'), 'given')
-    assert.match(String(done.result?.stdout), /\/work\/run_/)
+    assert.match(String(done.result?.stdout), /\/work\/(slot-\d+\/)?run_/)
   })
 
   it('with a cwd: runs start there, and files and collect are refused', async () => {

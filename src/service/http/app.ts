@@ -115,6 +115,7 @@ const STATUS: Record<ErrorCode, ContentfulStatusCode> = {
   'queue-full': 503,
   busy: 503,
   draining: 503,
+  'store-full': 503,
   internal: 500,
   'not-implemented': 501,
 }
