@@ -227,8 +227,9 @@ export function createMcpServer(options: McpToolsOptions): McpServer {
       mimeType: 'text/plain',
       description: 'the whole output (stdout and stderr interleaved), as kept',
     }
-    if (run.result) {
-      const r = run.result
+    // The whole result, its text rebuilt from the run's events (a run's record holds its summary only).
+    const r = run.result ? service.result(key, run.id) : null
+    if (r) {
       const how =
         r.status === 'ok' || r.status === 'nonzero-exit'
           ? `exit code ${r.exitCode}`

@@ -32,6 +32,7 @@ import {
   SERVER_ONLY_OPTIONS,
 } from './request.js'
 import { newRunId, SqliteStore } from './sqlite.js'
+import { viewJson, wholeResult } from './text.js'
 import type { KeyRecord, RunEvent, RunEventType, RunRecord, Scope, Service, Store } from './types.js'
 import { runView, ServiceError } from './types.js'
 import { checkWebhookUrl, deliverWebhook } from './webhook.js'
@@ -93,8 +94,16 @@ export interface ServiceExtras {
   file(key: KeyRecord, id: string, filePath: string): Buffer
   /** One collected file, opened (the caller reads it as its client takes it, and closes the fd). */
   openFile(key: KeyRecord, id: string, filePath: string): { fd: number; size: number }
-  /** About how many bytes a run's view takes (its result and metadata as stored), without loading it. */
+  /**
+   * About how many bytes a run's whole view takes (its result as JSON, its text escaped, and metadata),
+   * without loading it.
+   */
   viewBytes(key: KeyRecord, id: string): number
+  /**
+   * A run's whole view (`GET /v1/runs/{id}`) as JSON, a piece at a time as they are taken: its output is
+   * read an event at a time, never held whole. The run as it is now (finished or not).
+   */
+  viewJson(key: KeyRecord, id: string): Iterable<string>
   readonly store: Store
 }
 
@@ -197,8 +206,10 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
     }
     const stop = new AbortController()
     deliveryOf.set(runId, stop)
-    // The body is made for each attempt from the store: held across the retries (minutes), a run's view
-    // (its output three times) was up to ~48 MiB a delivery. A run deleted meanwhile ends it.
+    // The body is the run's summary (its result without its output, logs and connections: the receiver
+    // reads those from the API), made for each attempt from the store. The whole view is up to ~200 MB
+    // (16 MiB of control characters, escaped, twice), and every delivery due at once (a restart resumes
+    // them all) held one. A run deleted meanwhile ends it.
     const body = () => {
       const now = store.getRun(runId)
       return now ? JSON.stringify(runView(now)) : null
@@ -341,8 +352,8 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
   }
   /**
    * own(), for a read that needs only to know the run is the key's (its output, events, files, stdin):
-   * the run is not loaded, as its request (up to 8 MiB of files) and result (its output as escaped JSON,
-   * some 200 MB at the output ceiling) would be parsed for each piece of output read.
+   * the run is not loaded, as its request (up to 8 MiB of files) would be parsed for each piece of output
+   * read.
    */
   const owns = (key: KeyRecord, id: string, scope: Scope): void => {
     need(key, scope)
@@ -408,6 +419,12 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
 
     get(key, id) {
       return own(key, id, 'runs:read')
+    },
+
+    result(key, id) {
+      owns(key, id, 'runs:read')
+      const stored = store.storedResult(id)
+      return stored ? wholeResult(store, id, stored) : null
     },
 
     list(key, filter) {
@@ -545,6 +562,10 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
     viewBytes(key, id) {
       owns(key, id, 'runs:read')
       return store.runViewBytes(id)
+    },
+
+    viewJson(key, id) {
+      return viewJson(store, own(key, id, 'runs:read'))
     },
 
     files(key, id) {

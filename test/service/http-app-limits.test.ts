@@ -298,9 +298,16 @@ describe('http limits', () => {
       // view of 192 MB (16 MiB of control characters, escaped) cost the server 1.6 s a request, refused
       // or not, and a key asking again and again held its thread.
       const { store, id } = storedRun('run_big')
+      const out = Buffer.alloc(400 * 1024, 'a')
+      store.appendEvent(id, 'output', {
+        stream: 'stdout',
+        offset: 0,
+        bytes: out.length,
+        data: out.toString('base64'),
+      })
       store.finishRun(
         id,
-        { ...errorResult('x', 'y'), status: 'ok', violation: null, stdout: 'a'.repeat(400 * 1024) },
+        { ...errorResult('x', 'y'), status: 'ok', violation: null, stdout: out.toString() },
         new Date().toISOString(),
       )
       const tight = createApp(created.service, {
@@ -328,6 +335,72 @@ describe('http limits', () => {
       const again = await get()
       assert.equal(again.status, 200, 'served once the first is read')
       await again.body?.cancel()
+    })
+
+    it('lists runs by their summary, and sends a whole view a piece at a time as it is read', async () => {
+      // A listing held each run's whole result: 8 lists of a run with 16 MiB of control characters (192 MB
+      // of escaped JSON each, parsed and built again) held the server's thread for seconds, /healthz with it.
+      const { store, id } = storedRun('run_listed')
+      store.startRun(id, new Date().toISOString())
+      const piece = Buffer.alloc(64 * 1024, 0x01)
+      const n = 64
+      for (let i = 0; i < n; i++)
+        store.appendEvent(id, 'output', {
+          stream: 'stdout',
+          offset: i * piece.length,
+          bytes: piece.length,
+          data: piece.toString('base64'),
+        })
+      const text = Buffer.alloc(n * piece.length, 0x01).toString('utf8')
+      store.finishRun(
+        id,
+        {
+          ...errorResult('x', 'y'),
+          status: 'ok',
+          violation: null,
+          stdout: text,
+          output: text,
+          outputBytes: text.length,
+        },
+        new Date().toISOString(),
+      )
+      const list = await call('/v1/runs?limit=1')
+      const page = await list.text()
+      assert.ok(page.length < 4096, `a page of one run was ${page.length} bytes`)
+      const listed = (JSON.parse(page) as { runs: { id: string; result: Json }[] }).runs[0]
+      assert.equal(listed?.id, id)
+      assert.equal(listed?.result.status, 'ok')
+      assert.equal('stdout' in (listed?.result ?? {}), false)
+      const summary = (await (await call(`/v1/runs/${id}?view=summary`)).json()) as { result: Json }
+      assert.deepEqual(summary.result, listed?.result)
+
+      // The whole view: its output read an event at a time, as the client takes it.
+      let read = 0
+      const chunks = store.outputChunks.bind(store)
+      store.outputChunks = (...args) => {
+        const got = chunks(...args)
+        read += got.length
+        return got
+      }
+      try {
+        const res = await call(`/v1/runs/${id}`)
+        assert.equal(res.status, 200)
+        const reader = (res.body as ReadableStream<Uint8Array>).getReader()
+        const parts = [(await reader.read()).value as Uint8Array]
+        await sleep(50)
+        assert.ok(read < n / 4, `${read} of ${n} output events read before the client read on`)
+        for (;;) {
+          const { value, done } = await reader.read()
+          if (done) break
+          parts.push(value)
+        }
+        const view = JSON.parse(Buffer.concat(parts).toString()) as {
+          result: { stdout: string; output: string }
+        }
+        assert.ok(view.result.stdout === text && view.result.output === text, 'the whole text, exactly')
+      } finally {
+        store.outputChunks = chunks
+      }
     })
 
     it('answers a malformed escape in a file path with 404, not 500', async () => {
