@@ -45,6 +45,8 @@ interface ServeValues {
   maxLog?: number
   maxWallTime?: number
   maxCollect?: number
+  maxStdin?: number
+  maxStdinPerKey?: number
   maxRetention?: number
 }
 
@@ -79,6 +81,8 @@ export function serveCommand(values: ServeValues): Promise<number> {
           }
         : {}),
       ...(values.maxCollect !== undefined ? { maxCollectBytes: values.maxCollect } : {}),
+      ...(values.maxStdin !== undefined ? { maxStdinBuffered: values.maxStdin } : {}),
+      ...(values.maxStdinPerKey !== undefined ? { maxStdinBufferedPerKey: values.maxStdinPerKey } : {}),
       ...(values.maxRetention !== undefined ? { maxRetentionMs: values.maxRetention } : {}),
     })
     return 0

@@ -42,6 +42,9 @@ export interface ServeOptions {
   limitCeilings?: ServerLimitCeilings
   /** Bytes of collected files kept per run (`--max-collect`; default 64 MiB). */
   maxCollectBytes?: number
+  /** Bytes of a run's open stdin held unread (`--max-stdin`; default 1 MiB), and of one key's runs (8 MiB). */
+  maxStdinBuffered?: number
+  maxStdinBufferedPerKey?: number
   /** How long a finished run is kept at most, whatever its key's retention (`--max-retention`; 30 days). */
   maxRetentionMs?: number
 }
@@ -66,6 +69,10 @@ export async function serve(options: ServeOptions = {}): Promise<Server> {
     ...(options.concurrency !== undefined ? { concurrency: options.concurrency } : {}),
     ...(options.maxQueued !== undefined ? { maxQueued: options.maxQueued } : {}),
     ...(options.maxCollectBytes !== undefined ? { maxCollectBytes: options.maxCollectBytes } : {}),
+    ...(options.maxStdinBuffered !== undefined ? { maxStdinBuffered: options.maxStdinBuffered } : {}),
+    ...(options.maxStdinBufferedPerKey !== undefined
+      ? { maxStdinBufferedPerKey: options.maxStdinBufferedPerKey }
+      : {}),
     ...(options.maxRetentionMs !== undefined ? { maxRetentionMs: options.maxRetentionMs } : {}),
     // The operator's word on a limit replaces the default for it; the others keep theirs.
     ...(options.limitCeilings

@@ -11,7 +11,6 @@ import {
   rmSync,
 } from 'node:fs'
 import path from 'node:path'
-import { PassThrough } from 'node:stream'
 import * as z from 'zod'
 import { errorResult, openSpawner, PolicyError, type RunResult, type Spawner } from '../index.js'
 import {
@@ -32,6 +31,7 @@ import {
   SERVER_ONLY_OPTIONS,
 } from './request.js'
 import { newRunId, SqliteStore } from './sqlite.js'
+import { RunStdins } from './stdin.js'
 import { viewJson, wholeResult } from './text.js'
 import type { KeyRecord, RunEvent, RunEventType, RunRecord, Scope, Service, Store } from './types.js'
 import { runView, ServiceError } from './types.js'
@@ -45,8 +45,13 @@ export interface ServiceOptions {
   concurrency?: number
   /** Runs waiting at most (default 100). */
   maxQueued?: number
-  /** Bytes of stdin written to a run and not yet read by it, held at most (default 1 MiB). */
+  /**
+   * Bytes of stdin written to a run and not yet read by it, held at most (default 1 MiB): a write that
+   * would pass it is refused (429; 413 for a write larger than it).
+   */
   maxStdinBuffered?: number
+  /** The same, for all the runs of one key together (default 8 MiB). */
+  maxStdinBufferedPerKey?: number
   /** Bytes of collected files kept per run (default 64 MiB). */
   maxCollectBytes?: number
   /** How often finished runs past their key's retention are removed (default 1 min). */
@@ -153,7 +158,6 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
   }
   const concurrency = options.concurrency ?? 2
   const limitCeilings = options.limitCeilings ?? DEFAULT_SERVER_LIMIT_CEILINGS
-  const maxStdinBuffered = options.maxStdinBuffered ?? 1024 * 1024
   let spawner: Spawner | undefined
   if (options.useSpawner !== false) {
     try {
@@ -166,7 +170,10 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
   const followers = new Map<string, Set<(e: RunEvent) => void>>()
   const waiters = new Map<string, Set<() => void>>()
   const controllers = new Map<string, AbortController>()
-  const stdins = new Map<string, PassThrough>()
+  const stdins = new RunStdins(store, {
+    perRun: options.maxStdinBuffered ?? 1024 * 1024,
+    perKey: options.maxStdinBufferedPerKey ?? 8 * 1024 * 1024,
+  })
   let draining = false
   let closed = false
 
@@ -233,9 +240,7 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
   const finished = (runId: string, result: RunResult) => {
     const end = store.finishRun(runId, result, nowIso())
     controllers.delete(runId)
-    const stdin = stdins.get(runId)
-    stdins.delete(runId)
-    stdin?.destroy()
+    stdins.end(runId)
     if (end) publish(end)
     for (const w of waiters.get(runId) ?? []) w()
     waiters.delete(runId)
@@ -267,7 +272,7 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
         key,
         spawner,
         signal: controller.signal,
-        stdin: stdins.get(runId),
+        stdin: stdins.start(runId),
         emit: (type, data) => emit(runId, type, data),
         maxCollectBytes: options.maxCollectBytes ?? 64 * 1024 * 1024,
         ...(host ? { host } : {}),
@@ -294,7 +299,7 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
   store.interruptRunning(nowIso())
   await removeWorkspace(path.join(dataDir, 'work'))
   for (const run of store.queuedRuns()) {
-    if ((run.request as RunRequest).stdin === 'open') stdins.set(run.id, new PassThrough())
+    if ((run.request as RunRequest).stdin === 'open') stdins.open(run.id, run.keyId)
     queue.push(run.id, run.keyId)
   }
   // Webhooks a dead (or stopped) server still owed, the interrupted runs' included.
@@ -411,7 +416,7 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
         metadata: request.metadata,
         request,
       })
-      if (request.stdin === 'open') stdins.set(run.id, new PassThrough())
+      if (request.stdin === 'open') stdins.open(run.id, key.id)
       emit(run.id, 'queued', {})
       queue.submit(key, run.id)
       return store.getRun(run.id) ?? run
@@ -537,26 +542,14 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
 
     writeStdin(key, id, data) {
       owns(key, id, 'runs:write')
-      const stdin = stdins.get(id)
-      if (!stdin || stdin.writableEnded) throw new ServiceError('conflict', `run ${id} has no open stdin`)
-      // What the program has not read yet stays in this process: a client writing faster than it reads
-      // (or to a run still queued, or to one that never reads) is told to wait, not buffered without end.
-      // At most the bound plus one write (a body, which the HTTP layer caps) is held.
-      if (stdin.writableLength + stdin.readableLength >= maxStdinBuffered)
-        throw new ServiceError(
-          'quota',
-          `run ${id} has ${maxStdinBuffered} bytes of stdin it has not read yet: retry later`,
-          undefined,
-          1,
-        )
-      stdin.write(data)
+      // A client writing faster than the program reads (or to a run still queued, or to one that never
+      // reads) is told to wait, not held without end: see stdin.ts.
+      stdins.write(id, data)
     },
 
     closeStdin(key, id) {
       owns(key, id, 'runs:write')
-      const stdin = stdins.get(id)
-      if (!stdin || stdin.writableEnded) throw new ServiceError('conflict', `run ${id} has no open stdin`)
-      stdin.end()
+      stdins.close(id)
     },
 
     viewBytes(key, id) {

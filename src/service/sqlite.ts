@@ -114,6 +114,15 @@ export const MIGRATIONS: readonly string[] = [
    UPDATE runs SET summary = json_remove(result, '$.stdout', '$.stderr', '$.output', '$.logs', '$.network'),
                    view_bytes = octet_length(result)
      WHERE result IS NOT NULL;`,
+  // What a client wrote to a queued run's stdin (null data: it closed it), kept until the run starts:
+  // stored before the write is acknowledged, so a crash loses none of it (it lived in memory), and held
+  // on disk rather than in the server's memory while the run waits.
+  `CREATE TABLE stdin (
+     run_id TEXT NOT NULL,
+     seq INTEGER NOT NULL,
+     data BLOB,
+     PRIMARY KEY (run_id, seq)
+   ) WITHOUT ROWID;`,
 ]
 
 /** An output event's place in its stream, from its data (`{ stream, offset, bytes }`); null for any other. */
@@ -426,6 +435,7 @@ export class SqliteStore implements Store {
              WHERE id = ? AND state != 'finished'`,
         ).run(at, row.status, row.result, row.summary, row.textFromEvents, row.viewBytes, id).changes
         if (changed !== 1) return null
+        this.stmt('DELETE FROM stdin WHERE run_id = ?').run(id)
         this.pendWebhook(id, at)
         return this.insertEvent(id, 'end', { result: endResult(result) }, at)
       })
@@ -440,6 +450,7 @@ export class SqliteStore implements Store {
         this.stmt('DELETE FROM events WHERE run_id = ?').run(id)
         this.stmt('DELETE FROM webhook_attempts WHERE run_id = ?').run(id)
         this.stmt('DELETE FROM webhook_pending WHERE run_id = ?').run(id)
+        this.stmt('DELETE FROM stdin WHERE run_id = ?').run(id)
         return true
       })
       .immediate()
@@ -631,6 +642,37 @@ export class SqliteStore implements Store {
     }))
   }
 
+  appendStdin(runId: string, data: Buffer | null): void {
+    this.db
+      .transaction(() => {
+        const { last } = this.stmt('SELECT COALESCE(MAX(seq), 0) AS last FROM stdin WHERE run_id = ?').get(
+          runId,
+        ) as { last: number }
+        this.stmt('INSERT INTO stdin (run_id, seq, data) VALUES (?, ?, ?)').run(runId, last + 1, data)
+      })
+      .immediate()
+  }
+
+  stdinState(runId: string): { bytes: number; closed: boolean } {
+    const row = this.stmt(
+      `SELECT COALESCE(SUM(length(data)), 0) AS bytes, COUNT(*) - COUNT(data) AS ends FROM stdin WHERE run_id = ?`,
+    ).get(runId) as { bytes: number; ends: number }
+    return { bytes: row.bytes, closed: row.ends > 0 }
+  }
+
+  takeStdin(runId: string): { chunks: Buffer[]; closed: boolean } {
+    return this.db
+      .transaction(() => {
+        const rows = this.stmt('SELECT data FROM stdin WHERE run_id = ? ORDER BY seq').all(runId) as {
+          data: Buffer | null
+        }[]
+        this.stmt('DELETE FROM stdin WHERE run_id = ?').run(runId)
+        const chunks = rows.flatMap((r) => (r.data === null ? [] : [r.data]))
+        return { chunks, closed: rows.some((r) => r.data === null) }
+      })
+      .immediate()
+  }
+
   interruptRunning(at: string): string[] {
     return this.db
       .transaction((): string[] => {
@@ -648,6 +690,7 @@ export class SqliteStore implements Store {
                WHERE id = ?`,
           ).run(at, row.status, row.result, row.summary, row.textFromEvents, row.viewBytes, id)
           this.insertEvent(id, 'end', { result: endResult(result) }, at)
+          this.stmt('DELETE FROM stdin WHERE run_id = ?').run(id)
           // Its webhook is owed too: the client waiting on it learns the run ended.
           this.pendWebhook(id, at)
         }
@@ -679,7 +722,9 @@ export class SqliteStore implements Store {
         const delRun = this.stmt('DELETE FROM runs WHERE id = ?')
         const delAttempts = this.stmt('DELETE FROM webhook_attempts WHERE run_id = ?')
         const delPending = this.stmt('DELETE FROM webhook_pending WHERE run_id = ?')
+        const delStdin = this.stmt('DELETE FROM stdin WHERE run_id = ?')
         for (const id of ids) {
+          delStdin.run(id)
           delEvents.run(id)
           delAttempts.run(id)
           delPending.run(id)

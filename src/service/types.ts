@@ -183,6 +183,15 @@ export interface Store {
   outputEnd(runId: string, stream: OutputStream): number
   /** The seq just before the output event holding the last `bytes` of output (0: all of it fits). */
   outputTailSeq(runId: string, bytes: number): number
+  /**
+   * Appends to a queued run's stdin (null: its end), durably: a write is acknowledged only once stored.
+   * A run's stored stdin goes when it starts (takeStdin) or finishes.
+   */
+  appendStdin(runId: string, data: Buffer | null): void
+  /** What a run's stored stdin holds: its bytes, and whether it was closed. */
+  stdinState(runId: string): { bytes: number; closed: boolean }
+  /** Takes a run's stored stdin as it starts: its chunks in order, and whether it was closed. */
+  takeStdin(runId: string): { chunks: Buffer[]; closed: boolean }
   /** At start-up: runs left `running` by a dead server end `error`/`interrupted`; returns their ids. */
   interruptRunning(at: string): string[]
   /** Runs still queued, oldest first (re-queued at start-up). */
@@ -248,6 +257,7 @@ export type ServiceErrorCode =
   | 'over-ceiling' // 403: more than the key's ceiling, naming `field` and the ceiling
   | 'not-found' // 404
   | 'conflict' // 409: deleting a running run, stdin of a run without it…
+  | 'too-large' // 413: a write of stdin past what a run may hold
   | 'quota' // 429, with retryAfterS
   | 'queue-full' // 503, with retryAfterS
   | 'draining' // 503, with retryAfterS

@@ -448,6 +448,47 @@ describe('createService', { skip }, () => {
     assert.equal((await service.wait(key, run.id, 10_000)).result?.status, 'canceled')
   })
 
+  it('holds the stdin bound per run, the write itself counted, and per key', async () => {
+    // One write of any size (up to the body limit, 8 MiB) was taken while less than the bound was held:
+    // each queued run held 8 MiB, and 30 of them 267 MiB more of the server's memory (no bound per key).
+    const MiB = 1024 * 1024
+    const { service, user } = await setup({
+      concurrency: 1,
+      maxStdinBuffered: MiB,
+      maxStdinBufferedPerKey: 2.5 * MiB,
+    })
+    closers.push(() => service.close())
+    const { key } = user()
+    // The one slot is taken: the runs with stdin wait in the queue.
+    const blocker = service.submit(key, { cmd: ['sleep', '30'] })
+    const runs = [0, 1, 2].map(() => service.submit(key, { cmd: ['wc', '-c'], stdin: 'open' }).id) as [
+      string,
+      string,
+      string,
+    ]
+    rejects(() => service.writeStdin(key, runs[0], Buffer.alloc(MiB + 1)), 'too-large')
+    service.writeStdin(key, runs[0], Buffer.alloc(768 * 1024))
+    rejects(() => service.writeStdin(key, runs[0], Buffer.alloc(512 * 1024)), 'quota')
+    service.writeStdin(key, runs[0], Buffer.alloc(256 * 1024))
+    service.writeStdin(key, runs[1], Buffer.alloc(MiB))
+    // The key holds 2 MiB: 1 MiB more would pass its 2.5.
+    rejects(() => service.writeStdin(key, runs[2], Buffer.alloc(MiB)), 'quota')
+    service.writeStdin(key, runs[2], Buffer.alloc(512 * 1024))
+    // Another key has its own.
+    const other = user().key
+    const theirs = service.submit(other, { cmd: ['cat'], stdin: 'open' })
+    service.writeStdin(other, theirs.id, Buffer.alloc(MiB))
+    // What a run reads is no longer held: a started run's stdin read to its end frees the key's share.
+    service.closeStdin(key, runs[0])
+    service.cancel(key, blocker.id)
+    const done = await service.wait(key, runs[0], 20_000)
+    assert.equal(done.result?.status, 'ok')
+    assert.equal(service.result(key, done.id)?.stdout.trim(), String(MiB))
+    service.writeStdin(key, runs[2], Buffer.alloc(512 * 1024))
+    for (const id of [runs[1], runs[2]]) service.cancel(key, id)
+    service.cancel(other, theirs.id)
+  })
+
   it('wait returns the run as it is after its timeout', async () => {
     const { service, user } = await setup()
     closers.push(() => service.close())

@@ -446,6 +446,30 @@ describe('SqliteStore', () => {
     store.close()
   })
 
+  it("keeps a queued run's stdin across a reopening, until the run starts or ends", () => {
+    const { store, dir } = open()
+    const at = '2026-01-01T00:00:00.000Z'
+    for (const id of ['a', 'b'])
+      store.createRun({ id, keyId: 'k', createdAt: at, metadata: {}, request: { stdin: 'open' } })
+    store.appendStdin('a', Buffer.from('one '))
+    store.appendStdin('a', Buffer.from('two'))
+    store.appendStdin('a', null)
+    store.appendStdin('b', Buffer.from('bee'))
+    store.close()
+    const again = new SqliteStore(dir)
+    assert.deepEqual(again.stdinState('a'), { bytes: 7, closed: true })
+    assert.deepEqual(again.stdinState('b'), { bytes: 3, closed: false })
+    const taken = again.takeStdin('a')
+    assert.equal(Buffer.concat(taken.chunks).toString(), 'one two')
+    assert.equal(taken.closed, true)
+    assert.deepEqual(again.stdinState('a'), { bytes: 0, closed: false }, 'taken: gone from the store')
+    // A run that ends waiting (canceled) takes its stdin with it.
+    again.finishRun('b', errorResult('signal', 'canceled'), at)
+    assert.deepEqual(again.stdinState('b'), { bytes: 0, closed: false })
+    assert.equal((again.db.prepare('SELECT COUNT(*) AS n FROM stdin').get() as { n: number }).n, 0)
+    again.close()
+  })
+
   it('a failed transaction leaves nothing half-done', () => {
     const { store } = open()
     store.createRun({ id: 'r', keyId: 'k', createdAt: '2026-01-01T00:00:00.000Z', metadata: {}, request: {} })
