@@ -573,7 +573,7 @@ export function createMcpServer(options: McpToolsOptions): McpServer {
           state: r.state,
           status: r.result?.status ?? null,
           created_at: r.createdAt,
-          cmd: shortCmd(((r.request as { cmd?: string[] } | null)?.cmd ?? []).map(String)),
+          cmd: shortCmd(r.cmd),
         }))
         const text =
           rows

@@ -205,7 +205,7 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
   // finished), so a restarted server resumes it: `from` is where it was.
   const deliver = (runId: string, from?: { attempt: number; at: string }) => {
     const run = store.getRun(runId)
-    const url = (run?.request as RunRequest | undefined)?.webhook?.url
+    const url = (store.runRequest(runId) as RunRequest | null)?.webhook?.url
     const key = run && store.getKey(run.keyId)
     if (!run || !url || !key) {
       store.dropPendingWebhook(runId)
@@ -268,7 +268,7 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
       result = await executeRun({
         dataDir,
         runId,
-        request: run.request as RunRequest,
+        request: store.runRequest(runId) as RunRequest,
         key,
         spawner,
         signal: controller.signal,
@@ -299,7 +299,7 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
   store.interruptRunning(nowIso())
   await removeWorkspace(path.join(dataDir, 'work'))
   for (const run of store.queuedRuns()) {
-    if ((run.request as RunRequest).stdin === 'open') stdins.open(run.id, run.keyId)
+    if ((store.runRequest(run.id) as RunRequest).stdin === 'open') stdins.open(run.id, run.keyId)
     queue.push(run.id, run.keyId)
   }
   // Webhooks a dead (or stopped) server still owed, the interrupted runs' included.

@@ -11,6 +11,7 @@ import {
   type EndResult,
   endResult,
   type KeyRecord,
+  type NewRun,
   type OutputChunk,
   type OutputSlice,
   type OutputStream,
@@ -104,13 +105,17 @@ export const MIGRATIONS: readonly string[] = [
      WHERE type = 'end' AND json_type(data, '$.result') = 'object';`,
   // A run's output is kept once, as bytes: an output event's in `bytes` (its data no longer holds them as
   // base64), and a finished run's result without its text when `text_from_events` (text.ts rebuilds it
-  // from the events). `summary` is the result without what its events carry (an EndResult), what reads
-  // that need no output (the list, the state) load; `view_bytes`, how long its result is as JSON, text
-  // included, so that a view is budgeted before it is read. Older rows keep their whole result.
+  // from the events). `summary` is the result without what its events carry (an EndResult), and `cmd`
+  // the request's command: what reads that need neither the output nor the request (up to 8 MiB of files)
+  // load. `view_bytes`: how long its result is as JSON, text included, so that a view is budgeted before
+  // it is read. Older rows keep their whole result.
   `ALTER TABLE events ADD COLUMN bytes BLOB;
    ALTER TABLE runs ADD COLUMN summary TEXT;
    ALTER TABLE runs ADD COLUMN text_from_events INTEGER NOT NULL DEFAULT 0;
    ALTER TABLE runs ADD COLUMN view_bytes INTEGER;
+   ALTER TABLE runs ADD COLUMN cmd TEXT NOT NULL DEFAULT '[]';
+   UPDATE runs SET cmd = coalesce(json_extract(request, '$.cmd'), '[]')
+     WHERE json_type(request, '$.cmd') = 'array';
    UPDATE runs SET summary = json_remove(result, '$.stdout', '$.stderr', '$.output', '$.logs', '$.network'),
                    view_bytes = octet_length(result)
      WHERE result IS NOT NULL;`,
@@ -147,7 +152,7 @@ export function newRunId(): string {
   return `run_${randomBytes(16).toString('base64url')}`
 }
 
-/** A run's row as read: its result's summary, never the result itself (as long as its output, or more). */
+/** A run's row as read: its result's summary and command, never its result or request (megabytes each). */
 interface RunRow {
   id: string
   key_id: string
@@ -156,12 +161,12 @@ interface RunRow {
   started_at: string | null
   finished_at: string | null
   metadata: string
-  request: string
+  cmd: string
   summary: string | null
 }
 
 /** The columns of a RunRow. */
-const RUN_COLUMNS = 'id, key_id, state, created_at, started_at, finished_at, metadata, request, summary'
+const RUN_COLUMNS = 'id, key_id, state, created_at, started_at, finished_at, metadata, cmd, summary'
 
 interface EventRow {
   run_id: string
@@ -195,7 +200,7 @@ const toRun = (r: RunRow): RunRecord => ({
   startedAt: r.started_at,
   finishedAt: r.finished_at,
   metadata: JSON.parse(r.metadata) as Record<string, string>,
-  request: JSON.parse(r.request) as unknown,
+  cmd: JSON.parse(r.cmd) as string[],
   result: r.summary === null ? null : (JSON.parse(r.summary) as EndResult),
 })
 
@@ -313,12 +318,27 @@ export class SqliteStore implements Store {
       .immediate()
   }
 
-  createRun(run: Omit<RunRecord, 'state' | 'startedAt' | 'finishedAt' | 'result'>): RunRecord {
+  createRun(run: NewRun): RunRecord {
+    const asked = (run.request as { cmd?: unknown } | null)?.cmd
+    const cmd = Array.isArray(asked) ? asked.map(String) : []
     this.stmt(
-      `INSERT INTO runs (id, key_id, state, created_at, metadata, request)
-         VALUES (?, ?, 'queued', ?, ?, ?)`,
-    ).run(run.id, run.keyId, run.createdAt, JSON.stringify(run.metadata), JSON.stringify(run.request))
-    return { ...run, state: 'queued', startedAt: null, finishedAt: null, result: null }
+      `INSERT INTO runs (id, key_id, state, created_at, metadata, request, cmd)
+         VALUES (?, ?, 'queued', ?, ?, ?, ?)`,
+    ).run(
+      run.id,
+      run.keyId,
+      run.createdAt,
+      JSON.stringify(run.metadata),
+      JSON.stringify(run.request),
+      JSON.stringify(cmd),
+    )
+    const { request: _, ...rest } = run
+    return { ...rest, cmd, state: 'queued', startedAt: null, finishedAt: null, result: null }
+  }
+
+  runRequest(id: string): unknown {
+    const row = this.stmt('SELECT request FROM runs WHERE id = ?').get(id) as { request: string } | undefined
+    return row ? (JSON.parse(row.request) as unknown) : null
   }
 
   runKeyId(id: string): string | null {
@@ -390,7 +410,7 @@ export class SqliteStore implements Store {
     // First the page's ids and sizes (octet_length reads no content), then only the runs that fit
     // LIST_PAGE_BYTES: a run holds up to megabytes (its request's files, its result's output), and a
     // page of `limit` of them read whole would be gigabytes. At least one run, so paging goes on.
-    const sql = `SELECT id, octet_length(request) + coalesce(octet_length(summary), 0) + octet_length(metadata) AS bytes
+    const sql = `SELECT id, octet_length(cmd) + coalesce(octet_length(summary), 0) + octet_length(metadata) AS bytes
                    FROM runs ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
                  ORDER BY created_at DESC, id DESC LIMIT ?`
     const sizes = this.stmt(sql).all(...args, limit + 1) as { id: string; bytes: number }[]

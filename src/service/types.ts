@@ -8,8 +8,9 @@ import type { RunResult } from '../index.js'
 export type RunState = 'queued' | 'running' | 'finished'
 
 /**
- * A run as stored, with its result's summary: what `GET /v1/runs` lists and webhooks send (`request` is
- * kept server-side only). The whole result is the service's `result()` and the view of `GET /v1/runs/{id}`.
+ * A run as stored, read without what may be large: its result's summary (what `GET /v1/runs` lists and
+ * webhooks send; the whole result is the service's `result()` and the view of `GET /v1/runs/{id}`), and
+ * of its request only its command (the whole request, up to the body limit, is `Store.runRequest`).
  */
 export interface RunRecord {
   id: string
@@ -21,8 +22,8 @@ export interface RunRecord {
   startedAt: string | null
   finishedAt: string | null
   metadata: Record<string, string>
-  /** The validated request (its options, files, stdin…): what the worker runs. Never holds key secrets. */
-  request: unknown
+  /** Its request's command: what a list shows of what the run is (never shown by the API's views). */
+  cmd: string[]
   /**
    * Once finished, the library's RunResult without the fields its run's events carried (EndResult: no
    * stdout, stderr, output, logs or network), read without reading the output; null before.
@@ -32,14 +33,14 @@ export interface RunRecord {
 
 export type RunEventType = 'queued' | 'started' | 'output' | 'log' | 'network' | 'end' | 'interrupted'
 
-/** A run as `GET /v1/runs/{id}` shows it: everything but the stored request, with its whole result. */
-export type RunView = Omit<RunRecord, 'keyId' | 'request' | 'result'> & { result?: RunResult }
+/** A run as `GET /v1/runs/{id}` shows it: never its request, with its whole result. */
+export type RunView = Omit<RunRecord, 'keyId' | 'cmd' | 'result'> & { result?: RunResult }
 
 /**
  * A run as `GET /v1/runs` lists it, webhooks send it and `GET /v1/runs/{id}?view=summary` shows it: its
  * result without stdout, stderr, output, logs and network (as its `end` event has it).
  */
-export type RunSummaryView = Omit<RunRecord, 'keyId' | 'request' | 'result'> & { result?: EndResult }
+export type RunSummaryView = Omit<RunRecord, 'keyId' | 'cmd' | 'result'> & { result?: EndResult }
 
 /** A run's summary view (`result`: the whole one instead, for its full view). */
 export function runView(run: RunRecord): RunSummaryView
@@ -144,9 +145,17 @@ export interface KeyRecord {
 }
 
 /** Durable runs, their events and the keys. Every method is synchronous (SQLite) or a promise (others). */
+/** A run as it is made: its validated request (its options, files, stdin…), what the worker runs. */
+export type NewRun = Omit<RunRecord, 'state' | 'startedAt' | 'finishedAt' | 'result' | 'cmd'> & {
+  /** Never holds key secrets. */
+  request: unknown
+}
+
 export interface Store {
-  createRun(run: Omit<RunRecord, 'state' | 'startedAt' | 'finishedAt' | 'result'>): RunRecord
+  createRun(run: NewRun): RunRecord
   getRun(id: string): RunRecord | null
+  /** A run's whole request (up to the body limit: its files), for what needs it (its worker, its webhook). */
+  runRequest(id: string): unknown
   listRuns(filter: RunFilter): { runs: RunRecord[]; nextCursor: string | null }
   /** queued → running; false when it was not queued (canceled or deleted meanwhile). */
   startRun(id: string, at: string): boolean

@@ -413,6 +413,8 @@ describe('SqliteStore', () => {
     const run = store.getRun('old')
     assert.deepEqual(run?.result, endResult(result))
     assert.deepEqual(run?.metadata, { team: 'x' })
+    assert.deepEqual(run?.cmd, ['true'], 'its command, from its request')
+    assert.deepEqual(store.runRequest('old'), { cmd: ['true'] })
     assert.deepEqual(store.storedResult('old'), { result, textFromEvents: false })
     assert.deepEqual(whole(store, 'old'), result)
     const view = JSON.parse([...viewJson(store, run as NonNullable<typeof run>)].join(''))
@@ -587,9 +589,10 @@ describe('SqliteStore', () => {
     store.close()
   })
 
-  it('holds a listing page to a byte budget: a run may carry megabytes (its files, its output)', () => {
+  it('holds a listing page to a byte budget, and reads no request: a run may carry megabytes of files', () => {
     // A page of `limit` runs was read whole, requests and results parsed: 60 runs with a 7 MiB file
-    // each made one listing take 797 MiB, and limit=1000 of them would end the server.
+    // each made one listing take 797 MiB, and limit=1000 of them would end the server. A run is now read
+    // without its request (its command only), and without its result's text.
     const { store } = open()
     const big = 'x'.repeat(3 * 1024 * 1024)
     const ids: string[] = []
@@ -597,23 +600,29 @@ describe('SqliteStore', () => {
       const id = `run_${String(i).padStart(2, '0')}`
       ids.push(id)
       const createdAt = new Date(Date.UTC(2026, 0, 1, 0, 0, i)).toISOString()
-      const request = { cmd: ['true'], files: i % 3 === 0 ? [{ path: 'a', content: big }] : [] }
+      const request = { cmd: i % 3 === 0 ? ['echo', big] : ['true'], files: [{ path: 'a', content: big }] }
       store.createRun({ id, keyId: 'k', createdAt, metadata: {}, request })
     }
+    assert.deepEqual(store.getRun('run_01')?.cmd, ['true'])
+    assert.equal(
+      (store.runRequest('run_01') as { files: { content: string }[] }).files[0]?.content,
+      big,
+      'the request is there for whoever needs it',
+    )
     const seen: string[] = []
     let cursor: string | undefined
     let pages = 0
     do {
       const page = store.listRuns({ limit: 1000, keyId: 'k', ...(cursor ? { cursor } : {}) })
       assert.ok(page.runs.length >= 1)
-      const bytes = page.runs.reduce((n, r) => n + JSON.stringify(r.request).length, 0)
+      const bytes = page.runs.reduce((n, r) => n + JSON.stringify(r.cmd).length, 0)
       assert.ok(page.runs.length === 1 || bytes <= LIST_PAGE_BYTES, `a page of ${bytes} bytes`)
       seen.push(...page.runs.map((r) => r.id))
       cursor = page.nextCursor ?? undefined
       pages++
     } while (cursor && pages < 100)
     assert.deepEqual(seen, [...ids].reverse(), 'every run once, newest first')
-    assert.ok(pages > 1)
+    assert.equal(pages, 2, 'pages held to 8 MiB of commands, whatever the files')
     store.close()
   })
 
