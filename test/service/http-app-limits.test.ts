@@ -2,7 +2,12 @@
 // or long polls, a key revoked mid-stream, a malformed path. The real service, except where a stream's
 // buffer must be watched (a service that counts what the stream took).
 import assert from 'node:assert/strict'
+import { execFile } from 'node:child_process'
+import { once } from 'node:events'
+import type { AddressInfo } from 'node:net'
+import { monitorEventLoopDelay } from 'node:perf_hooks'
 import { after, before, describe, it } from 'node:test'
+import { serve as serveHttp } from '@hono/node-server'
 import { parseSse } from '../../src/client/client.js'
 import { errorResult } from '../../src/index.js'
 import { createApp } from '../../src/service/http/app.js'
@@ -401,6 +406,53 @@ describe('http limits', () => {
       } finally {
         store.outputChunks = chunks
       }
+    })
+
+    it('sends a whole view of 200 MB to a fast client without holding the thread', async () => {
+      // A client reading as fast as loopback goes had each write done at once and the next piece asked
+      // for at once: the view of 16 MiB of control characters (200 MB of JSON) was made in one stretch,
+      // timers and /healthz held 1.2 s (19 s when it was built whole).
+      const { store, id } = storedRun('run_fast')
+      store.startRun(id, new Date().toISOString())
+      const piece = Buffer.alloc(64 * 1024, 0x01)
+      const n = 256
+      for (let i = 0; i < n; i++)
+        store.appendEvent(id, 'output', {
+          stream: 'stdout',
+          offset: i * piece.length,
+          bytes: piece.length,
+          data: piece.toString('base64'),
+        })
+      const text = Buffer.alloc(n * piece.length, 0x01).toString('utf8')
+      store.finishRun(
+        id,
+        {
+          ...errorResult('x', 'y'),
+          status: 'ok',
+          violation: null,
+          stdout: text,
+          output: text,
+          outputBytes: text.length,
+        },
+        new Date().toISOString(),
+      )
+      const server = serveHttp({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' })
+      await once(server, 'listening')
+      const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1/runs/${id}`
+      const reader = `fetch(${JSON.stringify(url)}, { headers: { authorization: ${JSON.stringify(`Bearer ${admin}`)} } })
+        .then(async (r) => { let n = 0; for await (const c of r.body) n += c.length; console.log(n) })`
+      const delay = monitorEventLoopDelay({ resolution: 5 })
+      delay.enable()
+      const started = Date.now()
+      const got = await new Promise<string>((resolve, reject) =>
+        execFile(process.execPath, ['-e', reader], (error, out) => (error ? reject(error) : resolve(out))),
+      )
+      const ms = Date.now() - started
+      delay.disable()
+      server.close()
+      const worst = delay.max / 1e6
+      assert.ok(Number(got) > 12 * n * piece.length, `${got} bytes sent`)
+      assert.ok(worst < Math.max(300, ms / 3), `the thread was held ${worst.toFixed(0)} ms of ${ms}`)
     })
 
     it('answers a malformed escape in a file path with 404, not 500', async () => {
