@@ -259,6 +259,18 @@ export async function main(argv: string[]): Promise<number> {
       )
       .addOption(
         new Option(
+          '--max-stdin <SIZE>',
+          "the most of a run's open stdin held unread; a write past it is refused (default 1M)",
+        ).argParser(sizeArg),
+      )
+      .addOption(
+        new Option(
+          '--max-stdin-per-key <SIZE>',
+          "the same for all of one key's runs together (default 8M)",
+        ).argParser(sizeArg),
+      )
+      .addOption(
+        new Option(
           '--max-retention <DURATION>',
           'how long a finished run is kept at most, whatever its key says (default 30d)',
         ).argParser(durationArg),

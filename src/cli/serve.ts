@@ -46,6 +46,8 @@ interface ServeValues {
   maxWallTime?: number
   maxCollect?: number
   maxWorkspace?: number
+  maxStdin?: number
+  maxStdinPerKey?: number
   maxRetention?: number
 }
 
@@ -81,6 +83,8 @@ export function serveCommand(values: ServeValues): Promise<number> {
         : {}),
       ...(values.maxCollect !== undefined ? { maxCollectBytes: values.maxCollect } : {}),
       ...(values.maxWorkspace !== undefined ? { maxWorkspaceBytes: values.maxWorkspace } : {}),
+      ...(values.maxStdin !== undefined ? { maxStdinBuffered: values.maxStdin } : {}),
+      ...(values.maxStdinPerKey !== undefined ? { maxStdinBufferedPerKey: values.maxStdinPerKey } : {}),
       ...(values.maxRetention !== undefined ? { maxRetentionMs: values.maxRetention } : {}),
     })
     return 0

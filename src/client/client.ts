@@ -2,12 +2,13 @@
 // face like the CLI: it knows the API's JSON, and imports the engine and the service for their types only,
 // so `import { connect } from 'cordon/client'` loads neither the sandbox nor hono nor SQLite.
 import type { OutputData, RunResult } from '../index.js'
-import type { EndResult, RunEventType, RunState, runView } from '../service/types.js'
+import type { EndResult, RunEventType, RunState, RunSummaryView, RunView } from '../service/types.js'
 
-export type { EndResult }
-
-/** A run as the API shows it (`GET /v1/runs/{id}`): `result` once it finished. */
-export type RunView = ReturnType<typeof runView>
+/**
+ * RunView: a run as `GET /v1/runs/{id}` shows it (`result`, the whole RunResult, once it finished).
+ * RunSummaryView: as `list()` shows it (`result` without stdout, stderr, output, logs and network).
+ */
+export type { EndResult, RunSummaryView, RunView }
 
 /** `POST /v1/runs`'s body (docs/service.md#runs); `options` are the library's, as the server validates them. */
 export interface RunRequestBody {
@@ -97,7 +98,8 @@ export interface Client {
   /** Submits a run (`201`); with `wait`, answers once it finished or the wait ended. */
   submit(body: RunRequestBody): Promise<RunView>
   get(id: string, opts?: { wait?: string | number; signal?: AbortSignal }): Promise<RunView>
-  list(filter?: ListFilter): Promise<{ runs: RunView[]; nextCursor: string | null }>
+  /** Each run's summary (`get()` a run for its whole result, `output()` for its output). */
+  list(filter?: ListFilter): Promise<{ runs: RunSummaryView[]; nextCursor: string | null }>
   cancel(id: string): Promise<RunView>
   /** Removes a finished run. */
   remove(id: string): Promise<void>

@@ -9,6 +9,7 @@ export type {
   EventsOptions,
   ListFilter,
   RunRequestBody,
+  RunSummaryView,
   RunView,
 } from './client.js'
 export { ClientError, connect } from './client.js'

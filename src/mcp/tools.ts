@@ -227,8 +227,9 @@ export function createMcpServer(options: McpToolsOptions): McpServer {
       mimeType: 'text/plain',
       description: 'the whole output (stdout and stderr interleaved), as kept',
     }
-    if (run.result) {
-      const r = run.result
+    // The whole result, its text rebuilt from the run's events (a run's record holds its summary only).
+    const r = run.result ? service.result(key, run.id) : null
+    if (r) {
       const how =
         r.status === 'ok' || r.status === 'nonzero-exit'
           ? `exit code ${r.exitCode}`
@@ -572,7 +573,7 @@ export function createMcpServer(options: McpToolsOptions): McpServer {
           state: r.state,
           status: r.result?.status ?? null,
           created_at: r.createdAt,
-          cmd: shortCmd(((r.request as { cmd?: string[] } | null)?.cmd ?? []).map(String)),
+          cmd: shortCmd(r.cmd),
         }))
         const text =
           rows

@@ -126,7 +126,8 @@ export const limitsSchema = z.strictObject({
     .register(cli, {
       flag: 'max-log',
       arg: 'SIZE',
-      description: 'bytes kept from the log channel (CORDON_LOG_FD)',
+      description:
+        'bytes read from the log channel (CORDON_LOG_FD), and kept of it as entries (each its JSON line)',
     }),
   killGraceMs: duration()
     .default(1000)

@@ -1,5 +1,8 @@
 // The log channel: JSON lines a sandboxed program writes to the fd named in CORDON_LOG_FD. Kept within
 // their own byte budget; a line that is not a JSON object with a known level arrives as raw text at info.
+// The budget bounds the bytes read and the entries kept, each as its JSON line: a line of one byte makes
+// an entry of 27, a control character is 6 bytes of JSON, and counted as bytes read only, 16 MiB of
+// "\x01\n" was 8M entries (268 MB as JSON, 1.3 GB of the host's heap).
 import { StringDecoder } from 'node:string_decoder'
 import type { LogEntry } from '../policy/schema.js'
 import { Redaction, Redactor } from './redact.js'
@@ -44,7 +47,10 @@ function redactValues(value: unknown, redact: (text: string) => string): unknown
 
 export class LogCollector {
   readonly entries: LogEntry[] = []
+  /** Bytes read from the channel. */
   bytes = 0
+  /** Bytes of the entries kept, each as its JSON line. */
+  keptBytes = 0
   truncated = false
   private partial = ''
   private readonly decoder = new StringDecoder('utf8')
@@ -109,6 +115,15 @@ export class LogCollector {
   }
 
   private add(entry: LogEntry): void {
+    if (this.keptBytes < 0) return
+    const cost = Buffer.byteLength(JSON.stringify(entry)) + 1
+    if (this.keptBytes + cost > this.budget) {
+      // Full: nothing more is read or kept.
+      this.truncated = true
+      this.keptBytes = -1
+      return
+    }
+    this.keptBytes += cost
     this.entries.push(entry)
     this.onLog?.(entry)
   }

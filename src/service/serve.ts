@@ -44,6 +44,9 @@ export interface ServeOptions {
   maxCollectBytes?: number
   /** Bytes a run's workspace may hold (`--max-workspace`; default 1 GiB). */
   maxWorkspaceBytes?: number
+  /** Bytes of a run's open stdin held unread (`--max-stdin`; default 1 MiB), and of one key's runs (8 MiB). */
+  maxStdinBuffered?: number
+  maxStdinBufferedPerKey?: number
   /** How long a finished run is kept at most, whatever its key's retention (`--max-retention`; 30 days). */
   maxRetentionMs?: number
 }
@@ -70,6 +73,10 @@ export async function serve(options: ServeOptions = {}): Promise<Server> {
     ...(options.maxQueued !== undefined ? { maxQueued: options.maxQueued } : {}),
     ...(options.maxCollectBytes !== undefined ? { maxCollectBytes: options.maxCollectBytes } : {}),
     ...(options.maxWorkspaceBytes !== undefined ? { maxWorkspaceBytes: options.maxWorkspaceBytes } : {}),
+    ...(options.maxStdinBuffered !== undefined ? { maxStdinBuffered: options.maxStdinBuffered } : {}),
+    ...(options.maxStdinBufferedPerKey !== undefined
+      ? { maxStdinBufferedPerKey: options.maxStdinBufferedPerKey }
+      : {}),
     ...(options.maxRetentionMs !== undefined ? { maxRetentionMs: options.maxRetentionMs } : {}),
     // The operator's word on a limit replaces the default for it; the others keep theirs.
     ...(options.limitCeilings

@@ -11,7 +11,6 @@ import {
   rmSync,
 } from 'node:fs'
 import path from 'node:path'
-import { PassThrough } from 'node:stream'
 import * as z from 'zod'
 import { errorResult, openSpawner, PolicyError, type RunResult, type Spawner } from '../index.js'
 import {
@@ -34,7 +33,9 @@ import {
   SERVER_ONLY_OPTIONS,
 } from './request.js'
 import { newRunId, SqliteStore } from './sqlite.js'
+import { RunStdins } from './stdin.js'
 import { errorFields, mapStoreFull } from './store-errors.js'
+import { viewJson, wholeResult } from './text.js'
 import type { KeyRecord, RunEvent, RunEventType, RunRecord, Scope, Service, Store } from './types.js'
 import { runView, ServiceError } from './types.js'
 import { checkWebhookUrl, deliverWebhook } from './webhook.js'
@@ -50,8 +51,13 @@ export interface ServiceOptions {
   concurrency?: number
   /** Runs waiting at most (default 100). */
   maxQueued?: number
-  /** Bytes of stdin written to a run and not yet read by it, held at most (default 1 MiB). */
+  /**
+   * Bytes of stdin written to a run and not yet read by it, held at most (default 1 MiB): a write that
+   * would pass it is refused (429; 413 for a write larger than it).
+   */
   maxStdinBuffered?: number
+  /** The same, for all the runs of one key together (default 8 MiB). */
+  maxStdinBufferedPerKey?: number
   /** Bytes of collected files kept per run (default 64 MiB). */
   maxCollectBytes?: number
   /**
@@ -111,8 +117,16 @@ export interface ServiceExtras {
   file(key: KeyRecord, id: string, filePath: string): Buffer
   /** One collected file, opened (the caller reads it as its client takes it, and closes the fd). */
   openFile(key: KeyRecord, id: string, filePath: string): { fd: number; size: number }
-  /** About how many bytes a run's view takes (its result and metadata as stored), without loading it. */
+  /**
+   * About how many bytes a run's whole view takes (its result as JSON, its text escaped, and metadata),
+   * without loading it.
+   */
   viewBytes(key: KeyRecord, id: string): number
+  /**
+   * A run's whole view (`GET /v1/runs/{id}`) as JSON, a piece at a time as they are taken: its output is
+   * read an event at a time, never held whole. The run as it is now (finished or not).
+   */
+  viewJson(key: KeyRecord, id: string): Iterable<string>
   readonly store: Store
 }
 
@@ -163,7 +177,6 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
   const concurrency = options.concurrency ?? 2
   const log = options.log ?? silentLog
   const limitCeilings = options.limitCeilings ?? DEFAULT_SERVER_LIMIT_CEILINGS
-  const maxStdinBuffered = options.maxStdinBuffered ?? 1024 * 1024
   let spawner: Spawner | undefined
   if (options.useSpawner !== false) {
     try {
@@ -176,7 +189,10 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
   const followers = new Map<string, Set<(e: RunEvent) => void>>()
   const waiters = new Map<string, Set<() => void>>()
   const controllers = new Map<string, AbortController>()
-  const stdins = new Map<string, PassThrough>()
+  const stdins = new RunStdins(store, {
+    perRun: options.maxStdinBuffered ?? 1024 * 1024,
+    perKey: options.maxStdinBufferedPerKey ?? 8 * 1024 * 1024,
+  })
   let draining = false
   let closed = false
 
@@ -217,7 +233,7 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
   }
   const startDelivery = (runId: string, from?: { attempt: number; at: string }) => {
     const run = store.getRun(runId)
-    const url = (run?.request as RunRequest | undefined)?.webhook?.url
+    const url = (store.runRequest(runId) as RunRequest | null)?.webhook?.url
     const key = run && store.getKey(run.keyId)
     if (!run || !url || !key) {
       store.dropPendingWebhook(runId)
@@ -225,8 +241,10 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
     }
     const stop = new AbortController()
     deliveryOf.set(runId, stop)
-    // The body is made for each attempt from the store: held across the retries (minutes), a run's view
-    // (its output three times) was up to ~48 MiB a delivery. A run deleted meanwhile ends it.
+    // The body is the run's summary (its result without its output, logs and connections: the receiver
+    // reads those from the API), made for each attempt from the store. The whole view is up to ~200 MB
+    // (16 MiB of control characters, escaped, twice), and every delivery due at once (a restart resumes
+    // them all) held one. A run deleted meanwhile ends it.
     const body = () => {
       const now = store.getRun(runId)
       return now ? JSON.stringify(runView(now)) : null
@@ -280,9 +298,7 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
   /** A run is over: its result is stored now, or kept and stored as soon as the store can. Never throws. */
   const finished = (runId: string, result: RunResult) => {
     controllers.delete(runId)
-    const stdin = stdins.get(runId)
-    stdins.delete(runId)
-    stdin?.destroy()
+    stdins.end(runId)
     finisher.finish(runId, result, nowIso())
   }
 
@@ -310,11 +326,11 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
       result = await executeRun({
         dataDir,
         runId,
-        request: run.request as RunRequest,
+        request: store.runRequest(runId) as RunRequest,
         key,
         spawner,
         signal: controller.signal,
-        stdin: stdins.get(runId),
+        stdin: stdins.start(runId),
         emit: (type, data) => emit(runId, type, data),
         maxCollectBytes: options.maxCollectBytes ?? 64 * 1024 * 1024,
         workspaces,
@@ -371,7 +387,7 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
     throw error
   }
   for (const run of store.queuedRuns()) {
-    if ((run.request as RunRequest).stdin === 'open') stdins.set(run.id, new PassThrough())
+    if ((store.runRequest(run.id) as RunRequest).stdin === 'open') stdins.open(run.id, run.keyId)
     queue.push(run.id, run.keyId)
   }
   // Webhooks a dead (or stopped) server still owed, the interrupted runs' included.
@@ -429,8 +445,8 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
   }
   /**
    * own(), for a read that needs only to know the run is the key's (its output, events, files, stdin):
-   * the run is not loaded, as its request (up to 8 MiB of files) and result (its output as escaped JSON,
-   * some 200 MB at the output ceiling) would be parsed for each piece of output read.
+   * the run is not loaded, as its request (up to 8 MiB of files) would be parsed for each piece of output
+   * read.
    */
   const owns = (key: KeyRecord, id: string, scope: Scope): void => {
     need(key, scope)
@@ -488,7 +504,7 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
         metadata: request.metadata,
         request,
       })
-      if (request.stdin === 'open') stdins.set(run.id, new PassThrough())
+      if (request.stdin === 'open') stdins.open(run.id, key.id)
       try {
         emit(run.id, 'queued', {})
       } catch (error) {
@@ -502,6 +518,12 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
 
     get(key, id) {
       return own(key, id, 'runs:read')
+    },
+
+    result(key, id) {
+      owns(key, id, 'runs:read')
+      const stored = store.storedResult(id)
+      return stored ? wholeResult(store, id, stored) : null
     },
 
     list(key, filter) {
@@ -614,31 +636,23 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
 
     writeStdin(key, id, data) {
       owns(key, id, 'runs:write')
-      const stdin = stdins.get(id)
-      if (!stdin || stdin.writableEnded) throw new ServiceError('conflict', `run ${id} has no open stdin`)
-      // What the program has not read yet stays in this process: a client writing faster than it reads
-      // (or to a run still queued, or to one that never reads) is told to wait, not buffered without end.
-      // At most the bound plus one write (a body, which the HTTP layer caps) is held.
-      if (stdin.writableLength + stdin.readableLength >= maxStdinBuffered)
-        throw new ServiceError(
-          'quota',
-          `run ${id} has ${maxStdinBuffered} bytes of stdin it has not read yet: retry later`,
-          undefined,
-          1,
-        )
-      stdin.write(data)
+      // A client writing faster than the program reads (or to a run still queued, or to one that never
+      // reads) is told to wait, not held without end: see stdin.ts.
+      stdins.write(id, data)
     },
 
     closeStdin(key, id) {
       owns(key, id, 'runs:write')
-      const stdin = stdins.get(id)
-      if (!stdin || stdin.writableEnded) throw new ServiceError('conflict', `run ${id} has no open stdin`)
-      stdin.end()
+      stdins.close(id)
     },
 
     viewBytes(key, id) {
       owns(key, id, 'runs:read')
       return store.runViewBytes(id)
+    },
+
+    viewJson(key, id) {
+      return viewJson(store, own(key, id, 'runs:read'))
     },
 
     files(key, id) {

@@ -6,9 +6,13 @@ import { chmodSync, closeSync, mkdirSync, openSync } from 'node:fs'
 import path from 'node:path'
 import Database, { type Statement } from 'better-sqlite3'
 import { errorResult, type RunResult } from '../index.js'
+import { jsonTextBytes } from './text.js'
 import {
+  type EndResult,
   endResult,
   type KeyRecord,
+  type NewRun,
+  type OutputChunk,
   type OutputSlice,
   type OutputStream,
   type PendingWebhook,
@@ -19,11 +23,13 @@ import {
   type RunState,
   type Scope,
   type Store,
+  type StoredResult,
+  TEXT_FIELDS,
   type WebhookAttempt,
 } from './types.js'
 
 /** Each entry takes the schema from version i to i+1; never edit one that shipped, append. */
-const MIGRATIONS: readonly string[] = [
+export const MIGRATIONS: readonly string[] = [
   `CREATE TABLE runs (
      id TEXT PRIMARY KEY,
      key_id TEXT NOT NULL,
@@ -97,6 +103,31 @@ const MIGRATIONS: readonly string[] = [
   `UPDATE events SET data = json_object('result', json_remove(json_extract(data, '$.result'),
        '$.stdout', '$.stderr', '$.output', '$.logs', '$.network'))
      WHERE type = 'end' AND json_type(data, '$.result') = 'object';`,
+  // A run's output is kept once, as bytes: an output event's in `bytes` (its data no longer holds them as
+  // base64), and a finished run's result without its text when `text_from_events` (text.ts rebuilds it
+  // from the events). `summary` is the result without what its events carry (an EndResult), and `cmd`
+  // the request's command: what reads that need neither the output nor the request (up to 8 MiB of files)
+  // load. `view_bytes`: how long its result is as JSON, text included, so that a view is budgeted before
+  // it is read. Older rows keep their whole result.
+  `ALTER TABLE events ADD COLUMN bytes BLOB;
+   ALTER TABLE runs ADD COLUMN summary TEXT;
+   ALTER TABLE runs ADD COLUMN text_from_events INTEGER NOT NULL DEFAULT 0;
+   ALTER TABLE runs ADD COLUMN view_bytes INTEGER;
+   ALTER TABLE runs ADD COLUMN cmd TEXT NOT NULL DEFAULT '[]';
+   UPDATE runs SET cmd = coalesce(json_extract(request, '$.cmd'), '[]')
+     WHERE json_type(request, '$.cmd') = 'array';
+   UPDATE runs SET summary = json_remove(result, '$.stdout', '$.stderr', '$.output', '$.logs', '$.network'),
+                   view_bytes = octet_length(result)
+     WHERE result IS NOT NULL;`,
+  // What a client wrote to a queued run's stdin (null data: it closed it), kept until the run starts:
+  // stored before the write is acknowledged, so a crash loses none of it (it lived in memory), and held
+  // on disk rather than in the server's memory while the run waits.
+  `CREATE TABLE stdin (
+     run_id TEXT NOT NULL,
+     seq INTEGER NOT NULL,
+     data BLOB,
+     PRIMARY KEY (run_id, seq)
+   ) WITHOUT ROWID;`,
 ]
 
 /** An output event's place in its stream, from its data (`{ stream, offset, bytes }`); null for any other. */
@@ -121,6 +152,7 @@ export function newRunId(): string {
   return `run_${randomBytes(16).toString('base64url')}`
 }
 
+/** A run's row as read: its result's summary and command, never its result or request (megabytes each). */
 interface RunRow {
   id: string
   key_id: string
@@ -129,9 +161,12 @@ interface RunRow {
   started_at: string | null
   finished_at: string | null
   metadata: string
-  request: string
-  result: string | null
+  cmd: string
+  summary: string | null
 }
+
+/** The columns of a RunRow. */
+const RUN_COLUMNS = 'id, key_id, state, created_at, started_at, finished_at, metadata, cmd, summary'
 
 interface EventRow {
   run_id: string
@@ -139,6 +174,8 @@ interface EventRow {
   type: RunEventType
   at: string
   data: string
+  /** An output event's bytes (null: an older event's are in its data, as base64). */
+  bytes: Buffer | null
 }
 
 interface KeyRow {
@@ -163,17 +200,41 @@ const toRun = (r: RunRow): RunRecord => ({
   startedAt: r.started_at,
   finishedAt: r.finished_at,
   metadata: JSON.parse(r.metadata) as Record<string, string>,
-  request: JSON.parse(r.request) as unknown,
-  result: r.result === null ? null : (JSON.parse(r.result) as RunResult),
+  cmd: JSON.parse(r.cmd) as string[],
+  result: r.summary === null ? null : (JSON.parse(r.summary) as EndResult),
 })
 
-const toEvent = (r: EventRow): RunEvent => ({
-  runId: r.run_id,
-  seq: r.seq,
-  type: r.type,
-  at: r.at,
-  data: JSON.parse(r.data) as Record<string, unknown>,
-})
+const toEvent = (r: EventRow): RunEvent => {
+  const data = JSON.parse(r.data) as Record<string, unknown>
+  // The API's shape: an output event's bytes as base64 in its data, last (as the worker made it).
+  if (r.bytes !== null) data.data = r.bytes.toString('base64')
+  return { runId: r.run_id, seq: r.seq, type: r.type, at: r.at, data }
+}
+
+/** A stored output event's bytes: its own column's, or an older event's base64 in its data. */
+function bytesOf(row: { data: string; bytes: Buffer | null }): Buffer {
+  if (row.bytes !== null) return row.bytes
+  const data = JSON.parse(row.data) as { data?: unknown }
+  return Buffer.from(typeof data.data === 'string' ? data.data : '', 'base64')
+}
+
+/** What finishing a run stores: its result (without its text when it has any), summary and view size. */
+function finishedRow(result: RunResult) {
+  const textFromEvents = TEXT_FIELDS.some((f) => result[f] !== '')
+  const { stdout, stderr, output, ...rest } = result
+  const json = JSON.stringify(textFromEvents ? rest : result)
+  let viewBytes = Buffer.byteLength(json)
+  if (textFromEvents)
+    for (const [field, text] of Object.entries({ stdout, stderr, output }))
+      viewBytes += field.length + 4 + jsonTextBytes(text)
+  return {
+    status: result.status,
+    result: json,
+    summary: JSON.stringify(endResult(result)),
+    textFromEvents: textFromEvents ? 1 : 0,
+    viewBytes,
+  }
+}
 
 const toKey = (r: KeyRow): KeyRecord => ({
   id: r.id,
@@ -257,12 +318,27 @@ export class SqliteStore implements Store {
       .immediate()
   }
 
-  createRun(run: Omit<RunRecord, 'state' | 'startedAt' | 'finishedAt' | 'result'>): RunRecord {
+  createRun(run: NewRun): RunRecord {
+    const asked = (run.request as { cmd?: unknown } | null)?.cmd
+    const cmd = Array.isArray(asked) ? asked.map(String) : []
     this.stmt(
-      `INSERT INTO runs (id, key_id, state, created_at, metadata, request)
-         VALUES (?, ?, 'queued', ?, ?, ?)`,
-    ).run(run.id, run.keyId, run.createdAt, JSON.stringify(run.metadata), JSON.stringify(run.request))
-    return { ...run, state: 'queued', startedAt: null, finishedAt: null, result: null }
+      `INSERT INTO runs (id, key_id, state, created_at, metadata, request, cmd)
+         VALUES (?, ?, 'queued', ?, ?, ?, ?)`,
+    ).run(
+      run.id,
+      run.keyId,
+      run.createdAt,
+      JSON.stringify(run.metadata),
+      JSON.stringify(run.request),
+      JSON.stringify(cmd),
+    )
+    const { request: _, ...rest } = run
+    return { ...rest, cmd, state: 'queued', startedAt: null, finishedAt: null, result: null }
+  }
+
+  runRequest(id: string): unknown {
+    const row = this.stmt('SELECT request FROM runs WHERE id = ?').get(id) as { request: string } | undefined
+    return row ? (JSON.parse(row.request) as unknown) : null
   }
 
   runKeyId(id: string): string | null {
@@ -272,14 +348,26 @@ export class SqliteStore implements Store {
 
   runViewBytes(id: string): number {
     const row = this.stmt(
-      'SELECT coalesce(octet_length(result), 0) + octet_length(metadata) AS bytes FROM runs WHERE id = ?',
+      `SELECT coalesce(view_bytes, octet_length(result), 0) + octet_length(metadata) + 200 AS bytes
+         FROM runs WHERE id = ?`,
     ).get(id) as { bytes: number } | undefined
     return row?.bytes ?? 0
   }
 
   getRun(id: string): RunRecord | null {
-    const row = this.stmt('SELECT * FROM runs WHERE id = ?').get(id) as RunRow | undefined
+    const row = this.stmt(`SELECT ${RUN_COLUMNS} FROM runs WHERE id = ?`).get(id) as RunRow | undefined
     return row ? toRun(row) : null
+  }
+
+  storedResult(id: string): StoredResult | null {
+    const row = this.stmt(
+      `SELECT result, text_from_events FROM runs WHERE id = ? AND state = 'finished' AND result IS NOT NULL`,
+    ).get(id) as { result: string; text_from_events: number } | undefined
+    if (!row) return null
+    return {
+      result: JSON.parse(row.result) as StoredResult['result'],
+      textFromEvents: row.text_from_events === 1,
+    }
   }
 
   /** Newest first; the cursor is the last run's (createdAt, id), so pages neither skip nor repeat. */
@@ -322,7 +410,7 @@ export class SqliteStore implements Store {
     // First the page's ids and sizes (octet_length reads no content), then only the runs that fit
     // LIST_PAGE_BYTES: a run holds up to megabytes (its request's files, its result's output), and a
     // page of `limit` of them read whole would be gigabytes. At least one run, so paging goes on.
-    const sql = `SELECT id, octet_length(request) + coalesce(octet_length(result), 0) + octet_length(metadata) AS bytes
+    const sql = `SELECT id, octet_length(cmd) + coalesce(octet_length(summary), 0) + octet_length(metadata) AS bytes
                    FROM runs ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
                  ORDER BY created_at DESC, id DESC LIMIT ?`
     const sizes = this.stmt(sql).all(...args, limit + 1) as { id: string; bytes: number }[]
@@ -336,7 +424,8 @@ export class SqliteStore implements Store {
     const more = sizes.length > ids.length
     const page = (
       this.stmt(
-        `SELECT * FROM runs WHERE id IN (SELECT value FROM json_each(?)) ORDER BY created_at DESC, id DESC`,
+        `SELECT ${RUN_COLUMNS} FROM runs WHERE id IN (SELECT value FROM json_each(?))
+           ORDER BY created_at DESC, id DESC`,
       ).all(JSON.stringify(ids)) as RunRow[]
     ).map(toRun)
     const last = page.at(-1)
@@ -357,13 +446,16 @@ export class SqliteStore implements Store {
    * the run was already finished or is gone, so that a run ends once).
    */
   finishRun(id: string, result: RunResult, at: string): RunEvent | null {
+    const row = finishedRow(result)
     return this.db
       .transaction((): RunEvent | null => {
         const changed = this.stmt(
-          `UPDATE runs SET state = 'finished', finished_at = ?, status = ?, result = ?
+          `UPDATE runs SET state = 'finished', finished_at = ?, status = ?, result = ?, summary = ?,
+                           text_from_events = ?, view_bytes = ?
              WHERE id = ? AND state != 'finished'`,
-        ).run(at, result.status, JSON.stringify(result), id).changes
+        ).run(at, row.status, row.result, row.summary, row.textFromEvents, row.viewBytes, id).changes
         if (changed !== 1) return null
+        this.stmt('DELETE FROM stdin WHERE run_id = ?').run(id)
         this.pendWebhook(id, at)
         return this.insertEvent(id, 'end', { result: endResult(result) }, at)
       })
@@ -378,6 +470,7 @@ export class SqliteStore implements Store {
         this.stmt('DELETE FROM events WHERE run_id = ?').run(id)
         this.stmt('DELETE FROM webhook_attempts WHERE run_id = ?').run(id)
         this.stmt('DELETE FROM webhook_pending WHERE run_id = ?').run(id)
+        this.stmt('DELETE FROM stdin WHERE run_id = ?').run(id)
         return true
       })
       .immediate()
@@ -468,10 +561,18 @@ export class SqliteStore implements Store {
       ).get(runId) as { end: number }
       mergedEnd = end + out.bytes
     }
+    // An output event's bytes are kept as bytes, not as the base64 its data carries them in.
+    let kept = data
+    let bytes: Buffer | null = null
+    if (out && typeof data.data === 'string') {
+      const { data: base64, ...rest } = data
+      kept = rest
+      bytes = Buffer.from(base64 as string, 'base64')
+    }
     this.stmt(
-      `INSERT INTO events (run_id, seq, type, at, data, out_stream, out_end, merged_end)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-    ).run(runId, seq, type, at, JSON.stringify(data), out?.stream ?? null, out?.end ?? null, mergedEnd)
+      `INSERT INTO events (run_id, seq, type, at, data, bytes, out_stream, out_end, merged_end)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    ).run(runId, seq, type, at, JSON.stringify(kept), bytes, out?.stream ?? null, out?.end ?? null, mergedEnd)
     return { runId, seq, type, at, data }
   }
 
@@ -484,12 +585,13 @@ export class SqliteStore implements Store {
     // (Not .iterate(): see stmt().)
     while (out.length < wanted && bytes < maxBytes) {
       const rows = this.stmt(
-        'SELECT run_id, seq, type, at, data FROM events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?',
+        'SELECT run_id, seq, type, at, data, bytes FROM events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?',
       ).all(runId, after, Math.min(ROWS_AT_ONCE, wanted - out.length)) as EventRow[]
       for (const row of rows) {
         if (bytes >= maxBytes) break
         out.push(toEvent(row))
-        bytes += row.data.length
+        // As the page is held: output bytes as base64.
+        bytes += row.data.length + Math.ceil((row.bytes?.length ?? 0) / 3) * 4
         after = row.seq
       }
       if (rows.length < ROWS_AT_ONCE) break
@@ -526,31 +628,69 @@ export class SqliteStore implements Store {
   outputSlices(runId: string, stream: OutputStream, from: number, to: number): OutputSlice[] {
     if (to <= from) return []
     // Offsets only grow, so the events ending after `from`, by their end, start with the one holding it.
-    const page = (after: number) =>
-      (stream === 'output'
-        ? this.stmt(
-            `SELECT merged_end AS end, data FROM events
-               WHERE run_id = ? AND merged_end IS NOT NULL AND merged_end > ? ORDER BY merged_end LIMIT ?`,
-          ).all(runId, after, ROWS_AT_ONCE)
-        : this.stmt(
-            `SELECT out_end AS end, data FROM events
-               WHERE run_id = ? AND out_stream = ? AND out_end IS NOT NULL AND out_end > ?
-               ORDER BY out_end LIMIT ?`,
-          ).all(runId, stream, after, ROWS_AT_ONCE)) as { end: number; data: string }[]
     const slices: OutputSlice[] = []
     for (let after = from; ; ) {
-      const rows = page(after)
+      const rows = this.outputChunks(runId, stream, after, ROWS_AT_ONCE)
       for (const row of rows) {
-        const data = JSON.parse(row.data) as { bytes?: unknown; data?: unknown }
-        const bytes = Buffer.from(typeof data.data === 'string' ? data.data : '', 'base64')
-        const start = row.end - bytes.length
+        const start = row.end - row.bytes.length
         if (start >= to) return slices
-        slices.push({ start, bytes })
+        slices.push({ start, bytes: row.bytes })
         if (row.end >= to) return slices
         after = row.end
       }
       if (rows.length < ROWS_AT_ONCE) return slices
     }
+  }
+
+  outputChunks(runId: string, stream: OutputStream, after: number, limit: number): OutputChunk[] {
+    const rows = (
+      stream === 'output'
+        ? this.stmt(
+            `SELECT out_stream AS stream, merged_end AS end, data, bytes FROM events
+               WHERE run_id = ? AND merged_end IS NOT NULL AND merged_end > ? ORDER BY merged_end LIMIT ?`,
+          ).all(runId, after, limit)
+        : this.stmt(
+            `SELECT out_stream AS stream, out_end AS end, data, bytes FROM events
+               WHERE run_id = ? AND out_stream = ? AND out_end IS NOT NULL AND out_end > ?
+               ORDER BY out_end LIMIT ?`,
+          ).all(runId, stream, after, limit)
+    ) as { stream: string; end: number; data: string; bytes: Buffer | null }[]
+    return rows.map((row) => ({
+      stream: row.stream === 'stderr' ? 'stderr' : 'stdout',
+      end: row.end,
+      bytes: bytesOf(row),
+    }))
+  }
+
+  appendStdin(runId: string, data: Buffer | null): void {
+    this.db
+      .transaction(() => {
+        const { last } = this.stmt('SELECT COALESCE(MAX(seq), 0) AS last FROM stdin WHERE run_id = ?').get(
+          runId,
+        ) as { last: number }
+        this.stmt('INSERT INTO stdin (run_id, seq, data) VALUES (?, ?, ?)').run(runId, last + 1, data)
+      })
+      .immediate()
+  }
+
+  stdinState(runId: string): { bytes: number; closed: boolean } {
+    const row = this.stmt(
+      `SELECT COALESCE(SUM(length(data)), 0) AS bytes, COUNT(*) - COUNT(data) AS ends FROM stdin WHERE run_id = ?`,
+    ).get(runId) as { bytes: number; ends: number }
+    return { bytes: row.bytes, closed: row.ends > 0 }
+  }
+
+  takeStdin(runId: string): { chunks: Buffer[]; closed: boolean } {
+    return this.db
+      .transaction(() => {
+        const rows = this.stmt('SELECT data FROM stdin WHERE run_id = ? ORDER BY seq').all(runId) as {
+          data: Buffer | null
+        }[]
+        this.stmt('DELETE FROM stdin WHERE run_id = ?').run(runId)
+        const chunks = rows.flatMap((r) => (r.data === null ? [] : [r.data]))
+        return { chunks, closed: rows.some((r) => r.data === null) }
+      })
+      .immediate()
   }
 
   interruptRunning(at: string): string[] {
@@ -562,11 +702,15 @@ export class SqliteStore implements Store {
         const reason = 'the server stopped while the run was running'
         for (const id of ids) {
           const result = errorResult('interrupted', reason)
+          const row = finishedRow(result)
           this.insertEvent(id, 'interrupted', { reason }, at)
           this.stmt(
-            `UPDATE runs SET state = 'finished', finished_at = ?, status = ?, result = ? WHERE id = ?`,
-          ).run(at, result.status, JSON.stringify(result), id)
+            `UPDATE runs SET state = 'finished', finished_at = ?, status = ?, result = ?, summary = ?,
+                             text_from_events = ?, view_bytes = ?
+               WHERE id = ?`,
+          ).run(at, row.status, row.result, row.summary, row.textFromEvents, row.viewBytes, id)
           this.insertEvent(id, 'end', { result: endResult(result) }, at)
+          this.stmt('DELETE FROM stdin WHERE run_id = ?').run(id)
           // Its webhook is owed too: the client waiting on it learns the run ended.
           this.pendWebhook(id, at)
         }
@@ -577,7 +721,7 @@ export class SqliteStore implements Store {
 
   queuedRuns(): RunRecord[] {
     const rows = this.stmt(
-      `SELECT * FROM runs WHERE state = 'queued' ORDER BY created_at, id`,
+      `SELECT ${RUN_COLUMNS} FROM runs WHERE state = 'queued' ORDER BY created_at, id`,
     ).all() as RunRow[]
     return rows.map(toRun)
   }
@@ -598,7 +742,9 @@ export class SqliteStore implements Store {
         const delRun = this.stmt('DELETE FROM runs WHERE id = ?')
         const delAttempts = this.stmt('DELETE FROM webhook_attempts WHERE run_id = ?')
         const delPending = this.stmt('DELETE FROM webhook_pending WHERE run_id = ?')
+        const delStdin = this.stmt('DELETE FROM stdin WHERE run_id = ?')
         for (const id of ids) {
+          delStdin.run(id)
           delEvents.run(id)
           delAttempts.run(id)
           delPending.run(id)

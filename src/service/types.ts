@@ -7,7 +7,11 @@ import type { RunResult } from '../index.js'
 /** A run's lifecycle, never mixed with its verdict (`result.status`). */
 export type RunState = 'queued' | 'running' | 'finished'
 
-/** A run as stored and as `GET /v1/runs/{id}` shows it (`request` is kept server-side only). */
+/**
+ * A run as stored, read without what may be large: its result's summary (what `GET /v1/runs` lists and
+ * webhooks send; the whole result is the service's `result()` and the view of `GET /v1/runs/{id}`), and
+ * of its request only its command (the whole request, up to the body limit, is `Store.runRequest`).
+ */
 export interface RunRecord {
   id: string
   /** The key that created it: only that key (or an admin) may read, cancel or list it. */
@@ -18,20 +22,33 @@ export interface RunRecord {
   startedAt: string | null
   finishedAt: string | null
   metadata: Record<string, string>
-  /** The validated request (its options, files, stdin…): what the worker runs. Never holds key secrets. */
-  request: unknown
-  /** Exactly the library's RunResult, once finished. */
-  result: RunResult | null
+  /** Its request's command: what a list shows of what the run is (never shown by the API's views). */
+  cmd: string[]
+  /**
+   * Once finished, the library's RunResult without the fields its run's events carried (EndResult: no
+   * stdout, stderr, output, logs or network), read without reading the output; null before.
+   */
+  result: EndResult | null
 }
 
 export type RunEventType = 'queued' | 'started' | 'output' | 'log' | 'network' | 'end' | 'interrupted'
 
-/** A run as the API shows it (`GET /v1/runs/{id}`, webhooks): everything but the stored request. */
-export function runView(
-  run: RunRecord,
-): Omit<RunRecord, 'keyId' | 'request' | 'result'> & { result?: RunResult } {
-  const { id, state, createdAt, startedAt, finishedAt, metadata, result } = run
-  return { id, state, createdAt, startedAt, finishedAt, metadata, ...(result ? { result } : {}) }
+/** A run as `GET /v1/runs/{id}` shows it: never its request, with its whole result. */
+export type RunView = Omit<RunRecord, 'keyId' | 'cmd' | 'result'> & { result?: RunResult }
+
+/**
+ * A run as `GET /v1/runs` lists it, webhooks send it and `GET /v1/runs/{id}?view=summary` shows it: its
+ * result without stdout, stderr, output, logs and network (as its `end` event has it).
+ */
+export type RunSummaryView = Omit<RunRecord, 'keyId' | 'cmd' | 'result'> & { result?: EndResult }
+
+/** A run's summary view (`result`: the whole one instead, for its full view). */
+export function runView(run: RunRecord): RunSummaryView
+export function runView(run: RunRecord, result: RunResult | null): RunView
+export function runView(run: RunRecord, result?: RunResult | null): RunView | RunSummaryView {
+  const { id, state, createdAt, startedAt, finishedAt, metadata } = run
+  const shown = result === undefined ? run.result : result
+  return { id, state, createdAt, startedAt, finishedAt, metadata, ...(shown ? { result: shown } : {}) }
 }
 
 /** The fields of a result that a run's own events carry (`output`, `log`, `network`): never in `end`. */
@@ -73,6 +90,26 @@ export interface OutputSlice {
   bytes: Buffer
 }
 
+/** One stored output event: its stream, where its bytes end in the stream read, and its bytes. */
+export interface OutputChunk {
+  stream: 'stdout' | 'stderr'
+  end: number
+  bytes: Buffer
+}
+
+/** A result's text: the fields a finished run's store keeps as its output events' bytes only. */
+export const TEXT_FIELDS = ['stdout', 'stderr', 'output'] as const
+export type TextField = (typeof TEXT_FIELDS)[number]
+
+/**
+ * A finished run's result as stored: whole, or, `textFromEvents`, without its text (stdout, stderr and
+ * output), which is its output events' bytes decoded (text.ts).
+ */
+export interface StoredResult {
+  result: Omit<RunResult, TextField> & Partial<Pick<RunResult, TextField>>
+  textFromEvents: boolean
+}
+
 export interface RunFilter {
   /** Only this key's runs; undefined: every key's (admin). */
   keyId?: string
@@ -108,18 +145,30 @@ export interface KeyRecord {
 }
 
 /** Durable runs, their events and the keys. Every method is synchronous (SQLite) or a promise (others). */
+/** A run as it is made: its validated request (its options, files, stdin…), what the worker runs. */
+export type NewRun = Omit<RunRecord, 'state' | 'startedAt' | 'finishedAt' | 'result' | 'cmd'> & {
+  /** Never holds key secrets. */
+  request: unknown
+}
+
 export interface Store {
-  createRun(run: Omit<RunRecord, 'state' | 'startedAt' | 'finishedAt' | 'result'>): RunRecord
+  createRun(run: NewRun): RunRecord
   getRun(id: string): RunRecord | null
+  /** A run's whole request (up to the body limit: its files), for what needs it (its worker, its webhook). */
+  runRequest(id: string): unknown
   listRuns(filter: RunFilter): { runs: RunRecord[]; nextCursor: string | null }
   /** queued → running; false when it was not queued (canceled or deleted meanwhile). */
   startRun(id: string, at: string): boolean
   /**
    * queued or running → finished with its result, and its `end` event (`{ result: endResult(result) }`),
    * in one transaction; returns that event, or null when the run was already finished or is gone (a run
-   * ends once).
+   * ends once). A result with text (stdout, stderr or output not empty) is kept without it: that text is
+   * the run's output events' bytes, decoded as the worker decodes them (text.ts), rebuilt when read, so
+   * that the output is stored once, as bytes (as escaped JSON, 16 MiB of control characters was 192 MB).
    */
   finishRun(id: string, result: RunResult, at: string): RunEvent | null
+  /** A finished run's result as stored (null: not finished, or no such run). */
+  storedResult(id: string): StoredResult | null
   /** Only a finished run; false when it is not (409). */
   deleteRun(id: string): boolean
   /** Appends the next event of the run and returns it (with its seq). */
@@ -134,10 +183,24 @@ export interface Store {
    * order, each with where it starts in that stream; only those events are read.
    */
   outputSlices(runId: string, stream: OutputStream, from: number, to: number): OutputSlice[]
+  /**
+   * The output events of `stream` (`output`: both, in order) whose bytes end past `after`, at most
+   * `limit`, in order: a finished run's text is rebuilt from them a few at a time.
+   */
+  outputChunks(runId: string, stream: OutputStream, after: number, limit: number): OutputChunk[]
   /** Bytes of `stream` kept so far (`output`: both), from the index: no event is read. */
   outputEnd(runId: string, stream: OutputStream): number
   /** The seq just before the output event holding the last `bytes` of output (0: all of it fits). */
   outputTailSeq(runId: string, bytes: number): number
+  /**
+   * Appends to a queued run's stdin (null: its end), durably: a write is acknowledged only once stored.
+   * A run's stored stdin goes when it starts (takeStdin) or finishes.
+   */
+  appendStdin(runId: string, data: Buffer | null): void
+  /** What a run's stored stdin holds: its bytes, and whether it was closed. */
+  stdinState(runId: string): { bytes: number; closed: boolean }
+  /** Takes a run's stored stdin as it starts: its chunks in order, and whether it was closed. */
+  takeStdin(runId: string): { chunks: Buffer[]; closed: boolean }
   /** At start-up: runs left `running` by a dead server end `error`/`interrupted`; returns their ids. */
   interruptRunning(at: string): string[]
   /** Runs still queued, oldest first (re-queued at start-up). */
@@ -161,7 +224,10 @@ export interface Store {
 
   /** The id of the key that made a run, without reading the run (null: no such run). */
   runKeyId(id: string): string | null
-  /** Bytes of a run's result and metadata as stored, without reading them (0: no such run). */
+  /**
+   * About how many bytes a run's whole view is (its result as JSON, its text escaped, and metadata),
+   * without reading it (0: no such run).
+   */
   runViewBytes(id: string): number
   createKey(key: KeyRecord): void
   keyByHash(hash: string): KeyRecord | null
@@ -200,6 +266,7 @@ export type ServiceErrorCode =
   | 'over-ceiling' // 403: more than the key's ceiling, naming `field` and the ceiling
   | 'not-found' // 404
   | 'conflict' // 409: deleting a running run, stdin of a run without it…
+  | 'too-large' // 413: a write of stdin past what a run may hold
   | 'quota' // 429, with retryAfterS
   | 'queue-full' // 503, with retryAfterS
   | 'draining' // 503, with retryAfterS
@@ -226,7 +293,13 @@ export interface Service {
   authenticate(token: string): KeyRecord | null
   /** Validates (request schema, server-only options, ceilings), stores it `queued`, enqueues it. */
   submit(key: KeyRecord, body: unknown): RunRecord
+  /** The run, with its result's summary (cheap: its output is not read). */
   get(key: KeyRecord, id: string): RunRecord
+  /**
+   * A finished run's whole result, its text rebuilt from its output events (null while it is not
+   * finished): as much memory as its output, decoded, twice (its streams, and both in `output`).
+   */
+  result(key: KeyRecord, id: string): RunResult | null
   list(key: KeyRecord, filter: Omit<RunFilter, 'keyId'>): { runs: RunRecord[]; nextCursor: string | null }
   /** Resolves once the run is finished, or after `ms` with it as it is then. */
   wait(key: KeyRecord, id: string, ms: number): Promise<RunRecord>

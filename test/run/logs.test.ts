@@ -214,18 +214,17 @@ describe('LogCollector: byte budget', () => {
   })
 
   it('keeps exactly the budget, sets truncated, and keeps nothing past it', () => {
-    const { c, seen } = collector([], 30)
-    const first = '{"level":"info","msg":"a"}\n' // 27 bytes
-    c.push(b(`${first}0123456789\n{"level":"error","msg":"never"}\n`))
-    assert.equal(c.bytes, 30)
+    const { c, seen } = collector([], 60)
+    const first = '{"level":"info","msg":"a"}\n' // 27 bytes, and as many kept
+    c.push(b(`${first}0123456789012345\n{"level":"error","msg":"never"}\n`))
+    assert.equal(c.bytes, 60)
     assert.equal(c.truncated, true)
     c.push(b('{"level":"error","msg":"after"}\n'))
-    assert.equal(c.bytes, 30, 'nothing more is counted')
+    assert.equal(c.bytes, 60, 'nothing more is counted')
     const entries = c.finish()
-    assert.deepEqual(entries, [
-      { level: 'info', msg: 'a' },
-      { level: 'info', msg: '012' },
-    ])
+    // The raw line is 17 bytes read, and 34 kept as its entry: 27 + 34 > 60.
+    assert.equal(c.keptBytes, -1, 'full')
+    assert.deepEqual(entries, [{ level: 'info', msg: 'a' }])
     assert.deepEqual(seen, entries)
     for (const e of entries) {
       assert.ok(
@@ -236,14 +235,15 @@ describe('LogCollector: byte budget', () => {
   })
 
   it('filling the budget exactly is not truncation; one byte more is', () => {
-    const { c } = collector([], 10)
-    c.push(b('123456789\n'))
-    assert.equal(c.bytes, 10)
+    const { c } = collector([], 27)
+    c.push(b('{"level":"info","msg":"a"}\n'))
+    assert.equal(c.bytes, 27)
+    assert.equal(c.keptBytes, 27)
     assert.equal(c.truncated, false)
     c.push(b('x'))
-    assert.equal(c.bytes, 10)
+    assert.equal(c.bytes, 27)
     assert.equal(c.truncated, true)
-    assert.deepEqual(c.finish(), [{ level: 'info', msg: '123456789' }])
+    assert.deepEqual(c.finish(), [{ level: 'info', msg: 'a' }])
   })
 
   it('a zero budget keeps nothing', () => {
@@ -260,11 +260,32 @@ describe('LogCollector: byte budget', () => {
     assert.equal(c.truncated, false)
   })
 
+  it('bounds what it keeps as JSON too: short lines and control characters cost what their entries take', () => {
+    // Counted as bytes read only, 16 MiB of "\x01\n" became 8M entries: 268 MB of result as JSON (16
+    // times the budget), and 1.3 GB of the host's heap while the run went on.
+    const budget = 64 * 1024
+    for (const line of ['\x01', 'a', '\x01'.repeat(1000), '{"level":"info","msg":"\\u0001"}']) {
+      const { c, seen } = collector([], budget)
+      c.push(b(`${line}\n`.repeat(Math.ceil(budget / (line.length + 1)) + 1)))
+      const kept = c.finish()
+      const json = kept.reduce((n, e) => n + Buffer.byteLength(JSON.stringify(e)) + 1, 0)
+      assert.ok(json <= budget, `${json} bytes of entries kept for ${JSON.stringify(line.slice(0, 20))}`)
+      assert.ok(json > budget / 2, `only ${json} bytes kept`)
+      assert.equal(c.truncated, true)
+      assert.deepEqual(seen, kept)
+    }
+  })
+
   it('a cut through a multi-byte character ends in U+FFFD, not a broken string', () => {
-    const { c } = collector([], 4)
-    c.push(b('ab\u20ac')) // 5 bytes; the cut leaves the first 2 of the euro sign's 3
-    assert.equal(c.bytes, 4)
-    assert.deepEqual(c.finish(), [{ level: 'info', msg: 'ab\ufffd' }])
+    // A JSON line spaced out is kept smaller than it was read: room for the cut line's entry.
+    const spaced = '{ "level" :  "info" ,  "msg" :  "a"                        }\n' // 60 bytes, 27 kept
+    const { c } = collector([], 64)
+    c.push(b(`${spaced}ab\u20ac`)) // the cut leaves the first 2 of the euro sign's 3
+    assert.equal(c.bytes, 64)
+    assert.deepEqual(c.finish(), [
+      { level: 'info', msg: 'a' },
+      { level: 'info', msg: 'ab\ufffd' },
+    ])
   })
 })
 

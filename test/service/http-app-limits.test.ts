@@ -2,7 +2,12 @@
 // or long polls, a key revoked mid-stream, a malformed path. The real service, except where a stream's
 // buffer must be watched (a service that counts what the stream took).
 import assert from 'node:assert/strict'
+import { execFile } from 'node:child_process'
+import { once } from 'node:events'
+import type { AddressInfo } from 'node:net'
+import { monitorEventLoopDelay } from 'node:perf_hooks'
 import { after, before, describe, it } from 'node:test'
+import { serve as serveHttp } from '@hono/node-server'
 import { parseSse } from '../../src/client/client.js'
 import { errorResult } from '../../src/index.js'
 import { createApp } from '../../src/service/http/app.js'
@@ -298,9 +303,16 @@ describe('http limits', () => {
       // view of 192 MB (16 MiB of control characters, escaped) cost the server 1.6 s a request, refused
       // or not, and a key asking again and again held its thread.
       const { store, id } = storedRun('run_big')
+      const out = Buffer.alloc(400 * 1024, 'a')
+      store.appendEvent(id, 'output', {
+        stream: 'stdout',
+        offset: 0,
+        bytes: out.length,
+        data: out.toString('base64'),
+      })
       store.finishRun(
         id,
-        { ...errorResult('x', 'y'), status: 'ok', violation: null, stdout: 'a'.repeat(400 * 1024) },
+        { ...errorResult('x', 'y'), status: 'ok', violation: null, stdout: out.toString() },
         new Date().toISOString(),
       )
       const tight = createApp(created.service, {
@@ -328,6 +340,119 @@ describe('http limits', () => {
       const again = await get()
       assert.equal(again.status, 200, 'served once the first is read')
       await again.body?.cancel()
+    })
+
+    it('lists runs by their summary, and sends a whole view a piece at a time as it is read', async () => {
+      // A listing held each run's whole result: 8 lists of a run with 16 MiB of control characters (192 MB
+      // of escaped JSON each, parsed and built again) held the server's thread for seconds, /healthz with it.
+      const { store, id } = storedRun('run_listed')
+      store.startRun(id, new Date().toISOString())
+      const piece = Buffer.alloc(64 * 1024, 0x01)
+      const n = 64
+      for (let i = 0; i < n; i++)
+        store.appendEvent(id, 'output', {
+          stream: 'stdout',
+          offset: i * piece.length,
+          bytes: piece.length,
+          data: piece.toString('base64'),
+        })
+      const text = Buffer.alloc(n * piece.length, 0x01).toString('utf8')
+      store.finishRun(
+        id,
+        {
+          ...errorResult('x', 'y'),
+          status: 'ok',
+          violation: null,
+          stdout: text,
+          output: text,
+          outputBytes: text.length,
+        },
+        new Date().toISOString(),
+      )
+      const list = await call('/v1/runs?limit=1')
+      const page = await list.text()
+      assert.ok(page.length < 4096, `a page of one run was ${page.length} bytes`)
+      const listed = (JSON.parse(page) as { runs: { id: string; result: Json }[] }).runs[0]
+      assert.equal(listed?.id, id)
+      assert.equal(listed?.result.status, 'ok')
+      assert.equal('stdout' in (listed?.result ?? {}), false)
+      const summary = (await (await call(`/v1/runs/${id}?view=summary`)).json()) as { result: Json }
+      assert.deepEqual(summary.result, listed?.result)
+
+      // The whole view: its output read an event at a time, as the client takes it.
+      let read = 0
+      const chunks = store.outputChunks.bind(store)
+      store.outputChunks = (...args) => {
+        const got = chunks(...args)
+        read += got.length
+        return got
+      }
+      try {
+        const res = await call(`/v1/runs/${id}`)
+        assert.equal(res.status, 200)
+        const reader = (res.body as ReadableStream<Uint8Array>).getReader()
+        const parts = [(await reader.read()).value as Uint8Array]
+        await sleep(50)
+        assert.ok(read < n / 4, `${read} of ${n} output events read before the client read on`)
+        for (;;) {
+          const { value, done } = await reader.read()
+          if (done) break
+          parts.push(value)
+        }
+        const view = JSON.parse(Buffer.concat(parts).toString()) as {
+          result: { stdout: string; output: string }
+        }
+        assert.ok(view.result.stdout === text && view.result.output === text, 'the whole text, exactly')
+      } finally {
+        store.outputChunks = chunks
+      }
+    })
+
+    it('sends a whole view of 200 MB to a fast client without holding the thread', async () => {
+      // A client reading as fast as loopback goes had each write done at once and the next piece asked
+      // for at once: the view of 16 MiB of control characters (200 MB of JSON) was made in one stretch,
+      // timers and /healthz held 1.2 s (19 s when it was built whole).
+      const { store, id } = storedRun('run_fast')
+      store.startRun(id, new Date().toISOString())
+      const piece = Buffer.alloc(64 * 1024, 0x01)
+      const n = 256
+      for (let i = 0; i < n; i++)
+        store.appendEvent(id, 'output', {
+          stream: 'stdout',
+          offset: i * piece.length,
+          bytes: piece.length,
+          data: piece.toString('base64'),
+        })
+      const text = Buffer.alloc(n * piece.length, 0x01).toString('utf8')
+      store.finishRun(
+        id,
+        {
+          ...errorResult('x', 'y'),
+          status: 'ok',
+          violation: null,
+          stdout: text,
+          output: text,
+          outputBytes: text.length,
+        },
+        new Date().toISOString(),
+      )
+      const server = serveHttp({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' })
+      await once(server, 'listening')
+      const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1/runs/${id}`
+      const reader = `fetch(${JSON.stringify(url)}, { headers: { authorization: ${JSON.stringify(`Bearer ${admin}`)} } })
+        .then(async (r) => { let n = 0; for await (const c of r.body) n += c.length; console.log(n) })`
+      const delay = monitorEventLoopDelay({ resolution: 5 })
+      delay.enable()
+      const started = Date.now()
+      const got = await new Promise<string>((resolve, reject) =>
+        execFile(process.execPath, ['-e', reader], (error, out) => (error ? reject(error) : resolve(out))),
+      )
+      const ms = Date.now() - started
+      delay.disable()
+      server.close()
+      const worst = delay.max / 1e6
+      assert.ok(Number(got) > 12 * n * piece.length, `${got} bytes sent`)
+      assert.ok(worst < Math.max(300, ms / 3), `the thread was held ${worst.toFixed(0)} ms of ${ms}`)
     })
 
     it('answers a malformed escape in a file path with 404, not 500', async () => {

@@ -55,7 +55,7 @@ describe('hostOptions in real runs', { skip: noNamespace }, () => {
     const done = await service.wait(admin, run.id, 20_000)
     assert.equal(done.result?.status, 'ok', JSON.stringify(done.result))
     assert.equal(readFileSync(path.join(extra, 'out.txt'), 'utf8'), 'given')
-    assert.match(String(done.result?.stdout), /\/work\/(slot-\d+\/)?run_/)
+    assert.match(String(service.result(admin, done.id)?.stdout), /\/work\/(slot-\d+\/)?run_/)
   })
 
   it('with a cwd: runs start there, and files and collect are refused', async () => {
@@ -63,7 +63,7 @@ describe('hostOptions in real runs', { skip: noNamespace }, () => {
     const { service, admin } = await serviceWith({ cwd: project, writable: [project] })
     const run = service.submit(admin, { cmd: ['sh', '-c', 'pwd; echo x > made.txt'] })
     const done = await service.wait(admin, run.id, 20_000)
-    assert.equal(String(done.result?.stdout).trim(), project)
+    assert.equal(String(service.result(admin, done.id)?.stdout).trim(), project)
     assert.ok(existsSync(path.join(project, 'made.txt')))
     for (const field of ['files', 'collect']) {
       const body = { cmd: ['true'], [field]: field === 'files' ? [{ path: 'a', content: 'b' }] : ['a'] }

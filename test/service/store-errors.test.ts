@@ -125,7 +125,7 @@ describe('a store that cannot write during a run', { skip: noNamespace }, () => 
     const run = service.submit(key, { cmd: ['sh', '-c', 'echo ran'] })
     undo()
     const done = await service.wait(key, run.id, 20_000)
-    assert.equal(done.result?.stdout, 'ran\n', JSON.stringify(done.result?.violation))
+    assert.equal(service.result(key, run.id)?.stdout, 'ran\n', JSON.stringify(done.result?.violation))
     assert.ok(lines.some((l) => l.obj.runId === run.id && /queued/.test(l.msg)))
   })
 
@@ -159,7 +159,7 @@ describe('a store that cannot write during a run', { skip: noNamespace }, () => 
     const done = await waiting
     assert.equal(done.state, 'finished', 'stored once the store takes it again')
     assert.equal(done.result?.status, 'ok', done.result?.violation?.message)
-    assert.equal(done.result?.stdout, 'done\n')
+    assert.equal(service.result(key, done.id)?.stdout, 'done\n')
     assert.equal(service.store.events(run.id, 0, 100).at(-1)?.type, 'end')
   })
 
@@ -171,7 +171,7 @@ describe('a store that cannot write during a run', { skip: noNamespace }, () => 
     assert.equal(service.get(key, run.id).state, 'queued')
     undo()
     const done = await service.wait(key, run.id, 20_000)
-    assert.equal(done.result?.stdout, 'late\n', JSON.stringify(done.result?.violation))
+    assert.equal(service.result(key, done.id)?.stdout, 'late\n', JSON.stringify(done.result?.violation))
   })
 
   it('survives a webhook attempt the store cannot record', async () => {
@@ -196,7 +196,8 @@ describe('a store that cannot write during a run', { skip: noNamespace }, () => 
     undo()
     // The process is alive (an unhandled rejection would have ended it) and still runs runs.
     const next = service.submit(key, { cmd: ['sh', '-c', 'echo alive'] })
-    assert.equal((await service.wait(key, next.id, 20_000)).result?.stdout, 'alive\n')
+    await service.wait(key, next.id, 20_000)
+    assert.equal(service.result(key, next.id)?.stdout, 'alive\n')
   })
 
   it('a submit the store cannot take is 503 with Retry-After, never 500', async () => {

@@ -97,8 +97,8 @@ describe('as root: a tmpfs of --max-workspace', { skip: notRoot || noNamespace }
       cmd: ['sh', '-c', 'head -c 16777216 /dev/zero > big; echo "rc=$?"; wc -c < big'],
       options: { limits: { maxFileSizeBytes: '64M', wallTimeMs: '30s' } },
     })
-    const done = await service.wait(user, run.id, 30_000)
-    const result = done.result as RunResult
+    await service.wait(user, run.id, 30_000)
+    const result = service.result(user, run.id) as RunResult
     assert.equal(result.status, 'ok', result.violation?.message)
     const [rc, size] = result.stdout.trim().split('\n')
     assert.equal(rc, 'rc=1')

@@ -36,6 +36,18 @@ const runSchema = {
   required: ['id', 'state', 'createdAt', 'startedAt', 'finishedAt', 'metadata'],
 }
 
+/** A run as a list shows it: its result without stdout, stderr, output, logs and network. */
+const runSummarySchema = {
+  ...runSchema,
+  properties: {
+    ...runSchema.properties,
+    result: {
+      type: 'object',
+      description: "the library's RunResult without stdout, stderr, output, logs and network, once finished",
+    },
+  },
+}
+
 const keySchema = {
   type: 'object',
   properties: {
@@ -64,6 +76,7 @@ export function registerOpenApi<E extends object>(app: OpenAPIHono<E & { Variabl
   const { $schema: _, ...request } = z.toJSONSchema(runRequestSchema, { io: 'input', unrepresentable: 'any' })
   r.registerComponent('schemas', 'RunRequest', raw(request))
   r.registerComponent('schemas', 'Run', raw(runSchema))
+  r.registerComponent('schemas', 'RunSummary', raw(runSummarySchema))
   r.registerComponent('schemas', 'Key', raw(keySchema))
   r.registerComponent('schemas', 'Error', raw(errorSchema))
   r.registerComponent('securitySchemes', 'bearer', { type: 'http', scheme: 'bearer' })
@@ -94,7 +107,7 @@ export function registerOpenApi<E extends object>(app: OpenAPIHono<E & { Variabl
             schema: {
               type: 'object',
               properties: {
-                runs: { type: 'array', items: ref('Run') },
+                runs: { type: 'array', items: ref('RunSummary') },
                 nextCursor: { type: ['string', 'null'] },
               },
             },
@@ -107,10 +120,19 @@ export function registerOpenApi<E extends object>(app: OpenAPIHono<E & { Variabl
   r.registerPath({
     method: 'get',
     path: '/v1/runs/{id}',
-    summary: 'a run (`?wait=30s`: once finished, or after that long)',
+    summary: 'a run (`?wait=30s`: once finished, or after that long; `?view=summary`: without its output)',
     security,
-    request: { params: idParam, query: z.object({ wait: z.string().optional() }) },
-    responses: { 200: { description: 'the run', content: json('Run') }, ...errors(400, 401, 403, 404) },
+    request: {
+      params: idParam,
+      query: z.object({ wait: z.string().optional(), view: z.enum(['full', 'summary']).optional() }),
+    },
+    responses: {
+      200: {
+        description: 'the run (`view=summary`: as a list shows it, a RunSummary)',
+        content: json('Run'),
+      },
+      ...errors(400, 401, 403, 404, 429, 503),
+    },
   })
   r.registerPath({
     method: 'delete',

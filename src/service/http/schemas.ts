@@ -30,5 +30,11 @@ export const eventsQuerySchema = z.strictObject({
   encoding: z.enum(['utf8', 'base64']).default('utf8'),
 })
 
-/** `wait` is a duration (`30s`); the app caps it. */
-export const getQuerySchema = z.strictObject({ wait: durationSchema.optional() })
+/**
+ * `wait` is a duration (`30s`); the app caps it. `view`: `full` (default), the whole result; `summary`,
+ * without stdout, stderr, output, logs and network (as a list shows a run).
+ */
+export const getQuerySchema = z.strictObject({
+  wait: durationSchema.optional(),
+  view: z.enum(['full', 'summary']).default('full'),
+})
