@@ -30,7 +30,7 @@ import { type ByteBudget, bodyCost, byteBudget } from './inflight.js'
 import { registerOpenApi } from './openapi.js'
 import { eventsQuerySchema, getQuerySchema, listQuerySchema, outputQuerySchema } from './schemas.js'
 import { sseStream } from './sse.js'
-import { CSRF_HEADER, createSessions, csrfOk, sessionOf, uiRoutes } from './ui.js'
+import { createSessions, pageTokenOk, SESSION_HEADER, sameOrigin, sessionOf, uiRoutes } from './ui.js'
 import { keyView } from './views.js'
 
 /** The log calls the app makes (pino's shape). */
@@ -391,19 +391,25 @@ export function createApp(service: AppService, opts: AppOptions = {}): App {
     )
   })
 
-  // The dashboard's sessions: with no Authorization header, its cookie stands for the key it was made with.
+  // The dashboard's sessions: with no Authorization header, its cookie and its page token (the header the
+  // page sends) stand for the key it was made with. The cookie alone is nothing: it reaches every port of
+  // the host (ui.ts). A page of another origin is refused whatever it sends.
   const sessions = createSessions(service, opts.sessionTtlMs)
   const auth: MiddlewareHandler<Env> = async (c, next) => {
     const session = c.req.header('authorization') === undefined ? sessionOf(c, sessions) : null
     if (session) {
-      if (c.req.method !== 'GET' && c.req.method !== 'HEAD' && !csrfOk(c))
+      if (!sameOrigin(c))
+        return c.json(errorBody('forbidden', 'a request signed in by cookie must come from this origin'), 403)
+      if (!pageTokenOk(c, session)) {
+        c.header('WWW-Authenticate', 'Bearer')
         return c.json(
           errorBody(
-            'forbidden',
-            `a request signed in by cookie needs the ${CSRF_HEADER} header, from this origin`,
+            'unauthorized',
+            `the session cookie needs the ${SESSION_HEADER} header the dashboard sends: sign in again`,
           ),
-          403,
+          401,
         )
+      }
       c.set('key', session.key)
       c.set('token', session.token)
       c.set('session', session.id)
