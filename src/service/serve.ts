@@ -36,6 +36,8 @@ export interface ServeOptions {
    * for a new one, from its start; past it, 408 and closed.
    */
   headersTimeoutMs?: number
+  /** How long a connection has to send a whole request, its body included (default 2 min); past it, 408. */
+  requestTimeoutMs?: number
   /** Let webhooks go to loopback or private addresses (refused by default: SSRF). */
   allowPrivateWebhooks?: boolean
   /** Routes a higher layer serves on the same service and keys (`/mcp`), given the service once it exists. */
@@ -103,9 +105,14 @@ export async function serve(options: ServeOptions = {}): Promise<Server> {
         // up to 50 s). A response, an event stream included, is not bounded by these. A connection idle
         // between requests is closed after Node's keep-alive timeout, 5 s.
         serverOptions: {
-          headersTimeout: options.headersTimeoutMs ?? 20_000,
-          requestTimeout: Math.max(120_000, options.headersTimeoutMs ?? 0),
-          connectionsCheckingInterval: Math.min(1000, options.headersTimeoutMs ?? 1000),
+          // Node wants it no longer than the request's.
+          headersTimeout: Math.min(options.headersTimeoutMs ?? 20_000, options.requestTimeoutMs ?? 120_000),
+          requestTimeout: options.requestTimeoutMs ?? Math.max(120_000, options.headersTimeoutMs ?? 0),
+          connectionsCheckingInterval: Math.min(
+            1000,
+            options.headersTimeoutMs ?? 1000,
+            options.requestTimeoutMs ?? 1000,
+          ),
         },
       },
       () => resolve(s),

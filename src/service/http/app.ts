@@ -557,8 +557,10 @@ export function createApp(service: AppService, opts: AppOptions = {}): App {
   app.get('/v1/runs', (c) => {
     const key = c.get('key')
     const all = c.req.query()
-    const metadata: Record<string, string> = {}
-    const rest: Record<string, string> = {}
+    // Without a prototype: `metadata.__proto__=x` is a filter on that label (which no run has), not an
+    // assignment that drops it and lists every run.
+    const metadata: Record<string, string> = Object.create(null)
+    const rest: Record<string, string> = Object.create(null)
     for (const [name, value] of Object.entries(all)) {
       if (name.startsWith('metadata.') && name.length > 'metadata.'.length) metadata[name.slice(9)] = value
       else rest[name] = value
