@@ -74,10 +74,13 @@ export function mcpMount(
       let held = 0
       let sent = false
       const answers: AnswerBytes = {
-        take(bytes) {
+        take(bytes, { refusable = true } = {}) {
           // The response is gone (sent, or its client went): nothing more will be held for it.
           if (sent) return true
-          if (!budget.take(bytes, key.id)) return false
+          if (!budget.take(bytes, key.id)) {
+            if (refusable) return false
+            budget.force(bytes, key.id)
+          }
           held += bytes
           return true
         },

@@ -71,8 +71,11 @@ export interface McpToolsOptions {
 
 /** A budget of answer bytes, as /mcp gives one for each request. */
 export interface AnswerBytes {
-  /** Takes `bytes` for an answer about to be sent; false when there is no room for it now. */
-  take(bytes: number): boolean
+  /**
+   * Takes `bytes` for an answer about to be sent; false when there is no room for it now. Not
+   * `refusable`: taken past the budget if need be (counted, so that reads wait).
+   */
+  take(bytes: number, opts?: { refusable?: boolean }): boolean
 }
 
 export function createMcpServer(options: McpToolsOptions): McpServer {
@@ -116,7 +119,15 @@ export function createMcpServer(options: McpToolsOptions): McpServer {
     cutToBudget(text, budget, { runId, stream, offset, boundary }).text
 
   /** A tool's answer: its refusal as a tool error, and only if the answers being sent have room for it. */
-  const answer = async (body: () => Promise<CallToolResult> | CallToolResult) => sized(await guarded(body))
+  const answer = async (body: () => Promise<CallToolResult> | CallToolResult, refusable = true) =>
+    sized(await guarded(body), refusable)
+
+  /**
+   * An action's answer (run, write_stdin, cancel_run, call_function): the action is done by the time it is
+   * sized, so it is sent past the budget if need be, never `busy` (a client retrying a refused `run` would
+   * make the run again). Its texts are within the output budget.
+   */
+  const act = (body: () => Promise<CallToolResult> | CallToolResult) => answer(body, false)
 
   const busy: CallToolResult = {
     isError: true,
@@ -125,9 +136,9 @@ export function createMcpServer(options: McpToolsOptions): McpServer {
   /** Results whose size was taken before they were built (read_output's). */
   const presized = new WeakSet<CallToolResult>()
   /** A result, if the answers being sent have room for it; else a `busy` tool error. */
-  const sized = (result: CallToolResult): CallToolResult => {
+  const sized = (result: CallToolResult, refusable: boolean): CallToolResult => {
     if (!options.answers || result.isError || presized.has(result)) return result
-    return options.answers.take(answerBytes(result)) ? result : busy
+    return options.answers.take(answerBytes(result), { refusable }) ? result : busy
   }
 
   /**
@@ -267,7 +278,7 @@ export function createMcpServer(options: McpToolsOptions): McpServer {
       },
     },
     (input, extra) =>
-      answer(async () => {
+      act(async () => {
         if ((input.cmd === undefined) === (input.shell === undefined))
           return {
             isError: true,
@@ -471,7 +482,7 @@ export function createMcpServer(options: McpToolsOptions): McpServer {
       },
     },
     (input) =>
-      answer(() => {
+      act(() => {
         const data = Buffer.from(input.data, 'utf8')
         if (data.length > 0) service.writeStdin(key, input.run_id, data)
         if (input.close) service.closeStdin(key, input.run_id)
@@ -504,7 +515,7 @@ export function createMcpServer(options: McpToolsOptions): McpServer {
       annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
     },
     (input) =>
-      answer(async () => {
+      act(async () => {
         const started = Date.now()
         service.cancel(key, input.run_id)
         // The cancel is done; its result is for a key that may read the run (as on POST …/cancel).
@@ -591,7 +602,7 @@ export function createMcpServer(options: McpToolsOptions): McpServer {
         annotations: { readOnlyHint: false, destructiveHint: true, openWorldHint: networkOn },
       },
       (input, extra) =>
-        answer(async () => {
+        act(async () => {
           const result = await functions.call(input.name, input.args ?? [], extra.signal)
           const id = `function:${input.name}`
           // A value JSON cannot carry (a BigInt, a cycle) is said as text.

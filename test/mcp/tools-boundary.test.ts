@@ -214,9 +214,11 @@ describe('MCP: answers take their size from a budget', { skip: noNamespace }, ()
   it('a result with no room is a busy tool error; each result is sized before it is returned', async () => {
     const taken: number[] = []
     let room = true
-    const take = (bytes: number) => {
+    const forced: number[] = []
+    const take = (bytes: number, opts?: { refusable?: boolean }) => {
       taken.push(bytes)
-      return room
+      if (opts?.refusable === false && !room) forced.push(bytes)
+      return room || opts?.refusable === false
     }
     const { call } = await connect({}, { answers: { take } })
     const r = await call('run', { shell: 'head -c 3000 /dev/zero | tr "\\0" "\\1"' })
@@ -229,6 +231,10 @@ describe('MCP: answers take their size from a budget', { skip: noNamespace }, ()
     const page = await call('read_output', { run_id: structured(r).run_id, limit: 3000 })
     assert.equal(page.isError, true)
     assert.match(text(page), /^busy: /)
+    // An action's answer is never refused: the run is made by then, and a retry would make another.
+    const again = await call('run', { cmd: ['echo', 'made'] })
+    assert.equal(again.isError, undefined, text(again))
+    assert.equal(forced.length, 1, 'taken past the budget')
   })
 
   it('answerBytes bounds the JSON of a result', () => {
