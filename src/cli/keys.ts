@@ -36,7 +36,7 @@ export function keyCreateOptions(): Option[] {
     ),
     new Option(
       '--network <LIST>',
-      'the network modes its runs may ask: none, host, or a comma-separated list of none, allow, host',
+      'the network modes its runs may ask: none, host, or a comma-separated list of none, allow, host (default: none)',
     ),
     new Option('--isolation <TIER>', 'pins the tier its runs take: namespace or process'),
     new Option('--rootfs <NAME>', 'a root filesystem its runs may name (repeatable)').argParser(repeat),

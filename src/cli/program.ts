@@ -224,7 +224,13 @@ export async function main(argv: string[]): Promise<number> {
       .addOption(
         new Option(
           '--max-connections <N>',
-          'connections held at once (default 1024); past it a new one is closed at once',
+          'connections held at once (default 1024); past it the oldest that sent no whole request gives way, or the new one is closed',
+        ).argParser(wholeNumber(1, 1_000_000)),
+      )
+      .addOption(
+        new Option(
+          '--max-connections-per-address <N>',
+          'connections held from one address (default 256; the loopback is one, an IPv6 /64 is one); past it, its oldest idle one gives way',
         ).argParser(wholeNumber(1, 1_000_000)),
       )
       .addOption(

@@ -38,6 +38,7 @@ interface ServeValues {
   concurrency?: number
   maxQueued?: number
   maxConnections?: number
+  maxConnectionsPerAddress?: number
   allowPrivateWebhooks?: boolean
   publicMetrics?: boolean
   allowedHost?: string[]
@@ -69,6 +70,9 @@ export function serveCommand(values: ServeValues): Promise<number> {
       ...(values.concurrency !== undefined ? { concurrency: values.concurrency } : {}),
       ...(values.maxQueued !== undefined ? { maxQueued: values.maxQueued } : {}),
       ...(values.maxConnections !== undefined ? { maxConnections: values.maxConnections } : {}),
+      ...(values.maxConnectionsPerAddress !== undefined
+        ? { maxConnectionsPerAddress: values.maxConnectionsPerAddress }
+        : {}),
       ...(values.allowedHost !== undefined ? { allowedHosts: values.allowedHost } : {}),
       allowPrivateWebhooks: values.allowPrivateWebhooks === true,
       publicMetrics: values.publicMetrics === true,

@@ -6,10 +6,33 @@ import { McpServer, ResourceTemplate } from '@modelcontextprotocol/sdk/server/mc
 import type { CallToolResult, ServerNotification } from '@modelcontextprotocol/sdk/types.js'
 import * as z from 'zod'
 import type { FunctionResult, RunResult } from '../index.js'
-import { ceilingsSchema, keyCeilings } from '../service/key-schema.js'
-import { apiOptionsSchema, runRequestSchema } from '../service/request.js'
+import { keyCeilings } from '../service/key-schema.js'
 import type { KeyRecord, RunRecord, Service } from '../service/types.js'
 import { cutRange, cutToBudget } from './budget.js'
+import {
+  answerBytes,
+  boundaryOutput,
+  cancelOutput,
+  escapedDeep,
+  FRAMING,
+  filesInput,
+  guarded,
+  lastLine,
+  limitsInput,
+  networkInput,
+  RESOURCE_BYTES,
+  resultOutput,
+  runOutput,
+  STATES,
+  STREAMS,
+  type Stream,
+  shortCmd,
+  sleep,
+  uriOf,
+} from './shapes.js'
+import { escapeText, framed, newBoundary, shownJsonBytes } from './text.js'
+
+export { answerBytes, RESOURCE_BYTES }
 
 /** A function the operator registered for `call_function`. */
 export interface McpFunctions {
@@ -38,113 +61,22 @@ export interface McpToolsOptions {
   functions?: McpFunctions
   /** Name and version the server reports. */
   version?: string
+  /**
+   * The bytes this server's answers hold until they are sent (/mcp: the serving app's budget, per key and
+   * in all). Each result takes its size before it is returned; a result with no room is a `busy` tool
+   * error instead. Default: no bound (stdio has one client, which reads its answers in turn).
+   */
+  answers?: AnswerBytes
 }
 
-type Stream = 'stdout' | 'stderr' | 'output'
-/**
- * A resource read of a run's output holds at most this much of it, then says how to page the rest: the
- * size below which the HTTP API's answers take nothing from its answer budget.
- */
-export const RESOURCE_BYTES = 256 * 1024
-const STREAMS = ['stdout', 'stderr', 'output'] as const
-const STATES = ['queued', 'running', 'finished'] as const
-
-// Input schemas: the service's own pieces, without the defaults a request would get (a limit the tool
-// call leaves unset must stay unset, so the key's ceiling and default decide it).
-const limitsInput = ceilingsSchema
-  .unwrap()
-  .shape.limits.describe(
-    'limits for this run (wallTimeMs "30s", memoryBytes "256M", maxOutputBytes…): at most the server’s; unset ones get min(default, the server’s)',
-  )
-const networkInput = apiOptionsSchema.shape.network
-  .unwrap()
-  .unwrap()
-  .optional()
-  .describe(
-    '"none", "host", "allow:host1,host2" or { allow: [...] }: within what the server allows; unset: the server’s default',
-  )
-const filesInput = runRequestSchema.shape.files
-  .unwrap()
-  .optional()
-  .describe(
-    'files written into the run’s fresh workspace (its cwd) first: { path, content, encoding? }; refused when the server runs commands in a directory of its own',
-  )
-
-const violationOutput = z.looseObject({
-  kind: z.string(),
-  limit: z.union([z.number(), z.string()]),
-  message: z.string(),
-})
-/** The library's RunResult (the text fields within the budget); further fields pass through. */
-const resultOutput = z.looseObject({
-  status: z.string(),
-  exitCode: z.number().nullable(),
-  signal: z.string().nullable(),
-  stdout: z.string(),
-  stderr: z.string(),
-  output: z.string(),
-  truncated: z.boolean(),
-  outputBytes: z.number(),
-  wallMs: z.number(),
-  violation: violationOutput.nullable(),
-})
-const runOutput = z.object({
-  run_id: z.string(),
-  state: z.enum(STATES),
-  result: resultOutput.optional().describe('once finished: the RunResult, its text fields within the budget'),
-  output: z
-    .object({ text: z.string(), bytes: z.number() })
-    .optional()
-    .describe('while not finished: the output so far (within the budget) and its length in bytes'),
-})
-
-/** A refusal of the service (or an invalid input) as a tool error the model can read and act on. */
-function toolError(error: unknown): CallToolResult {
-  if (!(error instanceof Error)) throw error
-  const e = error as Error & { code?: unknown; field?: unknown; reason?: unknown }
-  let text: string
-  if (e.name === 'ServiceError') text = `${String(e.code)}: ${e.message}`
-  else if (e.name === 'PolicyError') text = `invalid: ${String(e.field)}: ${String(e.reason ?? e.message)}`
-  else throw error
-  return { isError: true, content: [{ type: 'text', text }] }
+/** A budget of answer bytes, as /mcp gives one for each request. */
+export interface AnswerBytes {
+  /**
+   * Takes `bytes` for an answer about to be sent; false when there is no room for it now. Not
+   * `refusable`: taken past the budget if need be (counted, so that reads wait).
+   */
+  take(bytes: number, opts?: { refusable?: boolean }): boolean
 }
-
-async function guarded(body: () => Promise<CallToolResult> | CallToolResult): Promise<CallToolResult> {
-  try {
-    return await body()
-  } catch (error) {
-    return toolError(error)
-  }
-}
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
-
-/** The last non-empty line of some output, shortened: what a progress notification says. */
-function lastLine(text: string): string {
-  const lines = text.split('\n').filter((l) => l.trim() !== '')
-  const line = lines.at(-1) ?? ''
-  return line.length > 200 ? `${line.slice(0, 200)}…` : line
-}
-
-/** Characters of a command list_runs shows: an agent's `sh -c` scripts run to kilobytes each. */
-const CMD_SHOWN = 200
-
-/** `cmd` within CMD_SHOWN characters in all: the arguments that fit, the last one cut (with `…`). */
-function shortCmd(cmd: string[]): string[] {
-  const out: string[] = []
-  let left = CMD_SHOWN
-  for (const arg of cmd) {
-    if (arg.length > left) {
-      out.push(`${arg.slice(0, Math.max(0, left))}…`)
-      break
-    }
-    out.push(arg)
-    left -= arg.length + 1
-  }
-  return out
-}
-
-const uriOf = (runId: string, stream: Stream) => `cordon://runs/${runId}/${stream}`
 
 export function createMcpServer(options: McpToolsOptions): McpServer {
   const { service, key, budget } = options
@@ -152,10 +84,12 @@ export function createMcpServer(options: McpToolsOptions): McpServer {
   const defaultWaitMs = Math.min(options.defaultWaitMs ?? 20_000, maxWaitMs)
   const fixed = options.fixedOptions ?? {}
   const ceilings = keyCeilings(key)
-  // Open-world: the runs may reach hosts the server does not control.
+  // Open-world: the runs may reach hosts the server does not control. A key without a network ceiling
+  // gets none (ceilings.ts).
+  const mayRead = key.scopes.includes('runs:read') || key.scopes.includes('admin')
   const networkOn =
     ceilings.network === undefined
-      ? true
+      ? false
       : Array.isArray(ceilings.network)
         ? ceilings.network.some((m) => m !== 'none')
         : ceilings.network !== 'none'
@@ -165,7 +99,8 @@ export function createMcpServer(options: McpToolsOptions): McpServer {
       instructions:
         'Runs commands in a sandbox under kernel-enforced limits the server sets. `run` starts one and ' +
         'waits a while; a run still going is followed with read_output, fed with write_stdin, stopped with ' +
-        'cancel_run. Long output is cut to head and tail; read_output pages the rest.',
+        'cancel_run. Long output is cut to head and tail; read_output pages the rest. ' +
+        FRAMING,
     },
   )
 
@@ -180,8 +115,31 @@ export function createMcpServer(options: McpToolsOptions): McpServer {
     }
   }
 
-  const cut = (text: string, runId: string, stream: Stream, offset = 0) =>
-    cutToBudget(text, budget, { runId, stream, offset }).text
+  const cut = (text: string, runId: string, stream: Stream, boundary: string, offset = 0) =>
+    cutToBudget(text, budget, { runId, stream, offset, boundary }).text
+
+  /** A tool's answer: its refusal as a tool error, and only if the answers being sent have room for it. */
+  const answer = async (body: () => Promise<CallToolResult> | CallToolResult, refusable = true) =>
+    sized(await guarded(body), refusable)
+
+  /**
+   * An action's answer (run, write_stdin, cancel_run, call_function): the action is done by the time it is
+   * sized, so it is sent past the budget if need be, never `busy` (a client retrying a refused `run` would
+   * make the run again). Its texts are within the output budget.
+   */
+  const act = (body: () => Promise<CallToolResult> | CallToolResult) => answer(body, false)
+
+  const busy: CallToolResult = {
+    isError: true,
+    content: [{ type: 'text', text: 'busy: the server is sending too many big answers at once: retry' }],
+  }
+  /** Results whose size was taken before they were built (read_output's). */
+  const presized = new WeakSet<CallToolResult>()
+  /** A result, if the answers being sent have room for it; else a `busy` tool error. */
+  const sized = (result: CallToolResult, refusable: boolean): CallToolResult => {
+    if (!options.answers || result.isError || presized.has(result)) return result
+    return options.answers.take(answerBytes(result), { refusable }) ? result : busy
+  }
 
   /**
    * The first items of a list whose JSON fits the budget, and how many were left out: a program writing
@@ -203,14 +161,18 @@ export function createMcpServer(options: McpToolsOptions): McpServer {
    * The RunResult with its text fields, log lines and connections within the budget: what
    * structuredContent carries. `logsOmitted`, `networkOmitted`: how many were left out.
    */
-  const shownResult = (runId: string, result: RunResult): RunResult => {
-    const logs = firstWithin(result.logs ?? [])
-    const network = firstWithin(result.network ?? [])
+  const shownResult = (runId: string, result: RunResult, boundary: string): RunResult => {
+    // The program writes its log lines and names the hosts it reaches: their strings are its text too.
+    const logs = firstWithin(escapedDeep(result.logs ?? []))
+    const network = firstWithin(escapedDeep(result.network ?? []))
     return {
       ...result,
-      stdout: cut(result.stdout, runId, 'stdout'),
-      stderr: cut(result.stderr, runId, 'stderr'),
-      output: cut(result.output, runId, 'output'),
+      stdout: cut(result.stdout, runId, 'stdout', boundary),
+      stderr: cut(result.stderr, runId, 'stderr', boundary),
+      output: cut(result.output, runId, 'output', boundary),
+      violation: result.violation
+        ? { ...result.violation, message: escapeText(result.violation.message, { inLine: true }) }
+        : null,
       logs: logs.kept,
       network: network.kept,
       ...(logs.omitted > 0 ? { logsOmitted: logs.omitted } : {}),
@@ -240,30 +202,41 @@ export function createMcpServer(options: McpToolsOptions): McpServer {
         `run ${run.id} finished: ${r.status} (${how}) in ${r.wallMs} ms, ${r.outputBytes} bytes of output${r.truncated ? ' (truncated by the output limit)' : ''}`,
       ]
       // An error names the field it is about (`options.writable`: the operator's path the sandbox cannot reach).
+      const message = r.violation ? escapeText(r.violation.message, { inLine: true }) : ''
       if (r.violation)
         lines.push(
           r.violation.kind === 'error'
-            ? `error: ${r.violation.limit}: ${r.violation.message}`
-            : `${r.violation.kind}: ${r.violation.message}`,
+            ? `error: ${r.violation.limit}: ${message}`
+            : `${r.violation.kind}: ${message}`,
         )
-      const text = r.output === '' ? '(no output)' : cut(r.output, run.id, 'output')
+      const boundary = newBoundary()
+      const text =
+        r.output === ''
+          ? '(no output)'
+          : framed('output', boundary, cut(r.output, run.id, 'output', boundary))
       return {
-        content: [{ type: 'text', text: `${lines.join('\n')}\n--- output ---\n${text}` }, link],
-        structuredContent: { run_id: run.id, state: run.state, result: shownResult(run.id, r) },
+        content: [{ type: 'text', text: `${lines.join('\n')}\n${text}` }, link],
+        structuredContent: {
+          run_id: run.id,
+          state: run.state,
+          result: shownResult(run.id, r, boundary),
+          boundary,
+        },
       }
     }
     // Only what is shown is read, by range, up to the length taken first (output only grows): the output
     // so far (up to the output ceiling, 16 MiB) was read whole for each answer to show a budget of it.
     const bytes = service.outputBytes(key, run.id, 'output')
     const read = (offset: number, length: number) => service.output(key, run.id, 'output', offset, length)
-    const shown = cutRange(bytes, budget, read, { runId: run.id, stream: 'output' }).text
+    const boundary = newBoundary()
+    const shown = cutRange(bytes, budget, read, { runId: run.id, stream: 'output', boundary }).text
     const text =
       `run ${run.id} is ${run.state} after ${(waitedMs / 1000).toFixed(1)} s; ${bytes} bytes of output so far:\n` +
-      `${bytes === 0 ? '(none yet)' : shown}\n` +
+      `${bytes === 0 ? '(none yet)' : framed('output', boundary, shown)}\n` +
       `Follow it with read_output run_id=${run.id} offset=${bytes} wait_ms=…, or stop it with cancel_run.`
     return {
       content: [{ type: 'text', text }, link],
-      structuredContent: { run_id: run.id, state: run.state, output: { text: shown, bytes } },
+      structuredContent: { run_id: run.id, state: run.state, output: { text: shown, bytes }, boundary },
     }
   }
 
@@ -274,7 +247,8 @@ export function createMcpServer(options: McpToolsOptions): McpServer {
       description:
         'Run a command (an argv array `cmd`, or a `shell` line for sh -c) in a fresh sandbox under the ' +
         'server’s limits, and wait up to wait_ms for it. Returns its result, or, if it is still going, its ' +
-        `run_id and output so far. Output past ${budget} bytes is cut to head and tail; read_output pages it.` +
+        `run_id and output so far. Output past ${budget} bytes is cut to head and tail; read_output pages it. ` +
+        FRAMING +
         (networkOn ? '' : ' The sandbox has no network.'),
       inputSchema: {
         cmd: z.array(z.string()).min(1).optional().describe('the program and its arguments'),
@@ -305,7 +279,7 @@ export function createMcpServer(options: McpToolsOptions): McpServer {
       },
     },
     (input, extra) =>
-      guarded(async () => {
+      act(async () => {
         if ((input.cmd === undefined) === (input.shell === undefined))
           return {
             isError: true,
@@ -388,7 +362,7 @@ export function createMcpServer(options: McpToolsOptions): McpServer {
       if (event.type !== 'output') return
       const data = Buffer.from(String(event.data.data ?? ''), 'base64')
       bytes += data.length
-      const newest = lastLine(data.toString('utf8'))
+      const newest = escapeText(lastLine(data.toString('utf8')), { inLine: true })
       if (newest !== '') line = newest
       if (timer) return
       timer = setTimeout(send, Math.max(0, 250 - (Date.now() - sentAt)))
@@ -405,7 +379,8 @@ export function createMcpServer(options: McpToolsOptions): McpServer {
       title: 'Read a run’s output',
       description:
         'Read a page of a run’s kept output from a byte offset: stdout, stderr, or both interleaved ' +
-        '("output", the default). With wait_ms, waits that long for output past the offset (or the end).',
+        '("output", the default). With wait_ms, waits that long for output past the offset (or the end). ' +
+        FRAMING,
       inputSchema: {
         run_id: z.string(),
         stream: z.enum(STREAMS).optional().describe('default "output": stdout and stderr interleaved'),
@@ -425,13 +400,14 @@ export function createMcpServer(options: McpToolsOptions): McpServer {
         stream: z.enum(STREAMS),
         offset: z.number(),
         next_offset: z.number(),
-        data: z.string(),
+        data: z.string().describe('the page as text, its control characters escaped'),
         eof: z.boolean().describe('the run is finished and nothing is left past next_offset'),
+        boundary: boundaryOutput,
       },
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
     (input, extra) =>
-      guarded(async () => {
+      answer(async () => {
         const stream = input.stream ?? 'output'
         const offset = input.offset ?? 0
         const limit = input.limit ?? budget
@@ -454,14 +430,18 @@ export function createMcpServer(options: McpToolsOptions): McpServer {
         if (page.length === 0 && run.state !== 'finished' && input.wait_ms) await held(poll, () => undefined)
         const next = offset + page.length
         const eof = run.state === 'finished' && service.output(key, run.id, stream, next, 1).length === 0
-        const data = page.toString('utf8')
-        const tail = eof
-          ? `[end of ${stream}: run ${run.id} ${run.result?.status ?? 'finished'}]`
-          : `[next: read_output run_id=${run.id} stream=${stream} offset=${next}; run is ${run.state}]`
-        return {
-          content: [
-            { type: 'text', text: `${data}${data.endsWith('\n') || data === '' ? '' : '\n'}${tail}` },
-          ],
+        // A page is up to 1 MiB, shown twice (the text and `data`), up to 5 bytes of JSON a byte: its
+        // size is taken before it is decoded and escaped, from the bytes, so a call with no room builds
+        // nothing (100 of them in one batch built 1.5 GiB of strings only to refuse them).
+        if (options.answers && !options.answers.take(2 * shownJsonBytes(page) + 1024)) return busy
+        const data = escapeText(page.toString('utf8'))
+        const boundary = newBoundary()
+        const after = eof
+          ? `: end of ${stream}, run ${run.id} ${run.result?.status ?? 'finished'}`
+          : `: more at read_output run_id=${run.id} stream=${stream} offset=${next}; run is ${run.state}`
+        const detail = `: run ${run.id}, bytes ${offset} to ${next}`
+        const result: CallToolResult = {
+          content: [{ type: 'text', text: framed(stream, boundary, data, { detail, after }) }],
           structuredContent: {
             run_id: run.id,
             state: run.state,
@@ -470,8 +450,11 @@ export function createMcpServer(options: McpToolsOptions): McpServer {
             next_offset: next,
             data,
             eof,
+            boundary,
           },
         }
+        if (options.answers) presized.add(result)
+        return result
       }),
   )
 
@@ -486,7 +469,12 @@ export function createMcpServer(options: McpToolsOptions): McpServer {
         data: z.string(),
         close: z.boolean().optional(),
       },
-      outputSchema: { run_id: z.string(), state: z.enum(STATES), written: z.number(), closed: z.boolean() },
+      outputSchema: {
+        run_id: z.string(),
+        state: z.enum(STATES).optional().describe('absent when the key lacks runs:read'),
+        written: z.number(),
+        closed: z.boolean(),
+      },
       annotations: {
         readOnlyHint: false,
         destructiveHint: false,
@@ -495,21 +483,22 @@ export function createMcpServer(options: McpToolsOptions): McpServer {
       },
     },
     (input) =>
-      guarded(() => {
+      act(() => {
         const data = Buffer.from(input.data, 'utf8')
         if (data.length > 0) service.writeStdin(key, input.run_id, data)
         if (input.close) service.closeStdin(key, input.run_id)
-        const run = service.get(key, input.run_id)
+        // The write is done: a key that may not read runs is told so, not the run's state.
+        const state = mayRead ? service.get(key, input.run_id).state : undefined
         return {
           content: [
             {
               type: 'text',
-              text: `wrote ${data.length} bytes to run ${run.id}${input.close ? ' and closed its stdin' : ''}`,
+              text: `wrote ${data.length} bytes to run ${input.run_id}${input.close ? ' and closed its stdin' : ''}`,
             },
           ],
           structuredContent: {
-            run_id: run.id,
-            state: run.state,
+            run_id: input.run_id,
+            ...(state ? { state } : {}),
             written: data.length,
             closed: !!input.close,
           },
@@ -523,13 +512,19 @@ export function createMcpServer(options: McpToolsOptions): McpServer {
       title: 'Cancel a run',
       description: 'Stop a run (its whole sandbox) and return its result.',
       inputSchema: { run_id: z.string() },
-      outputSchema: runOutput,
+      outputSchema: cancelOutput,
       annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
     },
     (input) =>
-      guarded(async () => {
+      act(async () => {
         const started = Date.now()
         service.cancel(key, input.run_id)
+        // The cancel is done; its result is for a key that may read the run (as on POST …/cancel).
+        if (!mayRead)
+          return {
+            content: [{ type: 'text', text: `canceled run ${input.run_id}` }],
+            structuredContent: { run_id: input.run_id },
+          }
         // The sandbox is killed as a whole (SIGTERM, then SIGKILL after the grace): soon over.
         const run = await service.wait(key, input.run_id, Math.min(10_000, maxWaitMs))
         return runAnswer(run, Date.now() - started)
@@ -562,7 +557,7 @@ export function createMcpServer(options: McpToolsOptions): McpServer {
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
     (input) =>
-      guarded(() => {
+      answer(() => {
         const { runs, nextCursor } = service.list(key, {
           limit: input.limit ?? 20,
           ...(input.state ? { state: input.state } : {}),
@@ -573,7 +568,8 @@ export function createMcpServer(options: McpToolsOptions): McpServer {
           state: r.state,
           status: r.result?.status ?? null,
           created_at: r.createdAt,
-          cmd: shortCmd(r.cmd),
+          // An admin lists every key's runs: a command is another tenant's text, shown on one line.
+          cmd: shortCmd(r.cmd).map((arg) => escapeText(arg, { inLine: true })),
         }))
         const text =
           rows
@@ -605,7 +601,7 @@ export function createMcpServer(options: McpToolsOptions): McpServer {
         annotations: { readOnlyHint: false, destructiveHint: true, openWorldHint: networkOn },
       },
       (input, extra) =>
-        guarded(async () => {
+        act(async () => {
           const result = await functions.call(input.name, input.args ?? [], extra.signal)
           const id = `function:${input.name}`
           // A value JSON cannot carry (a BigInt, a cycle) is said as text.
@@ -617,23 +613,30 @@ export function createMcpServer(options: McpToolsOptions): McpServer {
           }
           // The value and the error are the function's, sized by the model's args or the function's
           // output: past the budget, their JSON cut to head and tail (as text), as the output is.
+          const boundary = newBoundary()
           const within = (v: unknown): unknown => {
             const json = JSON.stringify(v)
-            if (json === undefined || Buffer.byteLength(json) <= budget) return v
-            return cutToBudget(json, budget, { runId: id, stream: 'output' }).text
+            if (json === undefined || Buffer.byteLength(json) <= budget) return escapedDeep(v, false)
+            return cutToBudget(json, budget, { runId: id, stream: 'output', boundary }).text
           }
           const shown = {
-            ...shownResult(id, result),
+            ...shownResult(id, result, boundary),
             value: within(value),
             ...(result.error === undefined ? {} : { error: within(result.error) }),
+            boundary,
           }
-          const said = (v: unknown) =>
-            cutToBudget(JSON.stringify(v) ?? 'undefined', budget, { runId: id, stream: 'output' }).text
+          const said = (what: string, v: unknown) =>
+            framed(
+              what,
+              boundary,
+              cutToBudget(JSON.stringify(v) ?? 'undefined', budget, { runId: id, stream: 'output', boundary })
+                .text,
+            )
           const text = result.error
-            ? `${input.name} failed (${result.status}): ${said(result.error)}`
+            ? `${input.name} failed (${result.status}):\n${said('error', result.error)}`
             : result.status === 'ok'
-              ? `${input.name} returned ${said(value)}`
-              : `${input.name}: ${result.status}${result.violation ? `: ${result.violation.message}` : ''}`
+              ? `${input.name} returned:\n${said('value', value)}`
+              : `${input.name}: ${result.status}${result.violation ? `: ${escapeText(result.violation.message, { inLine: true })}` : ''}`
           return {
             content: [{ type: 'text', text }],
             structuredContent: { state: 'finished', result: shown },
@@ -659,14 +662,22 @@ export function createMcpServer(options: McpToolsOptions): McpServer {
       // At most RESOURCE_BYTES (and one byte to tell there is more), cut on a character's start: a run's
       // output (up to the output ceiling) read whole was one answer outside any budget.
       const read = service.output(key, id, stream, 0, RESOURCE_BYTES + 1)
-      if (read.length <= RESOURCE_BYTES)
-        return { contents: [{ uri: uri.href, mimeType: 'text/plain', text: read.toString('utf8') }] }
-      let end = RESOURCE_BYTES
-      while (end > 0 && ((read[end] as number) & 0xc0) === 0x80) end--
-      const text =
-        `${read.subarray(0, end).toString('utf8')}\n[… the first ${end} bytes of ${stream}; ` +
-        `read_output run_id=${id} stream=${stream} offset=${end} for the rest …]\n`
-      return { contents: [{ uri: uri.href, mimeType: 'text/plain', text }] }
+      let end = Math.min(read.length, RESOURCE_BYTES)
+      while (end > 0 && end < read.length && ((read[end] as number) & 0xc0) === 0x80) end--
+      // Framed and escaped as the tools' texts are: a client may put a resource before its model as well.
+      const boundary = newBoundary()
+      const after =
+        end < read.length
+          ? `: the first ${end} bytes; read_output run_id=${id} stream=${stream} offset=${end} for the rest`
+          : `: all ${end} bytes`
+      const text = framed(stream, boundary, escapeText(read.subarray(0, end).toString('utf8')), {
+        detail: `: run ${id}`,
+        after,
+      })
+      const result = { contents: [{ uri: uri.href, mimeType: 'text/plain', text }] }
+      if (options.answers && !options.answers.take(answerBytes(result)))
+        throw new Error('busy: the server is sending too many big answers at once: retry')
+      return result
     },
   )
 

@@ -1,7 +1,8 @@
 // A key's ceilings: the most a request made with it may ask. A request over one is refused (403
 // `over-ceiling`, naming the field and the ceiling); what a request leaves unset gets the lesser of the
-// default and the ceiling. A key without a ceiling for a field leaves that field to the request. What a
-// request can only narrow (allow, deny, denySyscalls, redact) needs no ceiling.
+// default and the ceiling. A key without a ceiling for a field leaves that field to the request, but for
+// the network: no network ceiling is `none`. What a request can only narrow (allow, deny, denySyscalls,
+// redact) needs no ceiling.
 import { formatBytes, formatDuration, policySchema } from '../index.js'
 import { type Ceilings, keyCeilings, LIMIT_NAMES } from './key-schema.js'
 import type { RunRequest } from './request.js'
@@ -141,8 +142,14 @@ function limitsWithin(
 
 const MODE = (network: Network) => (typeof network === 'string' ? network : 'allow')
 
-function networkWithin(ceiling: Ceilings['network'], network: Network): Network {
-  if (ceiling === undefined || ceiling === 'host') return network
+/**
+ * `network` within the key's ceiling. A key without one gets `none`: `host` reaches every service on the
+ * server's loopback (the server's own API included), and an allowlist the hosts it names, so either is
+ * granted by name on the key (`ceilings.network`), never by leaving it out.
+ */
+function networkWithin(given: Ceilings['network'], network: Network): Network {
+  const ceiling = given ?? 'none'
+  if (ceiling === 'host') return network
   const mode = MODE(network)
   if (mode === 'none') return network
   const field = 'options.network'

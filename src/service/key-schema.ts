@@ -45,9 +45,9 @@ export const ceilingsSchema = z
       ])
       .optional()
       .describe(
-        '"none": no network; "host": any; an allowlist: requests may allow only hosts within it (its deny and ' +
-          'its allowLoopback/allowPrivate bound theirs); a list of modes ("none", "allow", "host"): those, ' +
-          'an allowlist of public hosts only',
+        '"none" (also when unset): no network; "host": any; an allowlist: requests may allow only hosts ' +
+          'within it (its deny and its allowLoopback/allowPrivate bound theirs); a list of modes ("none", ' +
+          '"allow", "host"): those, an allowlist of public hosts only',
       ),
     isolation: z
       .enum(ISOLATION_TIERS)

@@ -2,11 +2,13 @@
 // The admin key is printed once, on the first start, to stdout. SIGTERM or SIGINT drains (readyz 503, new
 // runs 503 with Retry-After, running ones finish), then the process exits 0: the only signal handlers of
 // cordon are here, in the serve entry; the library never installs any.
+import type { Server as HttpServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import path from 'node:path'
 import { serve as listen } from '@hono/node-server'
 import pino from 'pino'
 import { DEFAULT_SERVER_LIMIT_CEILINGS, type ServerLimitCeilings } from './ceilings.js'
+import { limitConnections } from './connections.js'
 import { allowedHostsSchema } from './hosts.js'
 import { type AppMount, createApp } from './http/app.js'
 import { defaultDataDir } from './paths.js'
@@ -22,8 +24,20 @@ export interface ServeOptions {
   dataDir?: string
   concurrency?: number
   maxQueued?: number
-  /** Connections held at once (default 1024): past it a new one is closed at once. */
+  /**
+   * Connections held at once (default 1024), and from one address (default 256; the loopback is one
+   * address, an IPv6 /64 is one). Past either, a new connection takes the slot of the oldest that has not
+   * sent a whole request (connections.ts), or is closed at once when every one is being answered.
+   */
   maxConnections?: number
+  maxConnectionsPerAddress?: number
+  /**
+   * How long a connection has to send a request's headers (default 20 s), counted from its first byte or,
+   * for a new one, from its start; past it, 408 and closed.
+   */
+  headersTimeoutMs?: number
+  /** How long a connection has to send a whole request, its body included (default 2 min); past it, 408. */
+  requestTimeoutMs?: number
   /** Let webhooks go to loopback or private addresses (refused by default: SSRF). */
   allowPrivateWebhooks?: boolean
   /** Routes a higher layer serves on the same service and keys (`/mcp`), given the service once it exists. */
@@ -97,14 +111,31 @@ export async function serve(options: ServeOptions = {}): Promise<Server> {
         hostname: host,
         port: options.port ?? 7070,
         // A client that sends its headers or its body slowly (slowloris) is cut off: 20 s for the
-        // headers, 2 min for a whole request (Node's defaults: 60 s and 5 min). A response, an event
-        // stream included, is not bounded by these.
-        serverOptions: { headersTimeout: 20_000, requestTimeout: 120_000 },
+        // headers (a connection that sends nothing included), 2 min for a whole request (Node's
+        // defaults: 60 s and 5 min), looked at every second (Node's default, 30 s, let them hold on for
+        // up to 50 s). A response, an event stream included, is not bounded by these. A connection idle
+        // between requests is closed after Node's keep-alive timeout, 5 s.
+        serverOptions: {
+          // Node wants it no longer than the request's.
+          headersTimeout: Math.min(options.headersTimeoutMs ?? 20_000, options.requestTimeoutMs ?? 120_000),
+          requestTimeout: options.requestTimeoutMs ?? Math.max(120_000, options.headersTimeoutMs ?? 0),
+          connectionsCheckingInterval: Math.min(
+            1000,
+            options.headersTimeoutMs ?? 1000,
+            options.requestTimeoutMs ?? 1000,
+          ),
+        },
       },
       () => resolve(s),
     )
-    // Each connection is a socket and its buffers here, key or no key: only so many at once.
-    s.maxConnections = options.maxConnections ?? 1024
+    // Each connection is a socket and its buffers here, key or no key: only so many at once, and only so
+    // many of one address, and those that send no request give way to those that do.
+    limitConnections(s as HttpServer, {
+      ...(options.maxConnections !== undefined ? { max: options.maxConnections } : {}),
+      ...(options.maxConnectionsPerAddress !== undefined
+        ? { perAddress: options.maxConnectionsPerAddress }
+        : {}),
+    })
     s.once('error', reject)
   })
   let server: Awaited<typeof listening>

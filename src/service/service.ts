@@ -493,6 +493,9 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
             )
         }
       }
+      // A webhook carries the run's result: a key that may not read its runs may not have it sent either.
+      if (request.webhook && !key.scopes.includes('runs:read') && !key.scopes.includes('admin'))
+        throw new ServiceError('forbidden', 'webhook: this key lacks the runs:read scope', 'webhook')
       // A webhook to a private or loopback address is refused now (400 naming webhook.url), not at delivery.
       if (request.webhook)
         checkWebhookUrl(request.webhook.url, { allowPrivate: options.allowPrivateWebhooks ?? false })

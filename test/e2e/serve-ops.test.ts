@@ -137,12 +137,13 @@ describe('cordon serve, operated', { timeout: 300_000 }, () => {
     await stop(s)
   })
 
-  it('--max-connections N: connection N+1 is closed while N are held, served again once one closes', async () => {
+  it('--max-connections N: connection N+1 takes the slot of the oldest idle one', async () => {
     const s = await startServe(tempDir('cordon-ops-'), ['--max-connections', '2'])
     const { hostname, port } = new URL(s.url)
     const open = () =>
       new Promise<Socket>((resolve, reject) => {
         const socket = connect(Number(port), hostname, () => resolve(socket)).on('error', reject)
+        socket.on('data', () => {})
       })
     const closedSoon = (socket: Socket) =>
       new Promise<boolean>((resolve) => {
@@ -152,13 +153,31 @@ describe('cordon serve, operated', { timeout: 300_000 }, () => {
     const held = [await open(), await open()]
     await new Promise((r) => setTimeout(r, 100))
     const extra = await open()
-    assert.ok(await closedSoon(extra), 'the third connection is closed at once')
-    held[0]?.destroy()
-    await new Promise((r) => setTimeout(r, 100))
+    assert.ok(await closedSoon(held[0] as Socket), 'the oldest idle connection gave way')
     const res = await fetch(`${s.url}/healthz`)
-    assert.equal(res.status, 200, 'served again once one closed')
+    assert.equal(res.status, 200, 'a client with a request is served')
     await res.text()
+    assert.ok(held[1]?.destroyed || extra.destroyed, 'and two connections at most were held')
     held[1]?.destroy()
+    extra.destroy()
+    await stop(s)
+  })
+
+  it('--max-connections-per-address N: an address past N pushes out its own oldest', async () => {
+    const s = await startServe(tempDir('cordon-ops-'), ['--max-connections-per-address', '2'])
+    const { hostname, port } = new URL(s.url)
+    const sockets: Socket[] = []
+    const closed: Socket[] = []
+    for (let i = 0; i < 5; i++) {
+      const socket = connect(Number(port), hostname)
+      socket.on('data', () => {})
+      socket.on('close', () => closed.push(socket))
+      sockets.push(socket)
+      await new Promise((r) => setTimeout(r, 50))
+    }
+    await new Promise((r) => setTimeout(r, 300))
+    assert.deepEqual(closed, sockets.slice(0, 3), 'the three oldest gave way')
+    for (const socket of sockets) socket.destroy()
     await stop(s)
   })
 

@@ -1,7 +1,7 @@
 // `/mcp` on a real `cordon serve` (the built bin, on loopback), through the SDK's Streamable HTTP client
 // with a bearer key: the same keys and ceilings as /v1, runs through the service's queue.
 import assert from 'node:assert/strict'
-import { existsSync } from 'node:fs'
+import { existsSync, readFileSync } from 'node:fs'
 import path from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
@@ -113,6 +113,100 @@ describe('/mcp on cordon serve', { skip }, () => {
       body: 'x'.repeat(8 * 1024 * 1024 + 1),
     })
     assert.equal(res.status, 413)
+  })
+
+  it('refuses a body that is not UTF-8 (400, JSON-RPC’s parse error naming the body)', async () => {
+    const body = Buffer.concat([
+      Buffer.from(
+        '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"run","arguments":{"cmd":["echo","',
+      ),
+      Buffer.from([0xff, 0xfe]),
+      Buffer.from('"]}}}'),
+    ])
+    const res = await fetch(`${served.url}/mcp`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${served.adminKey}`,
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        'mcp-protocol-version': '2025-06-18',
+      },
+      body: new Uint8Array(body),
+    })
+    assert.equal(res.status, 400)
+    const error = ((await res.json()) as { error: { code: number; message: string } }).error
+    assert.equal(error.code, -32700)
+    assert.match(error.message, /body: is not valid UTF-8/)
+  })
+
+  it('bounds what a batch of calls holds: 100 read_output calls of 1 MiB each', async () => {
+    // One 14 KB batch of 100 read_output calls (1 MiB of \x01 each, 6 bytes of JSON a byte, twice) took
+    // the server from 141 to 1 513 MiB of RSS: every result was held until the client read them all.
+    const headers = {
+      authorization: `Bearer ${served.adminKey}`,
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+    }
+    const made = await fetch(`${served.url}/v1/runs`, {
+      method: 'POST',
+      headers,
+      body: JSON.stringify({
+        cmd: ['sh', '-c', 'head -c 1048576 /dev/zero | tr "\\0" "\\1"'],
+        options: { limits: { maxOutputBytes: '2M' } },
+        wait: '30s',
+      }),
+    })
+    const run = (await made.json()) as { id: string; result: { outputBytes: number } }
+    assert.equal(run.result.outputBytes, 1048576)
+    const pid = served.child.pid as number
+    const rss = () => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]) * 1024
+    const before = rss()
+    let peak = before
+    const sampler = setInterval(() => {
+      peak = Math.max(peak, rss())
+    }, 20)
+    const batch = Array.from({ length: 100 }, (_, i) => ({
+      jsonrpc: '2.0',
+      id: i + 1,
+      method: 'tools/call',
+      params: { name: 'read_output', arguments: { run_id: run.id, limit: 1048576 } },
+    }))
+    let bytes = 0
+    try {
+      const res = await fetch(`${served.url}/mcp`, {
+        method: 'POST',
+        headers: { ...headers, 'mcp-protocol-version': '2025-06-18' },
+        body: JSON.stringify(batch),
+      })
+      assert.equal(res.status, 200)
+      const reader = (res.body as ReadableStream<Uint8Array>).getReader()
+      for (;;) {
+        const { done, value } = await reader.read()
+        if (done) break
+        bytes += value.length
+      }
+    } finally {
+      clearInterval(sampler)
+    }
+    const mib = (n: number) => `${(n / 1048576).toFixed(0)} MiB`
+    // Past the key's share of the answer budget (64 MiB), calls are told to retry, not held.
+    assert.ok(bytes < 128 * 1048576, `the answer was ${mib(bytes)}`)
+    assert.ok(peak - before < 512 * 1048576, `RSS ${mib(before)} → ${mib(peak)}`)
+    process.stderr.write(`# /mcp batch: answer ${mib(bytes)}, RSS ${mib(before)} → peak ${mib(peak)}\n`)
+    // And the budget is given back: a call after it is answered.
+    const again = await fetch(`${served.url}/mcp`, {
+      method: 'POST',
+      headers: { ...headers, 'mcp-protocol-version': '2025-06-18' },
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'tools/call',
+        params: { name: 'read_output', arguments: { run_id: run.id, limit: 1048576 } },
+      }),
+    })
+    const answer = await again.text()
+    assert.doesNotMatch(answer, /busy: /)
+    assert.match(answer, /next_offset/)
   })
 
   it('holds no standalone event stream and no session: GET and DELETE are 405', async () => {

@@ -185,10 +185,10 @@ describe('cordon mcp (stdio, the real bin)', { skip }, () => {
       // The budget (--output-budget 512B).
       const big = await call('run', { shell: 'seq 1 2000' })
       assert.ok(Buffer.byteLength(String(result(big).stdout)) < 512 + 200)
-      assert.match(text(big), /bytes cut; read_output run_id=run_\S+ stream=output offset=256 /)
+      assert.match(text(big), /\[cut \w{12}: \d+ bytes; read_output run_id=run_\S+ stream=output offset=256 /)
 
       const f = await call('call_function', { name: 'add', args: [2, 3] })
-      assert.equal(text(f), 'add returned 5')
+      assert.match(text(f), /^add returned:\n\[value (\w{12})\]\n5\n\[end \1\]$/)
       assert.equal(result(f).value, 5)
       assert.ok(readdirSync(tmp).some((n) => n.startsWith('cordon-mcp-')))
     } finally {

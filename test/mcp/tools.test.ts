@@ -161,14 +161,14 @@ describe('MCP tools', { skip }, () => {
     const id = String(structured(r).run_id)
     const summary = text(r)
     const m = new RegExp(
-      `\\[… (\\d+) bytes cut; read_output run_id=${id} stream=output offset=(\\d+) limit=(\\d+) for them …\\]`,
+      `\\[cut ${structured(r).boundary}: (\\d+) bytes; read_output run_id=${id} stream=output offset=(\\d+) limit=(\\d+) for them\\]`,
     ).exec(summary)
     assert.ok(m, summary)
     assert.ok(Buffer.byteLength(summary) < 1024 + 400, `${Buffer.byteLength(summary)} bytes`)
     const result = structured(r).result as { stdout: string; output: string; outputBytes: number }
     assert.equal(result.outputBytes, Buffer.byteLength(whole))
     assert.ok(Buffer.byteLength(result.stdout) < 1024 + 200)
-    assert.match(result.stdout, /bytes cut; read_output .* stream=stdout /)
+    assert.match(result.stdout, /\[cut [0-9a-f]{12}: \d+ bytes; read_output .* stream=stdout /)
 
     // Paging from 0 with the default limit (the budget) gives back every byte.
     let offset = 0
@@ -227,7 +227,12 @@ describe('MCP tools', { skip }, () => {
     assert.equal(s.state, 'running')
     assert.equal(s.result, undefined)
     assert.deepEqual(s.output, { text: 'started\n', bytes: 8 })
-    assert.match(text(r), /is running after 0\.\d s; 8 bytes of output so far:\nstarted\n/)
+    assert.match(
+      text(r),
+      new RegExp(
+        `is running after 0\\.\\d s; 8 bytes of output so far:\\n\\[output ${s.boundary}\\]\\nstarted\\n\\[end ${s.boundary}\\]\\n`,
+      ),
+    )
     const next = structured(await call('read_output', { run_id: s.run_id, offset: 8, wait_ms: 10_000 }))
     assert.equal(next.data, 'done\n')
     assert.equal(next.next_offset, 13)
@@ -258,13 +263,14 @@ describe('MCP tools', { skip }, () => {
     })
     const id = String(structured(r).run_id)
     assert.equal(structured(r).state, 'running')
-    const shown = (bytes: number) =>
+    const shown = (bytes: number, boundary: unknown) =>
       cutToBudget(s.output(key, id, 'output', 0, bytes).toString('utf8'), budget, {
         runId: id,
         stream: 'output',
+        boundary: String(boundary),
       }).text
     const so = structured(r).output as { text: string; bytes: number }
-    assert.equal(so.text, shown(so.bytes))
+    assert.equal(so.text, shown(so.bytes, structured(r).boundary))
     assert.ok(read <= 2 * budget, `run read ${read} bytes`)
 
     const deadline = Date.now() + 20_000
@@ -278,9 +284,15 @@ describe('MCP tools', { skip }, () => {
     read = 0
     const c = (await client.callTool({ name: 'cancel_run', arguments: { run_id: id } })) as CallToolResult
     assert.equal(structured(c).state, 'running')
-    const expected = shown(total)
+    const boundary = structured(c).boundary
+    const expected = shown(total, boundary)
     assert.deepEqual(structured(c).output, { text: expected, bytes: total })
-    assert.ok(text(c).includes(`; ${total} bytes of output so far:\n${expected}\nFollow it with`), text(c))
+    assert.ok(
+      text(c).includes(
+        `; ${total} bytes of output so far:\n[output ${boundary}]\n${expected}${expected.endsWith('\n') ? '' : '\n'}[end ${boundary}]\nFollow it with`,
+      ),
+      text(c),
+    )
     assert.match(
       expected,
       new RegExp(`read_output run_id=${id} stream=output offset=505 limit=${total - 1010} `),
@@ -420,9 +432,13 @@ describe('MCP tools', { skip }, () => {
     const r = await call('run', { shell: 'echo a; echo b >&2' })
     const id = structured(r).run_id
     const out = await client.readResource({ uri: `cordon://runs/${id}/stderr` })
-    assert.deepEqual(out.contents, [
-      { uri: `cordon://runs/${id}/stderr`, mimeType: 'text/plain', text: 'b\n' },
-    ])
+    const content = out.contents[0] as { uri: string; mimeType: string; text: string }
+    assert.equal(content.uri, `cordon://runs/${id}/stderr`)
+    assert.equal(content.mimeType, 'text/plain')
+    // Framed as the tools' texts are, by a token of its own.
+    const m = /^\[stderr ([0-9a-f]{12}): run (\S+)\]\nb\n\[end \1: all 2 bytes\]$/.exec(content.text)
+    assert.ok(m, content.text)
+    assert.equal(m[2], id)
   })
 
   it('a resource holds at most 256 KiB of output, and says how to read the rest', async () => {
@@ -436,12 +452,15 @@ describe('MCP tools', { skip }, () => {
     const out = await client.readResource({ uri: `cordon://runs/${id}/stdout` })
     const got = (out.contents[0] as { text: string }).text
     assert.ok(Buffer.byteLength(got) < 256 * 1024 + 512, `${Buffer.byteLength(got)} bytes`)
-    assert.ok(got.startsWith('a'.repeat(256 * 1024)))
+    assert.ok(got.split('\n')[1]?.startsWith('a'.repeat(256 * 1024)))
     assert.match(got, new RegExp(`read_output run_id=${id} stream=stdout offset=${256 * 1024}\\b`))
     // What fits is whole, with no marker.
     const small = await call('run', { shell: 'head -c 1000 /dev/zero | tr "\\0" b' })
     const whole = await client.readResource({ uri: `cordon://runs/${structured(small).run_id}/output` })
-    assert.equal((whole.contents[0] as { text: string }).text, 'b'.repeat(1000))
+    assert.match(
+      (whole.contents[0] as { text: string }).text,
+      /^\[output \w+: run \S+\]\nb{1000}\n\[end \w+: all 1000 bytes\]$/,
+    )
   })
 
   it('call_function exists only with registered functions, and calls only those', async () => {
@@ -462,7 +481,7 @@ describe('MCP tools', { skip }, () => {
     const { tools } = await client.listTools()
     assert.ok(tools.some((t) => t.name === 'call_function'))
     const r = await call('call_function', { name: 'add', args: [1, 2] })
-    assert.equal(text(r), 'add returned 3')
+    assert.match(text(r), /^add returned:\n\[value (\w{12})\]\n3\n\[end \1\]$/)
     const other = await call('call_function', { name: 'rm', args: [] })
     assert.equal(other.isError, true)
     assert.deepEqual(calls, ['add'])

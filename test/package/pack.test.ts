@@ -53,7 +53,16 @@ describe('the packed package', { skip: noCompiler || noNamespace, timeout: 300_0
     }
     assert.ok(files.includes('LICENSE'))
     // The dashboard is served from its files as they are: they must be in the package.
-    for (const ui of ['login.html', 'runs.html', 'run.html', 'runs.js', 'run.js', 'common.js', 'style.css']) {
+    for (const ui of [
+      'login.html',
+      'login.js',
+      'runs.html',
+      'run.html',
+      'runs.js',
+      'run.js',
+      'common.js',
+      'style.css',
+    ]) {
       assert.ok(files.includes(`dist/service/ui/${ui}`), `dist/service/ui/${ui} is not in the package`)
     }
   })

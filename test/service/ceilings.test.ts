@@ -74,6 +74,21 @@ describe('applyCeilings: network', () => {
     assert.equal(submit(key, { cmd: ['true'] }).options.network, 'none')
   })
 
+  it('a key without a network ceiling gets none: host and allowlists are granted by name only', () => {
+    // A default key asked for `host` and reached every loopback service of the server's machine.
+    for (const key of [keyWith({}), keyWith(undefined), keyWith({ limits: { wallTimeMs: '1s' } })]) {
+      for (const network of ['host', 'allow:x.org', allowlist, { allow: ['x.org'], allowLoopback: true }]) {
+        const e = refusal(() => submit(key, body(network)))
+        assert.equal(e.code, 'over-ceiling', JSON.stringify(network))
+        assert.equal(e.field, 'options.network')
+        assert.match(e.message, /over this key's ceiling of "none"/)
+      }
+      assert.equal(submit(key, body('none')).options.network, 'none')
+      assert.equal(submit(key, { cmd: ['true'] }).options.network, 'none')
+    }
+    assert.equal(submit(keyWith({ network: 'host' }), body('host')).options.network, 'host')
+  })
+
   it('a list of modes allows those, an allowlist of public hosts only', () => {
     const key = keyWith({ network: ['none', 'allow'] })
     assert.equal(refusal(() => submit(key, body('host'))).field, 'options.network')
@@ -343,10 +358,8 @@ describe('runRequestSchema + applyCeilings, properties', () => {
         assert.ok(!Object.hasOwn(accepted.options.env ?? {}, 'API_TOKEN'))
         const net = accepted.options.network
         if (c.network === 'none') assert.equal(net, 'none')
-        const hostAllowed =
-          c.network === undefined ||
-          c.network === 'host' ||
-          (Array.isArray(c.network) && c.network.includes('host'))
+        if (c.network === undefined) assert.equal(net, 'none')
+        const hostAllowed = c.network === 'host' || (Array.isArray(c.network) && c.network.includes('host'))
         if (!hostAllowed) assert.notEqual(net, 'host')
         if (c.isolation) assert.equal(accepted.options.isolation, c.isolation)
         if (c.rootfs && accepted.options.rootfs !== undefined)

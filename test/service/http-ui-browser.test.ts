@@ -1,10 +1,12 @@
 // The dashboard end to end in a real browser: Debian's headless chromium driven by playwright-core, against
 // the built `cordon serve`. Signs in, starts a run from the form and watches its output arrive, cancels a
-// run, reads a timeout in words, renders hostile output as text, and checks that the browser's own
-// EventSource (with the session cookie) gets every event to `end`, resuming by itself with Last-Event-ID
-// after the connection is cut mid-output. Screenshots of both pages go to test-artifacts/ (ignored by git).
+// run, reads a timeout in words, renders hostile output as text, saves the full output, checks that the
+// session cookie a service on another port of the host receives is worth nothing there, and that the
+// page's event reader gets every event to `end`, resuming with Last-Event-ID after the connection is cut
+// mid-output. Screenshots of both pages go to test-artifacts/ (ignored by git).
 import assert from 'node:assert/strict'
-import { existsSync, mkdirSync } from 'node:fs'
+import { existsSync, mkdirSync, statSync } from 'node:fs'
+import http from 'node:http'
 import net from 'node:net'
 import path from 'node:path'
 import { after, before, describe, it } from 'node:test'
@@ -233,6 +235,11 @@ describe('the dashboard in a browser', { skip, timeout: 120_000 }, () => {
     assert.ok(seen.chars <= 256 * 1024, `the page keeps at most 256 KiB of output, not ${seen.chars}`)
     assert.match(seen.title, /^Run /)
     assert.ok(await page.locator('#clipped').isVisible(), 'it says it shows only the last part')
+    // The full output (up to 8 MiB) is saved: fetched with the page token, as a link could not be.
+    const [saved] = await Promise.all([page.waitForEvent('download'), page.locator('#full').click()])
+    const file = path.join(profile, 'full-output.txt')
+    await saved.saveAs(file)
+    assert.equal(statSync(file).size, 8 * 1024 * 1024)
     const longest = await gap
     t.diagnostic(`longest frame gap while 10 MB came in: ${Math.round(longest)} ms`)
     assert.ok(longest < 2000, `a frame took ${Math.round(longest)} ms`)
@@ -287,25 +294,80 @@ describe('the dashboard in a browser', { skip, timeout: 120_000 }, () => {
     assert.ok(Date.now() - start < 300, `the page took ${Date.now() - start} ms to answer`)
   })
 
-  it("lets the browser's EventSource read every event to end, resuming exactly once after a cut", async () => {
+  it('gives a service on another port of the host a cookie that authenticates nothing', async () => {
+    // A cookie is the host's, whatever the port: another service there receives it with every request the
+    // browser makes to it. Replayed from there with the CSRF header and this server's Origin, it made an
+    // admin key. The page token it would need is in this origin's storage, which that page cannot read.
+    const cookies: string[] = []
+    const foreign = http.createServer((req, res) => {
+      cookies.push(req.headers.cookie ?? '')
+      res.writeHead(200, { 'content-type': 'text/html' })
+      res.end('<!doctype html><title>another service</title><p>hello</p>')
+    })
+    await new Promise<void>((resolve) => foreign.listen(0, '127.0.0.1', resolve))
+    const foreignUrl = `http://127.0.0.1:${(foreign.address() as net.AddressInfo).port}`
+    try {
+      await page.goto(`${served.url}/ui`)
+      await page.locator('#runs tbody tr').first().waitFor()
+      const mine = await page.evaluate(() => localStorage.getItem('cordon.session'))
+      assert.match(String(mine), /^[\w-]{43}$/, 'the page keeps its token')
+      await page.goto(foreignUrl)
+      const cookie = /(?:^|;\s*)(cordon_session=[^;]+)/.exec(cookies.join('; '))?.[1]
+      assert.ok(cookie, `the browser sent the session cookie to another port: ${JSON.stringify(cookies)}`)
+      assert.equal(await page.evaluate(() => localStorage.getItem('cordon.session')), null)
+      // The page of the other port, in the browser: its request to /v1 is refused (another origin).
+      const fromPage = (await page.evaluate(`fetch('${served.url}/v1/keys', {
+        method: 'POST', mode: 'no-cors', credentials: 'include',
+        body: JSON.stringify({ name: 'stolen-page', scopes: ['admin'] }),
+      }).then(() => 'sent', (e) => String(e))`)) as string
+      assert.equal(fromPage, 'sent')
+      // The other service itself, replaying the cookie with every header the page would have sent.
+      const replay = await fetch(`${served.url}/v1/keys`, {
+        method: 'POST',
+        headers: {
+          cookie,
+          'x-cordon-csrf': '1',
+          origin: served.url,
+          'content-type': 'application/json',
+        },
+        body: JSON.stringify({ name: 'stolen', scopes: ['admin'] }),
+      })
+      assert.equal(replay.status, 401)
+      const read = await fetch(`${served.url}/v1/runs`, { headers: { cookie } })
+      assert.equal(read.status, 401)
+      const keys = (await api('/v1/keys')) as { keys: { name: string }[] }
+      assert.deepEqual(
+        keys.keys.filter((k) => k.name.startsWith('stolen')),
+        [],
+        'no key was made',
+      )
+      // The dashboard itself still works with its token.
+      await page.goto(`${served.url}/ui`)
+      await page.locator('#runs tbody tr').first().waitFor()
+      assert.equal(await page.locator('#list-error').innerText(), '')
+    } finally {
+      foreign.close()
+    }
+  })
+
+  it("lets the page's event reader get every event to end, resuming exactly once after a cut", async () => {
     // A proxy in front of the server that cuts the first event stream after its 5th output event.
+    // Each event request's Last-Event-ID (null without one), in the order they came, on any connection.
     const lastIds: (string | null)[] = []
+    const eventHead = /GET \/v1\/runs\/[^/\s]+\/events[^\r\n]*\r\n((?:[^\r\n]+\r\n)*)\r\n/g
     let cut = false
     const proxy = net.createServer((client) => {
       const upstream = net.connect(Number(new URL(served.url).port), '127.0.0.1')
-      let request = ''
       let outputs = 0
+      let sent = ''
+      let seen = 0
       client.on('data', (b: Buffer) => {
-        // Only GETs come through here: each request is its head.
-        request += b.toString('latin1')
-        let end = request.indexOf('\r\n\r\n')
-        while (end >= 0) {
-          const head = request.slice(0, end)
-          if (/^GET \/v1\/runs\/[^/]+\/events/.test(head))
-            lastIds.push(/^last-event-id: *(\S+)/im.exec(head)?.[1] ?? null)
-          request = request.slice(end + 4)
-          end = request.indexOf('\r\n\r\n')
-        }
+        // What the browser sent, for the event requests' heads (bodies are small form posts).
+        sent += b.toString('latin1')
+        const found = [...sent.matchAll(eventHead)]
+        for (const m of found.slice(seen))
+          lastIds.push(/^last-event-id: *(\S+)/im.exec(m[1] as string)?.[1] ?? null)
+        seen = found.length
         upstream.write(b)
       })
       upstream.on('data', (b: Buffer) => {
@@ -327,46 +389,24 @@ describe('the dashboard in a browser', { skip, timeout: 120_000 }, () => {
     await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve))
     const proxyUrl = `http://127.0.0.1:${(proxy.address() as net.AddressInfo).port}`
     try {
-      // The cookie is the host's, whatever the port: a page of the proxy's origin sends it. (The sign-in
-      // page: it runs no script of its own, so only this test's stream goes through the proxy.)
-      await page.goto(`${proxyUrl}/ui/login`)
+      // The dashboard through the proxy: an origin of its own, signed in there (its own page token).
+      await page.goto(`${proxyUrl}/ui`)
+      await page.getByLabel('API key').fill(served.adminKey as string)
+      await page.getByRole('button', { name: 'Sign in' }).click()
+      await page.waitForURL(`${proxyUrl}/ui`)
       const run = await api('/v1/runs', {
         method: 'POST',
-        body: { cmd: ['sh', '-c', 'for i in $(seq 1 40); do printf "line-%03d\\n" $i; sleep 0.05; done'] },
+        body: {
+          cmd: ['sh', '-c', 'sleep 1; for i in $(seq 1 40); do printf "line-%03d\\n" $i; sleep 0.05; done'],
+        },
       })
-      // A script as text: tsx would put its own helpers (__name) into a function passed as such.
-      const got = (await page.evaluate(`new Promise((resolve) => {
-        const seqs = []
-        const types = []
-        let text = ''
-        let errors = 0
-        const source = new EventSource('/v1/runs/${run.id}/events?encoding=base64')
-        for (const type of ['queued', 'started', 'output', 'log', 'network', 'end']) {
-          source.addEventListener(type, (e) => {
-            seqs.push(Number(e.lastEventId))
-            types.push(type)
-            const data = JSON.parse(e.data)
-            if (type === 'output' && data.data) text += atob(data.data)
-            if (type === 'end') {
-              source.close()
-              resolve({ seqs, types, text, errors })
-            }
-          })
-        }
-        source.addEventListener('error', () => errors++)
-      })`)) as { seqs: number[]; types: string[]; text: string; errors: number }
+      await page.goto(`${proxyUrl}/ui/runs/${run.id}`)
+      await page.locator('#status', { hasText: 'ok' }).waitFor({ timeout: 30_000 })
       const expected = Array.from({ length: 40 }, (_, i) => `line-${String(i + 1).padStart(3, '0')}\n`).join(
         '',
       )
-      assert.equal(got.text, expected, 'every byte exactly once, in order')
-      assert.deepEqual(
-        got.seqs,
-        got.seqs.map((_, i) => i + 1),
-        'every event once, from the first with no gap',
-      )
-      assert.equal(got.types.at(-1), 'end')
+      assert.equal(await page.locator('#out').innerText(), expected, 'every line exactly once, in order')
       assert.ok(cut, 'the stream was cut')
-      assert.ok(got.errors >= 1, 'the browser saw the connection drop')
       assert.equal(lastIds.length, 2, `two requests: ${JSON.stringify(lastIds)}`)
       assert.equal(lastIds[0], null)
       assert.ok(Number(lastIds[1]) >= 1, `resumed with Last-Event-ID ${lastIds[1]}`)

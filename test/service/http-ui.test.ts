@@ -1,6 +1,6 @@
 // The dashboard's server side, in process (hono's app.request) over the real service: the session cookie
-// and its flags, the CSRF check on cookie-authenticated writes, the headers that lock the pages down, a
-// revoked key or an expired session ending its sessions; and the page's ANSI reader, a pure function.
+// and its flags, the page token the cookie needs on /v1 (and the Origin check), the headers that lock the
+// pages down, a revoked key or an expired session ending its sessions; and the page's ANSI reader.
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import { createApp } from '../../src/service/http/app.js'
@@ -31,17 +31,35 @@ describe('http ui', () => {
       headers,
       body: new URLSearchParams({ key, ...extra }),
     })
-  /** Signs in and returns the `name=value` of the session cookie. */
-  const session = async (key = admin) => {
-    const res = await signIn(key)
-    assert.equal(res.status, 303)
+  /** A signed-in page: the `name=value` of its session cookie, and the page token the sign-in gave it. */
+  interface Signed {
+    cookie: string
+    token: string
+  }
+  /** Signs in as the page's script does (asking for JSON): the cookie, and the page token in the answer. */
+  const session = async (key = admin, into = app): Promise<Signed> => {
+    const res = await into.request('/ui/session', {
+      method: 'POST',
+      headers: { accept: 'application/json' },
+      body: new URLSearchParams({ key }),
+    })
+    assert.equal(res.status, 200)
     const cookie = /^(cordon_session=[^;]+)/.exec(res.headers.get('set-cookie') ?? '')?.[1]
     assert.ok(cookie, 'a session cookie')
-    return cookie
+    const { token } = (await res.json()) as { token: string }
+    assert.match(token, /^[\w-]{43}$/)
+    return { cookie, token }
   }
-  const withCookie = (cookie: string, path: string, init: RequestInit = {}) =>
-    app.request(path, { ...init, headers: { cookie, ...(init.headers as Record<string, string>) } })
-  const submit = (cookie: string, headers: Record<string, string>) =>
+  /** A request as the page makes it: the cookie and the page token. */
+  const withCookie = (s: Signed, path: string, init: RequestInit = {}) =>
+    app.request(path, {
+      ...init,
+      headers: { cookie: s.cookie, 'x-cordon-session': s.token, ...(init.headers as Record<string, string>) },
+    })
+  /** A request with the cookie alone: what any other service on the host receives, and can replay. */
+  const cookieOnly = (s: Signed, path: string, init: RequestInit = {}) =>
+    app.request(path, { ...init, headers: { cookie: s.cookie, ...(init.headers as Record<string, string>) } })
+  const submit = (cookie: Signed, headers: Record<string, string>) =>
     withCookie(cookie, '/v1/runs', {
       method: 'POST',
       headers,
@@ -111,7 +129,7 @@ describe('http ui', () => {
     assert.equal(page.status, 200)
     assert.match(page.headers.get('content-type') ?? '', /text\/html/)
     assert.equal(page.headers.get('cache-control'), 'no-store')
-    const run = (await (await submit(cookie, { 'x-cordon-csrf': '1' })).json()) as Json
+    const run = (await (await submit(cookie, {})).json()) as Json
     const runPage = await withCookie(cookie, `/ui/runs/${run.id}`)
     assert.equal(runPage.status, 200)
     const events = await withCookie(cookie, `/v1/runs/${run.id}/events`)
@@ -119,17 +137,15 @@ describe('http ui', () => {
     assert.match(await events.text(), /event: end/)
   })
 
-  it('refuses a write by cookie without the page header or this origin (CSRF); Bearer is unchanged', async () => {
+  it('refuses a request by cookie from another origin, page token or not; Bearer is unchanged', async () => {
     const cookie = await session()
-    const refused: Record<string, string>[] = [{}, { origin: 'https://evil.example' }, { origin: 'null' }]
-    for (const headers of refused) {
-      const res = await submit(cookie, headers)
-      assert.equal(res.status, 403, JSON.stringify(headers))
+    for (const origin of ['https://evil.example', 'null', 'http://localhost:1']) {
+      const res = await submit(cookie, { origin })
+      assert.equal(res.status, 403, origin)
       assert.equal(((await res.json()) as { error: Json }).error.code, 'forbidden')
+      assert.equal((await withCookie(cookie, '/v1/runs', { headers: { origin } })).status, 403, origin)
     }
-    const crossWithHeader = await submit(cookie, { origin: 'https://evil.example', 'x-cordon-csrf': '1' })
-    assert.equal(crossWithHeader.status, 403, 'another origin is refused even with the header')
-    assert.equal((await submit(cookie, { 'x-cordon-csrf': '1' })).status, 201)
+    assert.equal((await submit(cookie, {})).status, 201)
     assert.equal((await submit(cookie, { origin: 'http://localhost' })).status, 201)
     const bearer = await app.request('/v1/runs', {
       method: 'POST',
@@ -137,6 +153,70 @@ describe('http ui', () => {
       body: JSON.stringify({ cmd: ['true'] }),
     })
     assert.equal(bearer.status, 201)
+  })
+
+  it('authenticates nothing on /v1 by the cookie alone: another service of the host that got it is refused', async () => {
+    // A cookie is sent to every port of its host: another service there got it, and replayed it with
+    // the CSRF header and this server's Origin to make an admin key.
+    const cookie = await session()
+    const replays: [string, RequestInit][] = [
+      ['/v1/runs', {}],
+      ['/v1/keys', {}],
+      [
+        '/v1/keys',
+        {
+          method: 'POST',
+          headers: { 'x-cordon-csrf': '1', origin: 'http://localhost', 'content-type': 'application/json' },
+          body: JSON.stringify({ name: 'stolen', scopes: ['admin'] }),
+        },
+      ],
+      ['/v1/runs', { method: 'POST', headers: { 'x-cordon-csrf': '1' }, body: '{"cmd":["true"]}' }],
+    ]
+    for (const [path, init] of replays) {
+      const res = await cookieOnly(cookie, path, init)
+      assert.equal(res.status, 401, `${init.method ?? 'GET'} ${path}`)
+      assert.match(String(((await res.json()) as { error: Json }).error.message), /x-cordon-session/)
+    }
+    const keys = (await (
+      await app.request('/v1/keys', { headers: { authorization: `Bearer ${admin}` } })
+    ).json()) as { keys: Json[] }
+    assert.ok(!keys.keys.some((k) => k.name === 'stolen'), 'no key was made')
+    // The page token alone is nothing, nor is another session's with this cookie.
+    const other = await session()
+    const tokenOnly = await app.request('/v1/runs', { headers: { 'x-cordon-session': cookie.token } })
+    assert.equal(tokenOnly.status, 401)
+    assert.equal(
+      (await cookieOnly(cookie, '/v1/runs', { headers: { 'x-cordon-session': other.token } })).status,
+      401,
+    )
+    assert.equal((await withCookie(cookie, '/v1/runs')).status, 200)
+    // What the cookie alone still gets, the pages, holds no page token: only the sign-in's answer does.
+    for (const path of ['/ui', '/ui/runs/run_x', '/ui/assets/common.js', '/ui/login']) {
+      const res = await cookieOnly(cookie, path)
+      assert.ok(!(await res.text()).includes(cookie.token), path)
+      assert.doesNotMatch(res.headers.get('set-cookie') ?? '', new RegExp(cookie.token))
+    }
+  })
+
+  it('names the cookie __Host- over TLS, and reads only that name there', async () => {
+    const https = await signIn(admin, {}, { 'x-forwarded-proto': 'https', accept: 'application/json' })
+    const set = https.headers.get('set-cookie') ?? ''
+    assert.match(set, /^__Host-cordon_session=/)
+    const flags = set.split(/;\s*/).slice(1)
+    assert.ok(flags.includes('Secure') && flags.includes('Path=/'), set)
+    assert.ok(!flags.some((f) => /^domain=/i.test(f)), set)
+    const { token } = (await https.json()) as { token: string }
+    const id = /^__Host-cordon_session=([^;]+)/.exec(set)?.[1] as string
+    const tls = { 'x-forwarded-proto': 'https', 'x-cordon-session': token }
+    assert.equal(
+      (await app.request('/v1/runs', { headers: { ...tls, cookie: `__Host-cordon_session=${id}` } })).status,
+      200,
+    )
+    // The same session under the plain name (a cookie a plain-http page of the host could have set) is not read.
+    assert.equal(
+      (await app.request('/v1/runs', { headers: { ...tls, cookie: `cordon_session=${id}` } })).status,
+      401,
+    )
   })
 
   it('ends the sessions of a revoked key', async () => {
@@ -154,7 +234,7 @@ describe('http ui', () => {
     })
     assert.equal(revoked.status, 204)
     assert.equal((await withCookie(cookie, '/v1/runs')).status, 401)
-    const page = await withCookie(cookie, '/ui')
+    const page = await cookieOnly(cookie, '/ui')
     assert.equal(page.status, 303)
     assert.match(page.headers.get('location') ?? '', /m=expired/)
   })
@@ -169,21 +249,17 @@ describe('http ui', () => {
 
   it('ends a session at its expiry', async () => {
     const short = createApp(created.service, { sessionTtlMs: 100 }).app
-    const res = await short.request('/ui/session', {
-      method: 'POST',
-      body: new URLSearchParams({ key: admin }),
-    })
-    const cookie = /^(cordon_session=[^;]+)/.exec(res.headers.get('set-cookie') ?? '')?.[1] as string
-    assert.equal((await short.request('/v1/runs', { headers: { cookie } })).status, 200)
+    const s = await session(admin, short)
+    const headers = { cookie: s.cookie, 'x-cordon-session': s.token }
+    assert.equal((await short.request('/v1/runs', { headers })).status, 200)
     await new Promise((r) => setTimeout(r, 150))
-    assert.equal((await short.request('/v1/runs', { headers: { cookie } })).status, 401)
+    assert.equal((await short.request('/v1/runs', { headers })).status, 401)
   })
 
   it('ends the event streams of a session at its sign-out, at the next heartbeat', async () => {
     const cookie = await session()
     const made = await withCookie(cookie, '/v1/runs', {
       method: 'POST',
-      headers: { 'x-cordon-csrf': '1' },
       body: JSON.stringify({ cmd: ['sleep', '10'] }),
     })
     const { id } = (await made.json()) as { id: string }
@@ -296,9 +372,9 @@ describe('the session store', () => {
 
   it('holds a bounded number of sessions a key: one key signing in over and over evicts its own only', () => {
     const sessions = createSessions(service)
-    const victim = sessions.create('token-victim', keyOf('victim'))
+    const victim = sessions.create('token-victim', keyOf('victim')).id
     let last = ''
-    for (let i = 0; i < 10_050; i++) last = sessions.create('token-flood', keyOf('flood'))
+    for (let i = 0; i < 10_050; i++) last = sessions.create('token-flood', keyOf('flood')).id
     assert.ok(sessions.check(victim), 'another key’s session survives the flood')
     assert.ok(sessions.check(last), 'the newest of the flood lives')
     assert.ok(sessions.size <= 100, `${sessions.size} sessions held`)
@@ -309,8 +385,8 @@ describe('the session store', () => {
     const sessions = createSessions(service, 1000, () => now)
     for (let i = 0; i < 10_000; i++) sessions.create(`token-k${i}`, keyOf(`k${i}`))
     now = 2000
-    const live = sessions.create('token-live', keyOf('live'))
-    const next = sessions.create('token-next', keyOf('next'))
+    const live = sessions.create('token-live', keyOf('live')).id
+    const next = sessions.create('token-next', keyOf('next')).id
     assert.ok(sessions.check(live))
     assert.ok(sessions.check(next))
     assert.ok(sessions.size <= 2, `${sessions.size} sessions held`)

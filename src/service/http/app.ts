@@ -25,11 +25,12 @@ import {
   type Service,
   ServiceError,
 } from '../types.js'
-import { bodyCost, byteBudget } from './inflight.js'
+import { parseJsonBody } from './body.js'
+import { type ByteBudget, bodyCost, byteBudget } from './inflight.js'
 import { registerOpenApi } from './openapi.js'
 import { eventsQuerySchema, getQuerySchema, listQuerySchema, outputQuerySchema } from './schemas.js'
 import { sseStream } from './sse.js'
-import { CSRF_HEADER, createSessions, csrfOk, sessionOf, uiRoutes } from './ui.js'
+import { createSessions, pageTokenOk, SESSION_HEADER, sameOrigin, sessionOf, uiRoutes } from './ui.js'
 import { keyView } from './views.js'
 
 /** The log calls the app makes (pino's shape). */
@@ -85,10 +86,18 @@ export interface AppOptions {
   allowedHosts?: readonly string[]
 }
 
-/** A route the app serves without knowing what it is: the request as it came, and the caller's key. */
+/**
+ * A route the app serves without knowing what it is: the request as it came, the caller's key, and the
+ * app's budget of answer bytes being sent (shared with /v1's big answers: one bound, per key and in all).
+ */
 export interface AppMount {
   path: string
-  handler(request: Request, key: KeyRecord): Promise<Response>
+  handler(request: Request, key: KeyRecord, context: MountContext): Promise<Response>
+}
+
+export interface MountContext {
+  /** Bytes of answers being sent, by owner (the key's id): take before holding, give once sent. */
+  answers: ByteBudget
 }
 
 export const DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
@@ -136,6 +145,9 @@ function zodIssue(error: z.ZodError, prefix = ''): { field: string; message: str
   const path = [prefix, ...(issue?.path ?? []).map(String), ...key].filter(Boolean).join('.')
   return { field: path, message: issue?.message ?? 'invalid' }
 }
+
+/** Whether `key` may read runs (their state, result, output): `runs:read`, or admin. */
+const mayRead = (key: KeyRecord) => key.scopes.includes('runs:read') || key.scopes.includes('admin')
 
 function parseQuery<S extends z.ZodType>(schema: S, query: Record<string, string>): z.output<S> {
   const parsed = schema.safeParse(query)
@@ -381,19 +393,25 @@ export function createApp(service: AppService, opts: AppOptions = {}): App {
     )
   })
 
-  // The dashboard's sessions: with no Authorization header, its cookie stands for the key it was made with.
+  // The dashboard's sessions: with no Authorization header, its cookie and its page token (the header the
+  // page sends) stand for the key it was made with. The cookie alone is nothing: it reaches every port of
+  // the host (ui.ts). A page of another origin is refused whatever it sends.
   const sessions = createSessions(service, opts.sessionTtlMs)
   const auth: MiddlewareHandler<Env> = async (c, next) => {
     const session = c.req.header('authorization') === undefined ? sessionOf(c, sessions) : null
     if (session) {
-      if (c.req.method !== 'GET' && c.req.method !== 'HEAD' && !csrfOk(c))
+      if (!sameOrigin(c))
+        return c.json(errorBody('forbidden', 'a request signed in by cookie must come from this origin'), 403)
+      if (!pageTokenOk(c, session)) {
+        c.header('WWW-Authenticate', 'Bearer')
         return c.json(
           errorBody(
-            'forbidden',
-            `a request signed in by cookie needs the ${CSRF_HEADER} header, from this origin`,
+            'unauthorized',
+            `the session cookie needs the ${SESSION_HEADER} header the dashboard sends: sign in again`,
           ),
-          403,
+          401,
         )
+      }
       c.set('key', session.key)
       c.set('token', session.token)
       c.set('session', session.id)
@@ -442,12 +460,6 @@ export function createApp(service: AppService, opts: AppOptions = {}): App {
   })
   app.use('/v1/*', holdBody, limitBody)
 
-  // A higher layer's routes (/mcp), behind the same keys and body bounds.
-  for (const mount of opts.mounts ?? []) {
-    app.use(mount.path, auth, holdBody, limitBody)
-    app.all(mount.path, (c) => mount.handler(c.req.raw, c.get('key')))
-  }
-
   // Answers as big as a run's output (its view carries stdout, stderr and output) are held until their
   // client has read them: each takes its size from a budget, per key and in all, while it is sent, a piece
   // at a time as the client reads (node-server writes with backpressure), and gives it back at the end or
@@ -456,6 +468,12 @@ export function createApp(service: AppService, opts: AppOptions = {}): App {
     opts.maxAnswerBytesInFlight ?? 256 * 1024 * 1024,
     opts.maxAnswerBytesInFlightPerKey ?? 64 * 1024 * 1024,
   )
+
+  // A higher layer's routes (/mcp), behind the same keys and body bounds, and the same answer budget.
+  for (const mount of opts.mounts ?? []) {
+    app.use(mount.path, auth, holdBody, limitBody)
+    app.all(mount.path, (c) => mount.handler(c.req.raw, c.get('key'), { answers }))
+  }
   const heldJson = (
     c: Context<Env>,
     value: unknown,
@@ -563,13 +581,9 @@ export function createApp(service: AppService, opts: AppOptions = {}): App {
   }
 
   const jsonBody = async (c: Context<Env>): Promise<unknown> => {
-    const text = await c.req.text()
+    const bytes = new Uint8Array(await c.req.arrayBuffer())
     c.get('bodyRead')?.()
-    try {
-      return JSON.parse(text)
-    } catch (error) {
-      throw new ServiceError('invalid', `malformed JSON: ${(error as Error).message}`)
-    }
+    return parseJsonBody(bytes)
   }
   const waitMs = (wait: unknown): number | null => {
     if (wait === undefined) return null
@@ -585,7 +599,7 @@ export function createApp(service: AppService, opts: AppOptions = {}): App {
     const wait = waitMs(body && typeof body === 'object' ? (body as { wait?: unknown }).wait : undefined)
     // Waiting reads the run: a key that may not is told before the run is made, not after (a client
     // retrying the refusal would make it again).
-    if (wait !== null && !key.scopes.includes('runs:read') && !key.scopes.includes('admin'))
+    if (wait !== null && !mayRead(key))
       throw new ServiceError(
         'forbidden',
         'wait: this key lacks the runs:read scope that waiting needs',
@@ -603,14 +617,18 @@ export function createApp(service: AppService, opts: AppOptions = {}): App {
       release()
     }
     c.header('Location', `/v1/runs/${run.id}`)
+    // A key that may not read runs is told the id it needs to act on its run, and nothing of the run.
+    if (!mayRead(key)) return c.json({ id: run.id }, 201)
     return viewAnswer(c, run, 201, { refusable: false })
   })
 
   app.get('/v1/runs', (c) => {
     const key = c.get('key')
     const all = c.req.query()
-    const metadata: Record<string, string> = {}
-    const rest: Record<string, string> = {}
+    // Without a prototype: `metadata.__proto__=x` is a filter on that label (which no run has), not an
+    // assignment that drops it and lists every run.
+    const metadata: Record<string, string> = Object.create(null)
+    const rest: Record<string, string> = Object.create(null)
     for (const [name, value] of Object.entries(all)) {
       if (name.startsWith('metadata.') && name.length > 'metadata.'.length) metadata[name.slice(9)] = value
       else rest[name] = value
@@ -660,7 +678,13 @@ export function createApp(service: AppService, opts: AppOptions = {}): App {
     return viewAnswer(c, run)
   })
 
-  app.post('/v1/runs/:id/cancel', (c) => viewAnswer(c, service.cancel(c.get('key'), c.req.param('id'))))
+  app.post('/v1/runs/:id/cancel', (c) => {
+    const key = c.get('key')
+    const run = service.cancel(key, c.req.param('id'))
+    // The cancel is done (or the run was over already); its result is for a key that may read it.
+    if (!mayRead(key)) return c.json({ id: run.id }, 202)
+    return viewAnswer(c, run)
+  })
 
   app.delete('/v1/runs/:id', (c) => {
     service.remove(c.get('key'), c.req.param('id'))

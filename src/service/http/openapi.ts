@@ -47,6 +47,8 @@ const runSummarySchema = {
     },
   },
 }
+/** What a key without runs:read is told of its run: the id to act on it, nothing of the run. */
+const runIdSchema = { type: 'object', properties: { id: { type: 'string' } }, required: ['id'] }
 
 const keySchema = {
   type: 'object',
@@ -77,6 +79,7 @@ export function registerOpenApi<E extends object>(app: OpenAPIHono<E & { Variabl
   r.registerComponent('schemas', 'RunRequest', raw(request))
   r.registerComponent('schemas', 'Run', raw(runSchema))
   r.registerComponent('schemas', 'RunSummary', raw(runSummarySchema))
+  r.registerComponent('schemas', 'RunId', raw(runIdSchema))
   r.registerComponent('schemas', 'Key', raw(keySchema))
   r.registerComponent('schemas', 'Error', raw(errorSchema))
   r.registerComponent('securitySchemes', 'bearer', { type: 'http', scheme: 'bearer' })
@@ -89,7 +92,10 @@ export function registerOpenApi<E extends object>(app: OpenAPIHono<E & { Variabl
     security,
     request: { body: { required: true, content: json('RunRequest') } },
     responses: {
-      201: { description: 'accepted (finished already with `wait`)', content: json('Run') },
+      201: {
+        description: 'accepted (finished already with `wait`); to a key without runs:read, `{ "id" }` only',
+        content: { 'application/json': { schema: { oneOf: [ref('Run'), ref('RunId')] } } },
+      },
       ...errors(400, 401, 403, 413, 429, 503),
     },
   })
@@ -148,7 +154,11 @@ export function registerOpenApi<E extends object>(app: OpenAPIHono<E & { Variabl
     summary: 'cancel a queued or running run',
     security,
     request: { params: idParam },
-    responses: { 200: { description: 'the run', content: json('Run') }, ...errors(401, 403, 404) },
+    responses: {
+      200: { description: 'the run', content: json('Run') },
+      202: { description: 'canceled, to a key without runs:read: `{ "id" }` only', content: json('RunId') },
+      ...errors(401, 403, 404),
+    },
   })
   r.registerPath({
     method: 'get',

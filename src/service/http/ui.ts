@@ -3,12 +3,16 @@
 // read once at start-up. The page talks to the same /v1 API as any client.
 //
 // Auth is the API's: the browser posts a key once (`POST /ui/session`) and gets a random session id in an
-// HttpOnly, SameSite=Strict cookie, because an EventSource cannot send an Authorization header. Sessions
-// live in this process's memory only (a restart logs everyone out): each maps to the key's token, so every
-// request authenticates the key again and a revoked key ends its sessions at their next request (and its
-// event streams at their next heartbeat). A state-changing request authenticated by the cookie must also
-// prove it came from the page (see csrfOk).
-import { randomBytes } from 'node:crypto'
+// HttpOnly, SameSite=Strict cookie, and a second random value, the session's page token, in the answer to
+// that very post, which the page keeps in its origin's storage and sends as a header on every /v1 request.
+// The cookie alone authenticates nothing on /v1: a cookie is sent to every port of its host, so any other
+// service on the same host (another program's web server, a sandbox's with the host network) receives it,
+// and replayed from there it was an admin session. The page token is never in a cookie, a URL or a page
+// served by GET: only a page of this origin can read it, and only the sign-in's own answer gives it.
+// Sessions live in this process's memory only (a restart logs everyone out): each maps to the key's token,
+// so every request authenticates the key again and a revoked key ends its sessions at their next request
+// (and its event streams at their next heartbeat).
+import { randomBytes, timingSafeEqual } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import { type Context, Hono, type MiddlewareHandler } from 'hono'
 import { bodyLimit } from 'hono/body-limit'
@@ -16,8 +20,13 @@ import { deleteCookie, getCookie, setCookie } from 'hono/cookie'
 import type { KeyRecord, Service } from '../types.js'
 
 export const SESSION_COOKIE = 'cordon_session'
-/** The header the page sets on its state-changing requests (a cross-site form or fetch cannot set it). */
-export const CSRF_HEADER = 'x-cordon-csrf'
+/**
+ * The cookie's name over TLS: a `__Host-` cookie is Secure, host-only and `Path=/`, so neither a plain-http
+ * page of the host nor a sibling domain can set one in its place.
+ */
+export const SECURE_SESSION_COOKIE = '__Host-cordon_session'
+/** The header the page sends its session's page token in, with the cookie, on every /v1 request. */
+export const SESSION_HEADER = 'x-cordon-session'
 export const DEFAULT_SESSION_TTL_MS = 12 * 60 * 60 * 1000
 /** Sessions held at once; past it the expired go, then the oldest (each needed a valid key to make). */
 const MAX_SESSIONS = 10_000
@@ -31,17 +40,20 @@ interface Session {
   token: string
   keyId: string
   expiresAt: number
+  pageToken: string
 }
 
 export interface SessionOf {
   id: string
   key: KeyRecord
   token: string
+  /** What the page sends in SESSION_HEADER: given once, in the sign-in's answer. */
+  pageToken: string
 }
 
 export interface Sessions {
-  /** A new session for a key's token: its id, for the cookie. */
-  create(token: string, key: KeyRecord): string
+  /** A new session for a key's token: its id (for the cookie) and its page token (for the page). */
+  create(token: string, key: KeyRecord): { id: string; pageToken: string }
   /** The key and token of a live session whose key is still valid; null otherwise (and it is forgotten). */
   check(id: string): SessionOf | null
   delete(id: string): void
@@ -75,11 +87,12 @@ export function createSessions(
         // Still full of live sessions (of more than 150 keys): the oldest goes.
         if (sessions.size >= MAX_SESSIONS) forget(sessions.keys().next().value as string)
       }
-      sessions.set(id, { token, keyId: key.id, expiresAt: now() + ttlMs })
+      const pageToken = randomBytes(32).toString('base64url')
+      sessions.set(id, { token, keyId: key.id, expiresAt: now() + ttlMs, pageToken })
       const set = byKey.get(key.id) ?? new Set<string>()
       set.add(id)
       byKey.set(key.id, set)
-      return id
+      return { id, pageToken }
     },
     check(id) {
       const session = sessions.get(id)
@@ -89,7 +102,7 @@ export function createSessions(
         forget(id)
         return null
       }
-      return { id, key, token: session.token }
+      return { id, key, token: session.token, pageToken: session.pageToken }
     },
     delete(id) {
       forget(id)
@@ -100,14 +113,33 @@ export function createSessions(
   }
 }
 
-/** The session a request's cookie names, when it is live and its key valid. */
+/**
+ * Whether the request came over TLS (or through a proxy that says it did). It only picks the cookie's
+ * name: a client that claims https over plain http gets nothing but a cookie a browser would not send it.
+ */
+function overTls(c: Context): boolean {
+  if (new URL(c.req.url).protocol === 'https:') return true
+  return c.req.header('x-forwarded-proto')?.split(',')[0]?.trim().toLowerCase() === 'https'
+}
+
+/** The session cookie's name for this request: `__Host-` over TLS. */
+const cookieName = (c: Context) => (overTls(c) ? SECURE_SESSION_COOKIE : SESSION_COOKIE)
+
+/** The session a request's cookie names, when it is live and its key valid (the page token unchecked). */
 export function sessionOf(c: Context, sessions: Sessions): SessionOf | null {
-  const id = getCookie(c, SESSION_COOKIE)
+  const id = getCookie(c, cookieName(c))
   return id ? sessions.check(id) : null
 }
 
+/** The request carries the session's page token (compared in constant time). */
+export function pageTokenOk(c: Context, session: SessionOf): boolean {
+  const sent = Buffer.from(c.req.header(SESSION_HEADER) ?? '')
+  const want = Buffer.from(session.pageToken)
+  return sent.length === want.length && timingSafeEqual(sent, want)
+}
+
 /** The request's Origin (when sent) names this very host. */
-function sameOrigin(c: Context): boolean {
+export function sameOrigin(c: Context): boolean {
   return originMatchesHost(c.req.header('origin'), c.req.header('host') ?? new URL(c.req.url).host)
 }
 
@@ -122,17 +154,6 @@ export function originMatchesHost(origin: string | undefined, host: string): boo
   } catch {
     return false
   }
-}
-
-/**
- * A cookie-authenticated request that changes state came from the dashboard: its Origin, when the browser
- * sends one, is this server's, and it carries the page's custom header or a same-origin Origin. A cross-site
- * form can set neither; a cross-site fetch cannot add the header without a CORS preflight, which this server
- * never grants. (SameSite=Strict already keeps the cookie off cross-site requests; this is the second lock.)
- */
-export function csrfOk(c: Context): boolean {
-  if (!sameOrigin(c)) return false
-  return c.req.header(CSRF_HEADER) !== undefined || c.req.header('origin') !== undefined
 }
 
 const SECURITY_HEADERS: Record<string, string> = {
@@ -153,7 +174,7 @@ const TYPES: Record<string, string> = {
   css: 'text/css; charset=utf-8',
   svg: 'image/svg+xml',
 }
-const ASSETS = ['style.css', 'common.js', 'runs.js', 'run.js', 'icon.svg']
+const ASSETS = ['style.css', 'common.js', 'login.js', 'runs.js', 'run.js', 'icon.svg']
 const PAGES = ['login.html', 'runs.html', 'run.html']
 
 /** The dashboard's files, read once (they are small); a missing file fails at start-up, not per request. */
@@ -203,8 +224,8 @@ export function uiRoutes(
     return c.body(html, status, { 'Content-Type': TYPES.html as string, 'Cache-Control': 'no-store' })
   }
   const toLogin = (c: Context, next: string) => {
-    const expired = getCookie(c, SESSION_COOKIE) !== undefined
-    if (expired) deleteCookie(c, SESSION_COOKIE, { path: '/' })
+    const expired = getCookie(c, cookieName(c)) !== undefined
+    if (expired) deleteCookie(c, cookieName(c), { path: '/', secure: overTls(c) })
     return c.redirect(`/ui/login?next=${encodeURIComponent(next)}${expired ? '&m=expired' : ''}`, 303)
   }
 
@@ -226,30 +247,41 @@ export function uiRoutes(
   }
 
   const small = bodyLimit({ maxSize: 16 * 1024, onError: (c) => c.text('too large', 413) })
+  // The sign-in page's script posts the form and asks for JSON: the answer carries the page token, which
+  // the page keeps (localStorage, this origin's only). A plain form post (no script) gets the cookie and
+  // the redirect, and no page token: the dashboard then sends it back here.
   app.post('/ui/session', small, async (c) => {
     if (!sameOrigin(c)) return c.text('cross-origin sign-in refused', 403)
     const form = await c.req.parseBody()
     const token = typeof form.key === 'string' ? form.key.trim() : ''
     const next = typeof form.next === 'string' ? form.next : '/ui'
     const key = token ? service.authenticate(token) : null
-    if (!key) return loginPage(c, 'bad', next, 401)
-    const old = getCookie(c, SESSION_COOKIE)
+    const json = (c.req.header('accept') ?? '').includes('application/json')
+    if (!key) {
+      if (json) return c.json({ error: { code: 'unauthorized', message: LOGIN_MESSAGES.bad } }, 401)
+      return loginPage(c, 'bad', next, 401)
+    }
+    const name = cookieName(c)
+    const old = getCookie(c, name)
     if (old) sessions.delete(old)
-    const secure = new URL(c.req.url).protocol === 'https:' || c.req.header('x-forwarded-proto') === 'https'
-    setCookie(c, SESSION_COOKIE, sessions.create(token, key), {
+    const made = sessions.create(token, key)
+    setCookie(c, name, made.id, {
       httpOnly: true,
       sameSite: 'Strict',
       path: '/',
-      secure,
+      secure: overTls(c),
       maxAge: Math.floor(ttlMs / 1000),
     })
+    c.header('Cache-Control', 'no-store')
+    if (json) return c.json({ token: made.pageToken, next: safeNext(next) })
     return c.redirect(safeNext(next), 303)
   })
   app.post('/ui/logout', small, (c) => {
     if (!sameOrigin(c)) return c.text('cross-origin sign-out refused', 403)
-    const id = getCookie(c, SESSION_COOKIE)
+    const name = cookieName(c)
+    const id = getCookie(c, name)
     if (id) sessions.delete(id)
-    deleteCookie(c, SESSION_COOKIE, { path: '/' })
+    deleteCookie(c, name, { path: '/', secure: overTls(c) })
     return c.redirect('/ui/login?m=out', 303)
   })
   return app

@@ -1,8 +1,31 @@
-// What both pages share: the API over the session cookie, words for a result, and the ANSI reader.
-// Program output is only ever put in the page as text (textContent, text nodes), never as markup.
+// What the pages share: the API over the session (its cookie, and its page token in a header), its event
+// streams, words for a result, and the ANSI reader. Program output is only ever put in the page as text
+// (textContent, text nodes), never as markup.
 
-/** The page's own header: a cross-site form or fetch cannot set it (the server's CSRF check). */
-const CSRF = { 'x-cordon-csrf': '1' }
+/**
+ * Where the session's page token is kept: this origin's storage, which a page of any other origin (another
+ * port of this host included) cannot read. The cookie alone authenticates nothing on /v1: it reaches every
+ * port of the host.
+ */
+const TOKEN = 'cordon.session'
+
+export function keepSessionToken(token) {
+  localStorage.setItem(TOKEN, token)
+}
+
+/** The headers every /v1 request of the page sends. */
+function sessionHeaders() {
+  return { 'x-cordon-session': localStorage.getItem(TOKEN) ?? '' }
+}
+
+function toSignIn() {
+  location.assign(`/ui/login?m=expired&next=${encodeURIComponent(location.pathname)}`)
+}
+
+// Signing out forgets the page token too. (Not in a page, as when a test loads this module: nothing.)
+if (typeof document !== 'undefined')
+  for (const form of document.querySelectorAll('form[action="/ui/logout"]'))
+    form.addEventListener('submit', () => localStorage.removeItem(TOKEN))
 
 export class ApiError extends Error {
   constructor(status, code, message) {
@@ -12,18 +35,19 @@ export class ApiError extends Error {
   }
 }
 
-/** A /v1 call with the session cookie; a 401 sends the browser to sign in again. */
-export async function api(path, { method = 'GET', body } = {}) {
-  const headers = { ...CSRF }
-  if (body !== undefined) headers['content-type'] = 'application/json'
+/** A /v1 request of the session; a 401 sends the browser to sign in again. */
+async function request(path, { method = 'GET', body, headers = {}, signal } = {}) {
+  const all = { ...sessionHeaders(), ...headers }
+  if (body !== undefined) all['content-type'] = 'application/json'
   const res = await fetch(path, {
     method,
-    headers,
+    headers: all,
     credentials: 'same-origin',
+    ...(signal ? { signal } : {}),
     ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
   })
   if (res.status === 401) {
-    location.assign(`/ui/login?m=expired&next=${encodeURIComponent(location.pathname)}`)
+    toSignIn()
     throw new ApiError(401, 'unauthorized', 'signed out')
   }
   if (!res.ok) {
@@ -38,7 +62,105 @@ export async function api(path, { method = 'GET', body } = {}) {
     }
     throw new ApiError(res.status, code, message)
   }
+  return res
+}
+
+/** A /v1 call: its JSON answer (null for 204). */
+export async function api(path, init = {}) {
+  const res = await request(path, init)
   return res.status === 204 ? null : res.json()
+}
+
+/** Saves what a /v1 GET answers as a file (a link could not send the page token). */
+export async function download(path, name) {
+  const blob = await (await request(path)).blob()
+  const url = URL.createObjectURL(blob)
+  const a = el('a', null, { href: url, download: name })
+  document.body.append(a)
+  a.click()
+  a.remove()
+  setTimeout(() => URL.revokeObjectURL(url), 60_000)
+}
+
+/**
+ * Follows a run's event stream (Server-Sent Events over fetch, which sends the page token; an EventSource
+ * cannot send a header): `on(type, data, id)` for each event, `state('live' | 'reconnecting' | 'closed')`.
+ * A dropped connection is reopened after a pause with Last-Event-ID, so each event comes once; the stream
+ * is done after `end` or `interrupted`. Returns a function that stops it.
+ */
+export function followEvents(path, { on, state }) {
+  const stop = new AbortController()
+  let last = null
+  let done = false
+  const run = async () => {
+    let pause = 500
+    while (!done && !stop.signal.aborted) {
+      try {
+        const res = await request(path, {
+          headers: { accept: 'text/event-stream', ...(last !== null ? { 'last-event-id': last } : {}) },
+          signal: stop.signal,
+        })
+        state('live')
+        pause = 500
+        for await (const event of sseEvents(res.body)) {
+          if (event.id !== null) last = event.id
+          if (event.type === 'end' || event.type === 'interrupted') done = true
+          on(event.type, JSON.parse(event.data), event.id)
+        }
+        if (done) break
+      } catch (error) {
+        // A refusal (a revoked key, a run deleted) ends it; a dropped connection is retried.
+        if (stop.signal.aborted || (error instanceof ApiError && error.status < 500 && error.status !== 429))
+          break
+      }
+      state('reconnecting')
+      await new Promise((resolve) => setTimeout(resolve, pause))
+      pause = Math.min(pause * 2, 5000)
+    }
+    state('closed')
+  }
+  run()
+  return () => stop.abort()
+}
+
+/** The events of an SSE body: `{ id, type, data }`, comments skipped (the WHATWG rules, LF or CRLF). */
+async function* sseEvents(body) {
+  const reader = body.pipeThrough(new TextDecoderStream()).getReader()
+  let buffer = ''
+  let id = null
+  let type = ''
+  let data = []
+  let yielded = performance.now()
+  for (;;) {
+    // Output pouring in arrives faster than it is read: hand the thread back now and then, so the page
+    // draws between chunks (an EventSource parses off the page's own work; this reader does not).
+    if (performance.now() - yielded > 8) {
+      await new Promise((resolve) => setTimeout(resolve, 0))
+      yielded = performance.now()
+    }
+    const { done, value } = await reader.read()
+    if (done) return
+    buffer += value
+    let at = buffer.search(/\r?\n|\r/)
+    // A CR at the very end may be the first half of a CRLF: wait for what follows it.
+    while (at >= 0 && !(at === buffer.length - 1 && buffer[at] === '\r')) {
+      const line = buffer.slice(0, at)
+      buffer = buffer.slice(at + (buffer[at] === '\r' && buffer[at + 1] === '\n' ? 2 : 1))
+      if (line === '') {
+        if (data.length > 0) yield { id, type: type || 'message', data: data.join('\n') }
+        type = ''
+        data = []
+      } else if (!line.startsWith(':')) {
+        const colon = line.indexOf(':')
+        const field = colon < 0 ? line : line.slice(0, colon)
+        const value = colon < 0 ? '' : line.slice(colon + 1).replace(/^ /, '')
+        if (field === 'id') id = value
+        else if (field === 'event') type = value
+        else if (field === 'data') data.push(value)
+      }
+      at = buffer.search(/\r?\n|\r/)
+    }
+  }
 }
 
 /** The verdict in words: `timeout: wall time exceeded 2s`, `nonzero-exit: exit code 3`, `ok`. */

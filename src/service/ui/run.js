@@ -1,12 +1,15 @@
 // One run's page: its state and verdict, its figures, and its output tailed live from the event stream
-// (the browser's EventSource, which resumes by itself with Last-Event-ID after a dropped connection).
+// (followEvents: fetch with the session's page token, resuming with Last-Event-ID after a dropped
+// connection, as an EventSource would, which cannot send the token).
 // Output is appended as text nodes, in batches once per frame, and only the last CAP characters are kept
 // in the page, so a program printing megabytes (or one 10 MB line) leaves the page responsive.
 import {
   ApiError,
   ansiReader,
   api,
+  download,
   el,
+  followEvents,
   formatBytes,
   formatMs,
   formatTime,
@@ -31,7 +34,15 @@ const errorBox = $('error')
 
 $('run-id').textContent = id
 document.title = `Run ${id} · cordon`
-$('full').href = `/v1/runs/${encodeURIComponent(id)}/output?stream=output&limit=8388608`
+const full = `/v1/runs/${encodeURIComponent(id)}/output?stream=output&limit=8388608`
+$('full').href = full
+// A link cannot send the page token: the output is fetched, then saved.
+$('full').addEventListener('click', (event) => {
+  event.preventDefault()
+  download(full, `${id}-output.txt`).catch((error) => {
+    errorBox.textContent = error instanceof ApiError ? error.message : String(error)
+  })
+})
 
 let finished = false
 
@@ -224,53 +235,41 @@ cancel.addEventListener('click', async () => {
 
 function follow() {
   // Only the events holding the last CAP bytes: a finished run's megabytes are not replayed to be cut.
-  const source = new EventSource(`/v1/runs/${encodeURIComponent(id)}/events?tail=${CAP}`)
-  const data = (event) => JSON.parse(event.data)
-  source.addEventListener('open', () => {
-    conn.textContent = finished ? '' : 'Live'
-  })
-  source.addEventListener('error', () => {
-    if (finished) return
-    // CONNECTING: the browser retries by itself, from the last event (Last-Event-ID).
-    conn.textContent = source.readyState === EventSource.CLOSED ? 'Not connected' : 'Reconnecting…'
-    if (source.readyState === EventSource.CLOSED) refresh()
-  })
-  source.addEventListener('started', () => {
-    $('state').textContent = 'running'
-    cancel.disabled = false
-  })
   const seen = { stdout: false, stderr: false }
-  source.addEventListener('output', (event) => {
-    const d = data(event)
-    const stream = d.stream === 'stderr' ? 'stderr' : 'stdout'
-    // The tail began past the stream's start: the page shows only its end.
-    if (!seen[stream] && Number(d.offset) > 0) clipped()
-    seen[stream] = true
-    append(stream, String(d.data))
+  const stop = followEvents(`/v1/runs/${encodeURIComponent(id)}/events?tail=${CAP}`, {
+    state(s) {
+      if (finished) return
+      conn.textContent = s === 'live' ? 'Live' : s === 'reconnecting' ? 'Reconnecting…' : 'Not connected'
+      if (s === 'closed') refresh()
+    },
+    on(type, d) {
+      if (type === 'started') {
+        $('state').textContent = 'running'
+        cancel.disabled = false
+      } else if (type === 'output') {
+        const stream = d.stream === 'stderr' ? 'stderr' : 'stdout'
+        // The tail began past the stream's start: the page shows only its end.
+        if (!seen[stream] && Number(d.offset) > 0) clipped()
+        seen[stream] = true
+        append(stream, String(d.data))
+      } else if (type === 'log') {
+        const { seq, at, ...entry } = d
+        $('logs').tBodies[0].append(logRow(entry))
+      } else if (type === 'network' && !connectionsWhole) {
+        const { seq, at, ...rest } = d
+        $('network').tBodies[0].append(netRow(rest))
+        connections.push(rest)
+        showConnections()
+      } else if (type === 'end' || type === 'interrupted') {
+        finished = true
+        stop()
+        conn.textContent = ''
+        // The verdict at once; then the run view, which has the whole result.
+        if (d.result) showRun({ ...current, state: 'finished', result: d.result, finishedAt: d.at })
+        refresh()
+      }
+    },
   })
-  source.addEventListener('log', (event) => {
-    const { seq, at, ...entry } = data(event)
-    $('logs').tBodies[0].append(logRow(entry))
-  })
-  source.addEventListener('network', (event) => {
-    if (connectionsWhole) return
-    const { seq, at, ...rest } = data(event)
-    $('network').tBodies[0].append(netRow(rest))
-    connections.push(rest)
-    showConnections()
-  })
-  const end = (event) => {
-    finished = true
-    // The server closes the stream after the end; an open EventSource would reconnect to it.
-    source.close()
-    conn.textContent = ''
-    const d = data(event)
-    // The verdict at once; then the run view, which has the whole result.
-    if (d.result) showRun({ ...current, state: 'finished', result: d.result, finishedAt: d.at })
-    refresh()
-  }
-  source.addEventListener('end', end)
-  source.addEventListener('interrupted', end)
 }
 
 let current = { id, state: '', metadata: {} }
