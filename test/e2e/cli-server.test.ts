@@ -27,8 +27,19 @@ describe('cordon run --server', { timeout: 180_000 }, () => {
     const served = await startServe(tempDir('cordon-cli-server-'))
     server = served.child
     url = served.url
-    key = served.adminKey as string
-    assert.ok(key, served.stdout())
+    assert.ok(served.adminKey, served.stdout())
+    // A key granted the network by name: one without a network ceiling gets none.
+    const made = await fetch(`${url}/v1/keys`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${served.adminKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({
+        name: 'cli',
+        scopes: ['runs:write', 'runs:read'],
+        ceilings: { network: 'host' },
+      }),
+    })
+    assert.equal(made.status, 201, await made.clone().text())
+    key = ((await made.json()) as { key: string }).key
   })
   after(async () => {
     const exited = new Promise((resolve) => server.on('exit', resolve))

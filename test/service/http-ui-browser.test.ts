@@ -31,10 +31,10 @@ describe('the dashboard in a browser', { skip, timeout: 120_000 }, () => {
   let page: Page
   let profile: string
 
-  const api = async (route: string, init: { method?: string; body?: unknown } = {}) => {
+  const api = async (route: string, init: { method?: string; body?: unknown; key?: string } = {}) => {
     const res = await fetch(`${served.url}${route}`, {
       method: init.method ?? 'GET',
-      headers: { authorization: `Bearer ${served.adminKey}` },
+      headers: { authorization: `Bearer ${init.key ?? served.adminKey}` },
       ...(init.body !== undefined ? { body: JSON.stringify(init.body) } : {}),
     })
     assert.ok(res.ok, `${route}: ${res.status} ${await res.clone().text()}`)
@@ -167,8 +167,14 @@ describe('the dashboard in a browser', { skip, timeout: 120_000 }, () => {
   })
 
   it('says beside the verdict which connections the network policy refused, and which allowed one failed', async () => {
+    // A key granted the network by name (the admin key has none); the admin's page shows its run.
+    const { key } = await api('/v1/keys', {
+      method: 'POST',
+      body: { name: 'net', scopes: ['runs:write', 'runs:read'], ceilings: { network: 'host' } },
+    })
     const run = await api('/v1/runs', {
       method: 'POST',
+      key: key as string,
       body: {
         cmd: [
           'sh',

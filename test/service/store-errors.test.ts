@@ -37,7 +37,7 @@ async function setup(options: Partial<Parameters<typeof createService>[0]> = {})
   const { key: token } = service.createKey(admin, {
     name: 'user',
     scopes: ['runs:write', 'runs:read'],
-    ceilings: {},
+    ceilings: { network: 'host' },
   })
   const key = service.authenticate(token) as KeyRecord
   const db = (service.store as SqliteStore).db
