@@ -62,7 +62,7 @@ export function launch(
     // An option error quotes the value at fault, which may be a secret.
     throw redactThrown(error, redactionForInput(options))
   }
-  policy.spawner?.assertOpen()
+  if (policy.spawner) policy.spawner.assertOpen()
   const redaction = redactionFor(policy)
   // An allowlist gets this run's own proxies; they live exactly as long as the run.
   const proxy = typeof policy.network === 'object' ? new NetworkProxy(policy.network) : null

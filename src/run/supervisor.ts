@@ -9,7 +9,8 @@ import type { NetworkProxy } from '../net/proxy.js'
 import { type LaunchPlan, releasePlan } from '../plan/plan.js'
 import type { RunResult } from '../policy/result.js'
 import type { OutputChunk, OutputData, Policy } from '../policy/schema.js'
-import { SpawnedProcess } from '../spawner/spawner.js'
+import { spawnerForRun } from '../spawner/default.js'
+import { SpawnedProcess, SpawnerError } from '../spawner/spawner.js'
 import { type Child, extraFds, feedStdin, spawnerStdio, stdioFor } from './fds.js'
 import type { RunHandle } from './handle.js'
 import {
@@ -184,18 +185,29 @@ function callbackGuard(onThrow: () => void) {
 }
 
 /**
- * Spawn the plan's launcher: through the policy's spawner, else by forking this process (detached: its own
- * session and process group, away from the host's terminal). What cannot start at all (exec refuses the
- * environment's size, the spawner is gone) is a process that failed: 'error', then 'close', so the run
- * ends through the one path that gives everything back.
+ * Spawn the plan's launcher: through the policy's spawner, or the default one when it is open (unless the
+ * policy says `spawner: false`), else by forking this process (detached: its own session and process
+ * group, away from the host's terminal). What cannot start at all (exec refuses the environment's size, the
+ * policy's spawner is gone) is a process that failed: 'error', then 'close', so the run ends through the one
+ * path that gives everything back. The default spawner found gone at the request is not the run's failure:
+ * nothing was started, and the host forks instead.
  */
 function startChild(plan: LaunchPlan, policy: Policy, stdin: boolean): Child {
   const stdio = stdioFor(plan, stdin)
   const { file, args, cwd, env } = plan
+  const fork = () => spawn(file, args, { cwd, env, stdio, detached: true })
   try {
-    return policy.spawner
-      ? policy.spawner.spawn({ file, args, cwd, env, detached: true, stdio: spawnerStdio(stdio) })
-      : spawn(file, args, { cwd, env, stdio, detached: true })
+    if (policy.spawner) {
+      return policy.spawner.spawn({ file, args, cwd, env, detached: true, stdio: spawnerStdio(stdio) })
+    }
+    const shared = policy.spawner === false ? null : spawnerForRun()
+    if (!shared) return fork()
+    try {
+      return shared.spawn({ file, args, cwd, env, detached: true, stdio: spawnerStdio(stdio) })
+    } catch (error) {
+      if (!(error instanceof SpawnerError)) throw error
+      return fork()
+    }
   } catch (error) {
     return SpawnedProcess.couldNotStart(error as Error)
   } finally {

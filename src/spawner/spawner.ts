@@ -159,15 +159,27 @@ export class Spawner {
     this.unref()
   }
 
-  /** Start a spawner for this process. @internal openSpawner() is the public way. */
-  static async open(path = SPAWNER_PATH): Promise<Spawner> {
+  /**
+   * Start a spawner for this process. `background`: nobody waits for it (the default spawner), so it does
+   * not keep the host alive even while it opens. @internal openSpawner() is the public way.
+   */
+  static async open(path = SPAWNER_PATH, background = false): Promise<Spawner> {
     if (!existsSync(path)) {
       throw new SpawnerError(
         `the spawner is not built (${path}): apt-get install -y gcc musl-tools; npm run build`,
       )
     }
-    // Its own session: Ctrl-C at the host's terminal is the host's to handle, not a kill of every run.
-    const helper = spawn(path, [String(process.pid)], { stdio: ['ignore', 'pipe', 'pipe'], detached: true })
+    // Its own session: Ctrl-C at the host's terminal is the host's to handle, not a kill of every run. No
+    // environment: it gives each process the one it is asked to, and needs none of the host's itself.
+    const helper = spawn(path, [String(process.pid)], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      detached: true,
+      env: {},
+    })
+    if (background) {
+      helper.unref()
+      for (const pipe of [helper.stdout, helper.stderr]) (pipe as Socket).unref()
+    }
     // What it says on stderr before dying goes into the errors that report its death.
     const stderr = { tail: '' }
     helper.stderr!.setEncoding('utf8').on('data', (s: string) => {
@@ -294,6 +306,11 @@ export class Spawner {
     this.running.set(id, child)
     this.ref()
     return child
+  }
+
+  /** Whether new processes can be started (assertOpen would not throw). @internal */
+  get usable(): boolean {
+    return !this.closing && !this.gone && process.getuid?.() === this.uid
   }
 
   /** Throws unless new processes can be started. @internal */
