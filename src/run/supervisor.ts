@@ -7,6 +7,7 @@ import { livingByUid, signalFound } from '../host/procs.js'
 import { monotonicMs } from '../lazy.js'
 import type { NetworkProxy } from '../net/proxy.js'
 import { type LaunchPlan, releasePlan } from '../plan/plan.js'
+import type { Activation } from '../plan/warm.js'
 import type { RunResult } from '../policy/result.js'
 import type { OutputChunk, OutputData, Policy } from '../policy/schema.js'
 import { spawnerForRun } from '../spawner/default.js'
@@ -30,6 +31,7 @@ import type { Redaction } from './redact.js'
 import { watchRefusal } from './refusal.js'
 import { finishedResult } from './result.js'
 import { Stopper } from './stopper.js'
+import type { WarmMember } from './warm.js'
 
 /** How long the end waits for what is left of the sandbox (bwrap's init tearing down its namespace). */
 const REAP_MS = 5000
@@ -51,6 +53,8 @@ export interface Supervised {
   call: CallChannel | undefined
   proxy: NetworkProxy | null
   redaction: Redaction
+  /** A warm member taken for this run (see warm.ts): its sandbox, already made, runs the program. */
+  warm?: { member: WarmMember; activation: Activation }
 }
 
 export function supervise(run: Supervised): RunHandle<OutputData> {
@@ -58,8 +62,10 @@ export function supervise(run: Supervised): RunHandle<OutputData> {
   const keepStdinOpen = interactive && policy.stdin === undefined
   const { limits } = policy
   const { lease } = plan
-  // A uid inherited from a host that died mid-run may still have processes: clean slate first.
-  if (lease?.inherited) signalFound(livingByUid(lease.uid), 'SIGKILL', (now) => now.uid === lease.uid)
+  // A uid inherited from a host that died mid-run may still have processes: clean slate first (a warm
+  // member's was cleaned when it was made: what runs as it now is the member).
+  if (lease?.inherited && !run.warm)
+    signalFound(livingByUid(lease.uid), 'SIGKILL', (now) => now.uid === lease.uid)
 
   const stopper = new Stopper(limits, policy.signal)
   const callbacks = callbackGuard(() => stopper.stop('canceled', false))
@@ -77,9 +83,11 @@ export function supervise(run: Supervised): RunHandle<OutputData> {
   )
   const logs = new LogCollector(limits.maxLogBytes, redaction, callbacks.guard(policy.onLog))
   const started = monotonicMs()
-  const child = startChild(plan, policy, keepStdinOpen || policy.stdin !== undefined)
+  const stdinPiped = keepStdinOpen || policy.stdin !== undefined
+  const child = run.warm ? run.warm.member.child : startChild(plan, policy, stdinPiped)
   const fds = extraFds(child)
-  if (plan.seccomp) fds.seccomp?.end(plan.seccomp)
+  // A warm member's bwrap read its filter when it was made.
+  if (plan.seccomp && !run.warm) fds.seccomp?.end(plan.seccomp)
   if (proxy) fds.token?.end(proxy.token)
   fds.log?.on('data', (b: Buffer) => logs.push(b))
   const refused = watchRefusal(fds.refusal)
@@ -95,6 +103,8 @@ export function supervise(run: Supervised): RunHandle<OutputData> {
   child.stderr?.on('data', (b: Buffer) => out.push('stderr', b) || stopper.stop('output-limit', false))
   if (child.stdout && child.stderr) takeTurns([child.stdout, child.stderr])
   const releaseStdin = feedStdin(child, policy.stdin, keepStdinOpen)
+  // Everything is listening: the member may run the program now.
+  run.warm?.member.activate(run.warm.activation, stdinPiped ? 'pipe' : 'null')
 
   const result = new Promise<RunResult<OutputData>>((resolve, reject) => {
     let launchError: string | null = null
