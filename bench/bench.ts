@@ -26,6 +26,7 @@ import { listProcesses } from '../src/host/procs.js'
 import { findProgram } from '../src/host/programs.js'
 import { isSocket, recentHostSockets } from '../src/host/sockets.js'
 import {
+  createSandbox,
   defaultSpawner,
   type Isolation,
   probeCapabilities,
@@ -62,6 +63,8 @@ const LATENCY_WARMUP = scaled(20)
 const THROUGHPUT_RUNS = scaled(400)
 const THROUGHPUT_ROUNDS = quick ? 2 : 4
 const CONCURRENCY = 16
+/** A warm sandbox's members (createSandbox({ warm })). */
+const WARM_MEMBERS = 2
 const IDLE_RUNS = scaled(50)
 const IDLE_MS = 50
 const OUTPUT_BYTES = 256 * MiB
@@ -735,6 +738,61 @@ async function main(): Promise<void> {
     IDLE_MS,
   )
   rows.push(...latencyRows(`  runs ${IDLE_MS} ms apart:`, nsIdle!, nsRawIdle!))
+
+  // 1b. A sandbox's warm members (createSandbox({ warm })): the namespace tier made ahead of the run, so a
+  // run is its program's exec and its end. Held against a bare fork+exec of the same `true`; the same run
+  // cold alongside. Every warm run must have been given a member (a miss would be a cold run).
+  const warmBox = createSandbox({ ...nsOptions, warm: WARM_MEMBERS })
+  for (let i = 0; i < 1000 && warmBox.stats().warm!.ready < WARM_MEMBERS; i++) await sleep(10)
+  const warmRun = async () => {
+    const hits = warmBox.stats().warm!.hits
+    const result = await warmBox.run(trueCmd)
+    if (result.status !== 'ok') throw new Error(`warm run failed: ${result.status}`)
+    return warmBox.stats().warm!.hits - hits
+  }
+  let warmMisses = 0
+  const [nsWarm, warmBare, nsCold] = await interleavedLatency(
+    [
+      async () => {
+        warmMisses += 1 - (await warmRun())
+      },
+      () => spawnPiped('true', [], {}, 'collect'),
+      () => cordonRun(trueCmd, nsOptions),
+    ],
+    LATENCY_RUNS,
+    LATENCY_WARMUP,
+  )
+  for (const [q, target] of [
+    ['median', 1.5],
+    ['p90', 2.0],
+  ] as const) {
+    rows.push({
+      metric: `namespace \`true\`, warm member vs bare spawn ${q}`,
+      cordon: ms(nsWarm![q]),
+      baseline: ms(warmBare![q]),
+      ratio: nsWarm![q] / warmBare![q],
+      target: { op: '<=', value: target },
+    })
+  }
+  rows.push(...latencyRows('  same run cold vs bare spawn:', nsCold!, warmBare!).slice(0, 1))
+  rows.push({
+    metric: '  warm runs that found no member ready',
+    cordon: String(warmMisses),
+    baseline: String(LATENCY_RUNS + LATENCY_WARMUP),
+    ratio: warmMisses / (LATENCY_RUNS + LATENCY_WARMUP),
+  })
+  const [tputWarm, tputCold] = await interleavedThroughput(
+    [() => warmBox.run(trueCmd), () => cordonRun(trueCmd, nsOptions)],
+    THROUGHPUT_RUNS,
+  )
+  rows.push({
+    metric: `  warm runs/s @${CONCURRENCY} vs cold`,
+    cordon: perSec(tputWarm!),
+    baseline: perSec(tputCold!),
+    ratio: tputWarm! / tputCold!,
+    target: { op: '>=', value: 1.0 },
+  })
+  await warmBox.close()
 
   // 2. One `true` in the process tier against a bare spawn; the raw launcher (same argv) shows the floor.
   const procTasks = [

@@ -134,8 +134,10 @@ function launchWarm(
   const { plan } = prepared
   const fit = member.fits(plan)
   plan.pathFds.close()
-  if (fit !== true) {
-    source.giveBack(member, fit)
+  const stdin = (interactive && policy.stdin === undefined) || policy.stdin !== undefined
+  const record = fit === true ? member.record(plan.warm!.activation!, stdin ? 'pipe' : 'null') : null
+  if (fit !== true || !record) {
+    source.giveBack(member, fit === true ? 'other' : fit)
     return null
   }
   try {
@@ -145,7 +147,6 @@ function launchWarm(
     source.giveBack(member, 'stale')
     return null
   }
-  const activation = plan.warm!.activation!
   const handle = supervise({
     plan,
     policy,
@@ -154,7 +155,7 @@ function launchWarm(
     call: undefined,
     proxy: null,
     redaction,
-    warm: { member, activation },
+    warm: { member, record },
   })
   source.used(member, handle.result)
   return handle

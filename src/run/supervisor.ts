@@ -7,7 +7,6 @@ import { livingByUid, signalFound } from '../host/procs.js'
 import { monotonicMs } from '../lazy.js'
 import type { NetworkProxy } from '../net/proxy.js'
 import { type LaunchPlan, releasePlan } from '../plan/plan.js'
-import type { Activation } from '../plan/warm.js'
 import type { RunResult } from '../policy/result.js'
 import type { OutputChunk, OutputData, Policy } from '../policy/schema.js'
 import { spawnerForRun } from '../spawner/default.js'
@@ -54,7 +53,7 @@ export interface Supervised {
   proxy: NetworkProxy | null
   redaction: Redaction
   /** A warm member taken for this run (see warm.ts): its sandbox, already made, runs the program. */
-  warm?: { member: WarmMember; activation: Activation }
+  warm?: { member: WarmMember; record: Buffer }
 }
 
 export function supervise(run: Supervised): RunHandle<OutputData> {
@@ -104,7 +103,7 @@ export function supervise(run: Supervised): RunHandle<OutputData> {
   if (child.stdout && child.stderr) takeTurns([child.stdout, child.stderr])
   const releaseStdin = feedStdin(child, policy.stdin, keepStdinOpen)
   // Everything is listening: the member may run the program now.
-  run.warm?.member.activate(run.warm.activation, stdinPiped ? 'pipe' : 'null')
+  run.warm?.member.activate(run.warm.record)
 
   const result = new Promise<RunResult<OutputData>>((resolve, reject) => {
     let launchError: string | null = null

@@ -34,6 +34,8 @@ import { cgroupProcesses, namespaceProcesses, reap, type SandboxProcesses } from
 const READY_MS = 10_000
 /** How long destroying one waits for what is left of it. */
 const REAP_MS = 5000
+/** The largest activation record given to a member (native/await.c reads up to 8 MiB). */
+const MAX_RECORD_BYTES = 1024 * 1024
 
 /** Where a run may find a warm member (a Sandbox's pool). */
 export interface WarmSource {
@@ -91,6 +93,8 @@ export class WarmMember {
     const ready = child.stdio[WARM_FDS.ready] as Readable | null
     ready?.once('data', () => {
       clearTimeout(this.timer)
+      // One byte is all it ever says: nothing more is read from it.
+      ready.destroy()
       if (this.state !== 'creating') return
       // Its mounts were made on what the names were then: still the same now, or it is of no use.
       if (this.named.some((p, i) => identity(p) !== this.namedIds[i])) {
@@ -184,6 +188,15 @@ export class WarmMember {
   }
 
   /**
+   * The run's record, or null when it is larger than a member takes (MAX_RECORD_BYTES): such a run is cold,
+   * where exec refuses what exceeds its own limit as the run's error, as it always has.
+   */
+  record(activation: Activation, stdin: 'null' | 'pipe'): Buffer | null {
+    const record = activationRecord(activation, runUmask(this.plan), stdin)
+    return record.length <= MAX_RECORD_BYTES ? record : null
+  }
+
+  /**
    * Give this member to a run: write the run's cgroup limits and start its counters (CPU time and peak
    * memory from now), then hold the host open for it. Throws (the member is then of no use) when the
    * limits cannot be written (v1 refuses a memory limit below what is in use).
@@ -197,9 +210,8 @@ export class WarmMember {
     this.hold(true)
   }
 
-  /** Hand the run's record over: cordon-await executes the program on reading its end. */
-  activate(activation: Activation, stdin: 'null' | 'pipe'): void {
-    const record = activationRecord(activation, runUmask(this.plan), stdin)
+  /** Hand the run's record over (see `record`): cordon-await executes the program on reading its end. */
+  activate(record: Buffer): void {
     const pipe = this.child.stdio[WARM_FDS.activation] as Writable | null
     pipe?.on('error', () => {})
     pipe?.end(record)

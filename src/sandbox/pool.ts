@@ -128,6 +128,12 @@ export class WarmPool implements WarmSource {
 
   /** Start making one; false when none can be made now (the reason is in `cold`). */
   private makeOne(policy: Policy): boolean {
+    if (policy.spawner && !policy.spawner.usable) {
+      // Its runs throw SpawnerError; members forked from the host instead would be a surprise.
+      this.cold = "the sandbox's spawner is closed"
+      this.pausedUntil = Date.now() + PAUSE_MS
+      return false
+    }
     const spawner = policy.spawner === false ? null : (policy.spawner ?? spawnerForRun())
     let made: ReturnType<typeof WarmMember.create>
     try {

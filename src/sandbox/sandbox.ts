@@ -50,6 +50,30 @@ export class QuotaError extends CordonError {
   override readonly name = 'QuotaError'
 }
 
+/**
+ * Per-call options that leave a run's shape as the sandbox's (see plan/warm.ts): a run given only these may
+ * fit a warm member. Any other per-call option is a cold run without the cost of trying (the member's key
+ * would say so anyway; this only spares building the run's plan twice).
+ */
+const SHAPELESS = new Set([
+  'stdin',
+  'signal',
+  'onOutput',
+  'onLog',
+  'env',
+  'passEnv',
+  'limits',
+  'redact',
+  'allow',
+  'deny',
+  'clock',
+  'spawner',
+  'encoding',
+])
+const shapeless = (options: AnyRunOptions | undefined) =>
+  !options ||
+  (Object.keys(options).every((k) => SHAPELESS.has(k)) && options.limits?.tmpfsBytes === undefined)
+
 /** Per-call options over the sandbox's: objects (limits, env, cgroup, uidPool) merge, the rest replaces. */
 function merge(base: AnyRunOptions, over: AnyRunOptions): AnyRunOptions {
   const encoding = base.encoding ?? 'utf8'
@@ -107,8 +131,9 @@ export class Sandbox<D extends OutputData = string> {
   ) {
     const refund = this.admit()
     try {
-      const merged = merge(this.base, (options ?? {}) as AnyRunOptions)
-      return launch(command, merged, interactive, undefined, this.pool ?? undefined)
+      const over = (options ?? {}) as AnyRunOptions
+      const warm = this.pool && shapeless(over) ? this.pool : undefined
+      return launch(command, merge(this.base, over), interactive, undefined, warm)
     } catch (error) {
       refund()
       throw error

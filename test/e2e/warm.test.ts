@@ -186,8 +186,14 @@ describe('warm members', { skip: noNamespace }, () => {
     assert.equal(other.status, 'ok')
     const refused = await box.run(['no-such-program-anywhere'])
     assert.equal(refused.status, 'not-found')
+    // Another HOME is another /etc/passwd, which the member wrote when it was made: its key differs.
+    const home = await box.run(['sh', '-c', 'echo $HOME; grep ^sandbox: /etc/passwd | cut -d: -f6'], {
+      env: { HOME: '/var/empty-home' },
+    })
+    assert.equal(home.stdout, '/var/empty-home\n/var/empty-home\n')
     assert.equal(hits(box), 0)
     assert.equal(box.stats().warm!.ready, 1, 'still ready, untouched')
+    assert.ok(box.stats().warm!.misses >= 2, JSON.stringify(box.stats().warm))
     // A path bwrap looked up by name (the cwd) is another directory now: the member no longer fits.
     const base = worldWritableDir('cordon-warm-cwd-')
     const cwd = path.join(base, 'work')
