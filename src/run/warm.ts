@@ -158,7 +158,15 @@ export class WarmMember {
       const st = fstatSync(p.host)
       return `${p.child}:${st.dev}:${st.ino}`
     })
-    const child = startMember(plan, spawner)
+    let child: Child
+    try {
+      child = startMember(plan, spawner)
+    } catch (error) {
+      // Not started (the host is out of processes or fds): nothing of it to wait for.
+      void cgroup?.remove()
+      void releasePlan(plan)
+      return { cold: `could not start one: ${(error as Error).message}` }
+    }
     const member = new WarmMember(plan, child, cgroup, spawner, fdIds, namedIds, events)
     const seccomp = child.stdio[SECCOMP_FD] as Writable | null
     seccomp?.on('error', () => {})

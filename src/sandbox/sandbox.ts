@@ -32,7 +32,7 @@ export interface SandboxStats {
 }
 
 /** A sandbox that is collected unclosed takes its warm members with it. */
-const unclosed = new FinalizationRegistry<WarmPool>((pool) => void pool.close())
+const unclosed = new FinalizationRegistry<WarmPool>((pool) => void pool.close().catch(() => {}))
 
 /** `warm` as given: a number of members, or { members, idleMs }; throws PolicyError naming it. */
 function warmOptions(warm: SandboxOptions['warm']): { members: number; idleMs: number } | null {
