@@ -14,6 +14,12 @@ import { spawnerForRun } from '../spawner/default.js'
 export const MAX_MEMBERS = 64
 /** Members made at once: making them is CPU the runs share. */
 const MAKING_AT_ONCE = 2
+/**
+ * Members are made only after this long without a run that found none: while runs come faster than members
+ * are made, making them too would only take the CPU those runs need (a pool helps latency, not sustained
+ * throughput: a member moves a run's set-up ahead of it, it does not remove it).
+ */
+const QUIET_MS = 50
 /** After this many members in a row failed to become ready, making pauses for PAUSE_MS. */
 const FAILURES_IN_A_ROW = 3
 const PAUSE_MS = 10_000
@@ -46,6 +52,9 @@ export class WarmPool implements WarmSource {
   private readonly counts = { hits: 0, misses: 0, recycled: 0, failed: 0 }
   private cold: string | undefined
   private readonly sweep: NodeJS.Timeout
+  /** When a run last found no member; the fill that waits for the quiet after it. */
+  private lastMiss = 0
+  private afterQuiet: NodeJS.Timeout | undefined
 
   constructor(
     private readonly options: AnyRunOptions,
@@ -60,15 +69,22 @@ export class WarmPool implements WarmSource {
   take(): WarmMember | null {
     this.recycleIdle()
     const member = this.ready.shift() ?? null
-    if (!member) {
-      this.counts.misses++
-      setImmediate(() => this.fill())
-    }
+    if (!member) this.missed()
     return member
+  }
+
+  /** A run found no member: fill once runs stop finding none (see QUIET_MS). */
+  private missed(): void {
+    this.counts.misses++
+    this.lastMiss = Date.now()
+    clearTimeout(this.afterQuiet)
+    this.afterQuiet = setTimeout(() => this.fill(), QUIET_MS)
+    this.afterQuiet.unref()
   }
 
   giveBack(member: WarmMember, why: 'other' | 'stale'): void {
     if (why === 'other' && !this.closed && member.state === 'ready') {
+      // Another shape's run: not a sign that members run short.
       this.counts.misses++
       this.ready.unshift(member)
       return
@@ -82,7 +98,9 @@ export class WarmPool implements WarmSource {
     this.counts.hits++
     this.all.delete(member)
     // Made again once the run that used it has ended: making one meanwhile would slow that run.
-    const again = () => this.fill()
+    const again = () => {
+      if (Date.now() - this.lastMiss >= QUIET_MS) this.fill()
+    }
     ended.then(again, again)
   }
 
@@ -100,6 +118,7 @@ export class WarmPool implements WarmSource {
   async close(): Promise<void> {
     this.closed = true
     clearInterval(this.sweep)
+    clearTimeout(this.afterQuiet)
     this.ready.length = 0
     await Promise.all([...this.all].map((m) => m.destroy()))
     this.all.clear()
