@@ -7,9 +7,17 @@ import { mkdirSync, readdirSync, readFileSync, readlinkSync, renameSync, writeFi
 import path from 'node:path'
 import { after, describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
-import { createSandbox, defaultSpawner, run, type Sandbox, type SandboxOptions } from '../../src/index.js'
+import {
+  createSandbox,
+  defaultSpawner,
+  probeCapabilities,
+  run,
+  type Sandbox,
+  type SandboxOptions,
+} from '../../src/index.js'
 import { marker, noNamespace, notRoot, processesWith, waitFor, worldWritableDir } from '../helpers.js'
 
+const caps = probeCapabilities()
 const LIBRARY = fileURLToPath(new URL('../../dist/index.js', import.meta.url))
 const AWAITER = '/dev/.cordon-exec'
 
@@ -76,11 +84,21 @@ describe('warm members', { skip: noNamespace }, () => {
       assert.equal(r.stdout, 'out\n321\n')
       assert.equal(r.stderr, 'err\n')
     }
+    // What the program is called and the clock it sees, as cold: argv[0] the name found (sh is a link
+    // to dash here), libfaketime's variables reaching the program alone.
+    const clock = caps.faketime ? { clock: { start: '2001-02-03T04:05:06Z' } } : {}
+    const said = ['sh', '-c', 'echo $0; date -u +%Y; cat /proc/self/cmdline | tr "\\0" " "']
+    await waitFor(() => box.stats().warm!.ready === 1, 10_000)
+    const warmSaid = await box.run(said, clock)
+    assert.equal(hits(box), 2)
+    const coldSaid = await run(said, { isolation: 'namespace', ...clock })
+    assert.equal(warmSaid.stdout, coldSaid.stdout)
+    if (caps.faketime) assert.match(warmSaid.stdout, /\n2001\n/)
     // The member's own set-up (bwrap's mounts, the namespaces) is not the run's: at most what a cold run's is.
     await waitFor(() => box.stats().warm!.ready === 1, 10_000)
     const warmTrue = await box.run(['true'])
     const coldTrue = await run(['true'], { isolation: 'namespace' })
-    assert.equal(hits(box), 2)
+    assert.equal(hits(box), 3)
     if (coldTrue.cpuMs !== null) {
       assert.ok(warmTrue.cpuMs! <= coldTrue.cpuMs + 1, `cpuMs warm ${warmTrue.cpuMs} cold ${coldTrue.cpuMs}`)
       assert.ok(
