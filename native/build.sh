@@ -1,8 +1,9 @@
 #!/bin/sh
 # Builds cordon's native helpers. The programs are always static: cordon-launch (launch.c), which every
 # sandbox starts through, cordon-spawner (spawner.c), which starts them for a host that opened a
-# Spawner, and cordon-bridge (bridge.c), which a sandbox with a network allowlist runs first, on any root
-# filesystem, so it cannot depend on the tree's libc (the function runner's addon, built last, is the
+# Spawner, cordon-bridge (bridge.c), which a sandbox with a network allowlist runs first, on any root
+# filesystem, so it cannot depend on the tree's libc, and cordon-await (await.c), a warm member's last
+# step before its program, on any root filesystem too (the function runner's addon, built last, is the
 # exception). One exec
 # with no dynamic loader is the point, and the launcher starts as root with the sandbox's environment.
 # musl first: its static start-up touches about half the pages glibc's does, and every sandbox pays that
@@ -43,7 +44,8 @@ build() {
   mv "$1.tmp" "$1"
 }
 build cordon-launch launch.c "no sandbox runs" && build cordon-spawner spawner.c "openSpawner() is unavailable" &&
-  build cordon-bridge bridge.c "a network allowlist is refused"
+  build cordon-bridge bridge.c "a network allowlist is refused" &&
+  build cordon-await await.c "a sandbox's warm members are unavailable (its runs start cold)"
 # cordon-guard.node (guard.c) is the exception to "static or nothing": the function runner loads it into
 # node itself (process.dlopen), so it must be a shared object on node's own C library, the system's
 # compiler's. It runs in the sandbox's own runner, never as root nor before an exec, so no loader runs
@@ -54,5 +56,5 @@ else
   echo "cordon: cordon-guard.node is not built, so callFunction() refuses to call functions (apt-get install -y gcc libc6-dev, then npm run build)" >&2
 fi
 # Whatever the umask: the launcher is also the namespace tier's exec step, run as the sandbox's uid.
-chmod 755 cordon-launch cordon-spawner 2>/dev/null || true
+chmod 755 cordon-launch cordon-spawner cordon-await 2>/dev/null || true
 exit 0

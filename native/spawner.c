@@ -366,6 +366,8 @@ static int request(int req, int *hello_fds) {
     errno = EINVAL;
     fatal(fields[0]);
   }
+  /* A request holds a run's argv and environment (its secrets): nothing of it stays here once handled. */
+  explicit_bzero(buf, len);
   if (cap > BIG_REQUEST) {
     free(buf);
     free(fields);

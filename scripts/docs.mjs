@@ -50,7 +50,7 @@ const TYPE_NAMES = {
   network: '`"none"` \\| `"host"` \\| allowlist object (below; CLI `allow:HOST,...`)',
   stdin: 'string \\| Buffer \\| Readable',
   signal: 'AbortSignal',
-  spawner: '`Spawner` (from `openSpawner()`)',
+  spawner: '`Spawner` (from `openSpawner()`) or `false`',
   onLog: '(entry: LogEntry) => void',
   onOutput: '(chunk: OutputChunk) => void',
 }

@@ -16,6 +16,7 @@ export { callFunction } from './functions/lazy-call.js'
 // Reusable sandboxes and spawners: the classes are types only, made by their factory functions.
 export type { Sandbox, SandboxOptions, SandboxRunOptions, SandboxStats } from './sandbox/sandbox.js'
 export { createSandbox } from './sandbox/sandbox.js'
+export { defaultSpawner } from './spawner/default.js'
 export type { Spawner } from './spawner/spawner.js'
 export { openSpawner } from './spawner/spawner.js'
 

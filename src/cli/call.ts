@@ -70,6 +70,7 @@ export async function callCommand(target: string, values: Record<string, unknown
     callFunction(file, exportName, parseArgs(values.args), {
       ...policyInput(values),
       signal,
+      spawner: false,
       ...(json ? {} : { onOutput: (chunk: { data: string }) => print(process.stderr, chunk.data) }),
     }),
   )

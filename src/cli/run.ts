@@ -76,7 +76,8 @@ export async function runCommand(command: string[], values: Record<string, unkno
       RunResult<OutputData> | (EndResult & { network?: NetworkEvent[] }) | null
     >((signal) => {
       if (server !== null) return remoteRun(server, command, values, stdin, signal)
-      const options = { ...policyInput(values), ...(stdin ? { stdin } : {}), signal }
+      // One run, then the process exits: a helper opened for the runs after it would serve none.
+      const options = { ...policyInput(values), ...(stdin ? { stdin } : {}), signal, spawner: false as const }
       if (json) return run(command, options)
       // The program's bytes go through as they are (gzip's output must still gunzip): no decoding at all.
       return run(command, {

@@ -11,6 +11,8 @@ export const LAUNCHER_PATH = native('cordon-launch')
 export const BRIDGE_PATH = native('cordon-bridge')
 /** The spawner, a small process that forks sandboxes instead of the host (native/spawner.c). */
 export const SPAWNER_PATH = native('cordon-spawner')
+/** A warm member's last step: it waits for its run's activation record, then executes the program (native/await.c). */
+export const AWAITER_PATH = native('cordon-await')
 
 const abis = new Map<string, number>()
 

@@ -59,6 +59,8 @@ export interface PlanContext {
   pathFds: PathFds
   /** The directory holding this run's proxy sockets, with an allowlist. */
   netDir: string | undefined
+  /** A warm member's launch (see warm.ts): the program is cordon-await, waiting for its run. */
+  warm: boolean
 }
 
 /** The launcher's options that prepare() sets the same way for both tiers. */

@@ -7,6 +7,8 @@
 //   6 LOG_FD        the sandbox's log channel (CORDON_LOG_FD)          piped, host reads
 //   7 CALL_FDS      a called function's request (host writes) and
 //   8               reply (host reads)                                 piped
+//   7 WARM_FDS      or, in a warm member (never a call), its activation
+//   8               record (host writes) and its readiness (host reads)
 //   9 TOKEN_FD      the network bridge's token (allowlist)             piped, host writes
 //  10 IDENTITY_FDS  /etc/passwd and /etc/group for bwrap: memfds the
 //  11               launcher makes itself                              not piped
@@ -32,6 +34,12 @@ export const LOG_FD = 6
 /** A called function's request (in) and reply (out), kept off stdout so nothing printed can forge them. */
 export const CALL_FDS = { request: 7, reply: 8 } as const
 /**
+ * A warm member's own (native/await.c): the activation record the host writes, and the byte that says the
+ * member is ready. The numbers of a call's: a called function's run is never warm. cordon-await closes both
+ * before the program runs.
+ */
+export const WARM_FDS = { activation: 7, ready: 8 } as const
+/**
  * The fd on which the bridge reads the run's token (and closes it before anything else): never an argv,
  * a file or the environment, which other sandboxes of the same uid could read.
  */
@@ -48,13 +56,20 @@ export const FIRST_PATH_FD = 12
  * The fds beyond stdio a run pipes: bwrap's status and seccomp fds, the launcher's refusal pipe, the log
  * channel, a called function's two, and the network bridge's token.
  */
-export function pipedFds(tier: Isolation, seccomp: boolean, calling: boolean, proxied = false): number[] {
+export function pipedFds(
+  tier: Isolation,
+  seccomp: boolean,
+  calling: boolean,
+  proxied = false,
+  warm = false,
+): number[] {
   return [
     ...(tier === 'namespace' ? [STATUS_FD] : []),
     REFUSAL_FD,
     ...(tier === 'namespace' && seccomp ? [SECCOMP_FD] : []),
     LOG_FD,
     ...(calling ? [CALL_FDS.request, CALL_FDS.reply] : []),
+    ...(warm ? [WARM_FDS.activation, WARM_FDS.ready] : []),
     ...(proxied ? [TOKEN_FD] : []),
   ]
 }

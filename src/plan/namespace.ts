@@ -3,6 +3,7 @@
 // through the exec step, the clock's `env` and the network bridge when they are needed.
 import path from 'node:path'
 import { ownCgroupView } from '../host/cgroups.js'
+import { AWAITER_PATH } from '../host/native.js'
 import { isSocket, recentHostSockets } from '../host/sockets.js'
 import { HTTP_PROXY_PORT, SOCKS_PROXY_PORT } from '../net/proxy.js'
 import { defaultHide } from '../policy/schema.js'
@@ -39,8 +40,9 @@ const PROXY_ENV = {
 export function namespaceLaunch(ctx: PlanContext): TierLaunch {
   const { policy, env, lease, pathFds } = ctx
   const { cwd, writable, readable, rootfs } = ctx.named
-  const stepFile = execStepFile(ctx)
-  const program = programArgv(ctx, stepFile)
+  // A warm member runs cordon-await, bound where the exec step would be: the program comes with its run.
+  const stepFile = ctx.warm ? awaiterFile(ctx) : execStepFile(ctx)
+  const program = ctx.warm ? [EXEC_INSIDE] : programArgv(ctx, stepFile)
   if (ctx.proxied) Object.assign(env, PROXY_ENV)
   // The judged paths the launcher stages (see stageFds below), decided once: the cover of STAGE_DIR
   // in the sandbox and the staging itself must not rest on two lookups a chmod could fall between.
@@ -131,6 +133,13 @@ function execStepFile(ctx: PlanContext): string | null {
   const stepFile = resolvePath('command', ctx.caps.launcher!)
   ctx.pathFds.open('command', stepFile)
   return stepFile
+}
+
+/** A warm member's cordon-await, judged and bound by fd like the exec step. */
+function awaiterFile(ctx: PlanContext): string {
+  const file = resolvePath('command', AWAITER_PATH)
+  ctx.pathFds.open('command', file)
+  return file
 }
 
 /** What bwrap runs: [exec step] [env CLOCK…] [bridge] program args. */

@@ -33,6 +33,7 @@ import {
 import { processLaunch } from './process.js'
 import { rlimitArgs } from './rlimits.js'
 import { HOST_IPC_CALLS, seccompProgram, socketFamilies } from './seccomp.js'
+import { coldReason, type WarmPlan, type WarmRequest, warmKey } from './warm.js'
 
 export interface LaunchPlan {
   tier: Isolation
@@ -62,11 +63,15 @@ export interface LaunchPlan {
   pathFds: PathFds
   /** One pipe as both stdout and stderr (the launcher makes fd 2 a copy of fd 1); cordon pipes no stderr. */
   mergeOutput: boolean
+  /** Built with `warm`: a member's launch (program: cordon-await), its key and the run's record. */
+  warm: WarmPlan | null
 }
 
 export type Prepared =
   | { kind: 'launch'; plan: LaunchPlan }
   | { kind: 'refused'; tier: Isolation; violation: Violation }
+/** With `warm`, also: this run cannot have a warm member (prepare it without). */
+export type PreparedWarm = Prepared | { kind: 'cold'; reason: string }
 
 /**
  * Give back what a run took (its uid, its fds, its private TMPDIR) once it is over or called off. The TMPDIR: one
@@ -89,6 +94,9 @@ export async function releasePlan(plan: LaunchPlan): Promise<void> {
  * `visible`: given only for a called function: paths that must be readable in the sandbox besides the cwd
  * (its module); the run then also pipes the function's request and reply.
  * `netDir`: the directory holding this run's proxy sockets, when the network is an allowlist.
+ * `warm`: the plan of a warm member (see warm.ts): a new one's (`seed` null, and no command: nothing is
+ * judged of a program), or this run's as if it were the member `seed`'s (its uid and cgroup); 'cold' when
+ * this run can have none.
  */
 export function prepare(
   command: readonly string[],
@@ -96,31 +104,54 @@ export function prepare(
   caps: Capabilities,
   visible?: readonly string[],
   netDir?: string,
-): Prepared {
+): Prepared
+export function prepare(
+  command: readonly string[] | null,
+  policy: Policy,
+  caps: Capabilities,
+  visible: undefined,
+  netDir: undefined,
+  warm: WarmRequest,
+): PreparedWarm
+export function prepare(
+  command: readonly string[] | null,
+  policy: Policy,
+  caps: Capabilities,
+  visible?: readonly string[],
+  netDir?: string,
+  warm?: WarmRequest,
+): PreparedWarm {
   const env = sandboxEnv(policy)
   const named = resolveNamed(policy)
   const lookup = commandLookup(policy, env, named)
 
   const { tier, missing } = chooseTier(policy, caps)
-  const refuse = (violation: Violation): Prepared => ({ kind: 'refused', tier, violation })
+  const refuse = (violation: Violation): PreparedWarm => ({ kind: 'refused', tier, violation })
   if (missing) {
     return refuse({ kind: 'error', limit: 'isolation', message: `${tier} tier unavailable: ${missing}` })
   }
   const unmet = unmetNeed(policy, caps, tier, named)
   if (unmet) return refuse(unmet)
+  const cold = warm && coldReason(tier, visible !== undefined, allowlisted(policy))
+  if (cold) return { kind: 'cold', reason: cold }
   const clock = clockFor(policy, caps, env)
   const { searchPath, allow, deny, root } = lookup
-  const check = checkCommand(command[0]!, searchPath, named.cwd, allow, deny, root)
+  const check =
+    command === null
+      ? ({ ok: true, program: '', real: '' } as const)
+      : checkCommand(command[0]!, searchPath, named.cwd, allow, deny, root)
   if (!check.ok) return refuse({ kind: check.kind, limit: check.limit, message: check.message })
-  const lease = leaseUid(policy, caps)
+  // A member's uid is the member's: never claimed here, never given back by a plan that failed.
+  const lease = warm?.seed ? warm.seed.lease : leaseUid(policy, caps)
   if (lease === 'exhausted') return refuse(poolExhausted(policy))
 
   const pathFds = new PathFds()
   try {
     const { shown, bridge } = judgePaths(policy, caps, tier, named, visible, lease, pathFds)
-    const { cgroup, rlimits } = cgroupAndRlimits(policy, caps, tier, lease)
+    const cgroupName = warm?.seed ? warm.seed.cgroupName : sandboxCgroupName()
+    const { cgroup, rlimits } = cgroupAndRlimits(policy, caps, tier, lease, cgroupName)
     const ctx: PlanContext = {
-      command,
+      command: command ?? [],
       policy,
       caps,
       env,
@@ -134,15 +165,42 @@ export function prepare(
       pathFds,
       netDir,
       proxied: allowlisted(policy),
+      warm: warm !== undefined,
       ...filterFor(policy, caps, tier, lease, cgroup),
     }
     const own = tier === 'namespace' ? namespaceLaunch(ctx) : processLaunch(ctx)
-    return { kind: 'launch', plan: launchPlan(tier, ctx, own, rlimits, visible !== undefined) }
+    const plan = launchPlan(tier, ctx, own, rlimits, visible !== undefined)
+    if (warm) plan.warm = warmPlan(plan, ctx, rlimits, command === null ? null : check, cgroupName)
+    return { kind: 'launch', plan }
   } catch (error) {
-    lease?.release()
+    if (!warm?.seed) lease?.release()
     pathFds.close()
     throw error
   }
+}
+
+/**
+ * A plan built with `warm`: its key, and the run's activation record: the program at its judged real path
+ * (argv[0] the name found, when they differ, as the exec step gives it) and its environment, the clock's
+ * variables in it (cordon-await is static: they reach the program alone, as `env` gives them cold), and
+ * PWD as bwrap sets it.
+ */
+function warmPlan(
+  plan: LaunchPlan,
+  ctx: PlanContext,
+  rlimits: string[],
+  check: { program: string; real: string } | null,
+  cgroupName: string | null,
+): WarmPlan {
+  const key = warmKey(plan.file, plan.args, plan.seccomp, ctx.policy.uidPool)
+  const activation = check && {
+    file: check.real,
+    argv: [check.real === check.program ? check.real : check.program, ...ctx.command.slice(1)],
+    // bwrap sets PWD to the directory it enters, over the policy's: cold, the program gets it so.
+    env: { ...ctx.env, ...(ctx.clock ?? {}), PWD: ctx.named.cwd },
+    rlimits,
+  }
+  return { key, cgroupName, activation }
 }
 
 /** The policy's environment for the program, with the number of its log channel. */
@@ -373,17 +431,20 @@ function cgroupAndRlimits(
   caps: Capabilities,
   tier: Isolation,
   lease: UidLease | null,
+  name: string | null,
 ): { cgroup: CgroupPlan | null; rlimits: string[] } {
   // bwrap's monitor and init, and the network bridge, are in the sandbox's cgroup and uid too.
   const overheadProcesses = (tier === 'namespace' ? 2 : 0) + (allowlisted(policy) ? BRIDGE_PROCESSES : 0)
   const support = policy.cgroup.mode === 'auto' ? caps.cgroup : null
-  const cgroup = support?.version
-    ? {
-        support,
-        dirs: cgroupDirs(support, sandboxCgroupName()),
-        writes: cgroupWrites(support.version, policy.limits, overheadProcesses),
-      }
-    : null
+  // A member made without a cgroup has none to give a run: its run has none either, or it is cold (key).
+  const cgroup =
+    support?.version && name !== null
+      ? {
+          support,
+          dirs: cgroupDirs(support, name),
+          writes: cgroupWrites(support.version, policy.limits, overheadProcesses),
+        }
+      : null
   const rlimits = rlimitArgs(policy.limits, {
     ownUid: lease !== null,
     overheadProcesses,
@@ -433,11 +494,12 @@ function launchPlan(
   const { caps, policy, lease, cgroup, pathFds, seccomp } = ctx
   // Only what the sandbox gets stays open until it starts.
   pathFds.closeUnpassed()
-  const fds = pipedFds(tier, seccomp !== null, calling, ctx.proxied)
+  const fds = pipedFds(tier, seccomp !== null, calling, ctx.proxied, ctx.warm)
   const argv = launcherArgv({
     launcher: caps.launcher!,
     keepFds: [...fds, ...pathFds.passed.map((p) => p.child)],
-    rlimits,
+    // A warm member's are its run's, set by cordon-await (see warm.ts): none of its own before.
+    rlimits: ctx.warm ? [] : rlimits,
     join: cgroup ? joinFiles(cgroup.support.version, cgroup.dirs) : [],
     scratch: own.scratch,
     drop: lease && { uid: lease.uid, gid: lease.gid },
@@ -460,5 +522,6 @@ function launchPlan(
     fds,
     pathFds,
     mergeOutput: policy.mergeOutput,
+    warm: null,
   }
 }

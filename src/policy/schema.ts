@@ -298,9 +298,14 @@ export const policySchema = z.strictObject({
     .optional()
     .describe('aborting it cancels the run (status canceled)'),
   spawner: z
-    .custom<Spawner>((v) => v instanceof Spawner, 'must be a Spawner from openSpawner()')
+    .custom<Spawner | false>(
+      (v) => v === false || v instanceof Spawner,
+      'must be a Spawner from openSpawner(), or false',
+    )
     .optional()
-    .describe('start the sandbox through this spawner instead of forking the host (see openSpawner)'),
+    .describe(
+      "start the sandbox through this spawner (see openSpawner); unset: the library's default spawner once it is open, false: fork the host",
+    ),
   redact: z
     .array(
       z.union(

@@ -14,9 +14,10 @@ import {
   type RunOptions,
 } from '../policy/schema.js'
 import { finishedHandle, type RunHandle } from './handle.js'
-import { redactionFor, redactionForInput, redactThrown } from './redact.js'
+import { type Redaction, redactionFor, redactionForInput, redactThrown } from './redact.js'
 import { unstartedResult } from './result.js'
 import { type CallChannel, supervise } from './supervisor.js'
+import type { WarmMember, WarmSource } from './warm.js'
 
 export type { RunHandle } from './handle.js'
 export type { CallChannel } from './supervisor.js'
@@ -46,12 +47,16 @@ export async function run(
   return launch(command, options, false).result
 }
 
-/** `interactive`: start() — a live output iterator, and stdin left open when none was given. */
+/**
+ * `interactive`: start() — a live output iterator, and stdin left open when none was given. `warm`: where
+ * a warm member may be found for this run (see warm.ts); a run that none fits is cold.
+ */
 export function launch(
   command: readonly string[],
   options: AnyRunOptions,
   interactive: boolean,
   call?: CallChannel,
+  warm?: WarmSource,
 ): RunHandle<OutputData> {
   let argv: string[]
   let policy: Policy
@@ -62,8 +67,11 @@ export function launch(
     // An option error quotes the value at fault, which may be a secret.
     throw redactThrown(error, redactionForInput(options))
   }
-  policy.spawner?.assertOpen()
+  if (policy.spawner) policy.spawner.assertOpen()
   const redaction = redactionFor(policy)
+  const warmRun =
+    warm && !call && !policy.signal?.aborted && launchWarm(argv, policy, interactive, warm, redaction)
+  if (warmRun) return warmRun
   // An allowlist gets this run's own proxies; they live exactly as long as the run.
   const proxy = typeof policy.network === 'object' ? new NetworkProxy(policy.network) : null
   const finish = (isolation: Isolation, violation: Violation) => {
@@ -93,4 +101,68 @@ export function launch(
     return finish(plan.tier, { kind: 'error', limit: 'cgroup', message })
   }
   return supervise({ plan, policy, cgroup, interactive, call, proxy, redaction })
+}
+
+/**
+ * The run in a warm member, when one fits it (see warm.ts), or null for a cold run. A refused run is
+ * refused here, as it would be cold, and never uses up a member; one the member does not fit gives it back.
+ */
+function launchWarm(
+  argv: string[],
+  policy: Policy,
+  interactive: boolean,
+  source: WarmSource,
+  redaction: Redaction,
+): RunHandle<OutputData> | null {
+  const member = source.take()
+  if (!member) return null
+  let prepared: ReturnType<typeof prepareWarm>
+  try {
+    prepared = prepareWarm(argv, policy, member)
+  } catch (error) {
+    source.giveBack(member, 'other')
+    throw redactThrown(error, redaction)
+  }
+  if (prepared.kind === 'cold') {
+    source.giveBack(member, 'other')
+    return null
+  }
+  if (prepared.kind === 'refused') {
+    source.giveBack(member, 'other')
+    return finishedHandle(unstartedResult(prepared.tier, prepared.violation, policy.encoding, redaction))
+  }
+  const { plan } = prepared
+  const fit = member.fits(plan)
+  plan.pathFds.close()
+  const stdin = (interactive && policy.stdin === undefined) || policy.stdin !== undefined
+  const record = fit === true ? member.record(plan.warm!.activation!, stdin ? 'pipe' : 'null') : null
+  if (fit !== true || !record) {
+    source.giveBack(member, fit === true ? 'other' : fit)
+    return null
+  }
+  try {
+    member.take(plan)
+  } catch {
+    // Its cgroup refused the run's limits: of no use to any run.
+    source.giveBack(member, 'stale')
+    return null
+  }
+  const handle = supervise({
+    plan,
+    policy,
+    cgroup: member.cgroup,
+    interactive,
+    call: undefined,
+    proxy: null,
+    redaction,
+    warm: { member, record },
+  })
+  source.used(member, handle.result)
+  return handle
+}
+
+/** This run's plan as the member's would be (its uid and cgroup): compared with the member's own. */
+function prepareWarm(argv: string[], policy: Policy, member: WarmMember) {
+  const caps = recentCapabilities(policy.cgroup.parent)
+  return prepare(argv, policy, caps, undefined, undefined, { seed: member.seed })
 }

@@ -9,7 +9,8 @@ import type { NetworkProxy } from '../net/proxy.js'
 import { type LaunchPlan, releasePlan } from '../plan/plan.js'
 import type { RunResult } from '../policy/result.js'
 import type { OutputChunk, OutputData, Policy } from '../policy/schema.js'
-import { SpawnedProcess } from '../spawner/spawner.js'
+import { spawnerForRun } from '../spawner/default.js'
+import { SpawnedProcess, SpawnerError } from '../spawner/spawner.js'
 import { type Child, extraFds, feedStdin, spawnerStdio, stdioFor } from './fds.js'
 import type { RunHandle } from './handle.js'
 import {
@@ -29,6 +30,7 @@ import type { Redaction } from './redact.js'
 import { watchRefusal } from './refusal.js'
 import { finishedResult } from './result.js'
 import { Stopper } from './stopper.js'
+import type { WarmMember } from './warm.js'
 
 /** How long the end waits for what is left of the sandbox (bwrap's init tearing down its namespace). */
 const REAP_MS = 5000
@@ -50,6 +52,8 @@ export interface Supervised {
   call: CallChannel | undefined
   proxy: NetworkProxy | null
   redaction: Redaction
+  /** A warm member taken for this run (see warm.ts): its sandbox, already made, runs the program. */
+  warm?: { member: WarmMember; record: Buffer }
 }
 
 export function supervise(run: Supervised): RunHandle<OutputData> {
@@ -57,8 +61,10 @@ export function supervise(run: Supervised): RunHandle<OutputData> {
   const keepStdinOpen = interactive && policy.stdin === undefined
   const { limits } = policy
   const { lease } = plan
-  // A uid inherited from a host that died mid-run may still have processes: clean slate first.
-  if (lease?.inherited) signalFound(livingByUid(lease.uid), 'SIGKILL', (now) => now.uid === lease.uid)
+  // A uid inherited from a host that died mid-run may still have processes: clean slate first (a warm
+  // member's was cleaned when it was made: what runs as it now is the member).
+  if (lease?.inherited && !run.warm)
+    signalFound(livingByUid(lease.uid), 'SIGKILL', (now) => now.uid === lease.uid)
 
   const stopper = new Stopper(limits, policy.signal)
   const callbacks = callbackGuard(() => stopper.stop('canceled', false))
@@ -76,9 +82,11 @@ export function supervise(run: Supervised): RunHandle<OutputData> {
   )
   const logs = new LogCollector(limits.maxLogBytes, redaction, callbacks.guard(policy.onLog))
   const started = monotonicMs()
-  const child = startChild(plan, policy, keepStdinOpen || policy.stdin !== undefined)
+  const stdinPiped = keepStdinOpen || policy.stdin !== undefined
+  const child = run.warm ? run.warm.member.child : startChild(plan, policy, stdinPiped)
   const fds = extraFds(child)
-  if (plan.seccomp) fds.seccomp?.end(plan.seccomp)
+  // A warm member's bwrap read its filter when it was made.
+  if (plan.seccomp && !run.warm) fds.seccomp?.end(plan.seccomp)
   if (proxy) fds.token?.end(proxy.token)
   fds.log?.on('data', (b: Buffer) => logs.push(b))
   const refused = watchRefusal(fds.refusal)
@@ -94,6 +102,8 @@ export function supervise(run: Supervised): RunHandle<OutputData> {
   child.stderr?.on('data', (b: Buffer) => out.push('stderr', b) || stopper.stop('output-limit', false))
   if (child.stdout && child.stderr) takeTurns([child.stdout, child.stderr])
   const releaseStdin = feedStdin(child, policy.stdin, keepStdinOpen)
+  // Everything is listening: the member may run the program now.
+  run.warm?.member.activate(run.warm.record)
 
   const result = new Promise<RunResult<OutputData>>((resolve, reject) => {
     let launchError: string | null = null
@@ -184,18 +194,29 @@ function callbackGuard(onThrow: () => void) {
 }
 
 /**
- * Spawn the plan's launcher: through the policy's spawner, else by forking this process (detached: its own
- * session and process group, away from the host's terminal). What cannot start at all (exec refuses the
- * environment's size, the spawner is gone) is a process that failed: 'error', then 'close', so the run
- * ends through the one path that gives everything back.
+ * Spawn the plan's launcher: through the policy's spawner, or the default one when it is open (unless the
+ * policy says `spawner: false`), else by forking this process (detached: its own session and process
+ * group, away from the host's terminal). What cannot start at all (exec refuses the environment's size, the
+ * policy's spawner is gone) is a process that failed: 'error', then 'close', so the run ends through the one
+ * path that gives everything back. The default spawner found gone at the request is not the run's failure:
+ * nothing was started, and the host forks instead.
  */
 function startChild(plan: LaunchPlan, policy: Policy, stdin: boolean): Child {
   const stdio = stdioFor(plan, stdin)
   const { file, args, cwd, env } = plan
+  const fork = () => spawn(file, args, { cwd, env, stdio, detached: true })
   try {
-    return policy.spawner
-      ? policy.spawner.spawn({ file, args, cwd, env, detached: true, stdio: spawnerStdio(stdio) })
-      : spawn(file, args, { cwd, env, stdio, detached: true })
+    if (policy.spawner) {
+      return policy.spawner.spawn({ file, args, cwd, env, detached: true, stdio: spawnerStdio(stdio) })
+    }
+    const shared = policy.spawner === false ? null : spawnerForRun()
+    if (!shared) return fork()
+    try {
+      return shared.spawn({ file, args, cwd, env, detached: true, stdio: spawnerStdio(stdio) })
+    } catch (error) {
+      if (!(error instanceof SpawnerError)) throw error
+      return fork()
+    }
   } catch (error) {
     return SpawnedProcess.couldNotStart(error as Error)
   } finally {

@@ -6,11 +6,17 @@ import type { RunResult, ViolationKind } from '../policy/result.js'
 import type { AnyRunOptions, OutputData, RunOptions } from '../policy/schema.js'
 import { launch, type RunHandle } from '../run/launch.js'
 import { SpawnerError } from '../spawner/spawner.js'
+import { DEFAULT_IDLE_MS, MAX_MEMBERS, WarmPool, type WarmStats } from './pool.js'
 
 /** `D`: what output is made of in every run of the sandbox (Buffer with `encoding: 'buffer'`). */
 export type SandboxOptions<D extends OutputData = string> = RunOptions<D> & {
   /** Refuse runs past this many (a QuotaError), e.g. one grader submission's budget. */
   maxRuns?: number
+  /**
+   * Keep this many warm members ready (namespace tier): sandboxes made ahead of their runs, each waiting
+   * to run one program; `idleMs` (default 60 s) recycles one unused that long. See spawner.md.
+   */
+  warm?: number | { members: number; idleMs?: number }
 }
 
 /** A run's own options: the sandbox's encoding holds for all its runs, so it is not among them. */
@@ -21,12 +27,52 @@ export interface SandboxStats {
   violations: Partial<Record<ViolationKind, number>>
   cpuMs: number
   wallMs: number
+  /** With `warm`: its members, and how the runs found them. */
+  warm?: WarmStats
+}
+
+/** A sandbox that is collected unclosed takes its warm members with it. */
+const unclosed = new FinalizationRegistry<WarmPool>((pool) => void pool.close().catch(() => {}))
+
+/** `warm` as given: a number of members, or { members, idleMs }; throws PolicyError naming it. */
+function warmOptions(warm: SandboxOptions['warm']): { members: number; idleMs: number } | null {
+  if (warm === undefined) return null
+  const { members, idleMs = DEFAULT_IDLE_MS } = typeof warm === 'number' ? { members: warm } : warm
+  if (!(Number.isInteger(members) && members >= 0 && members <= MAX_MEMBERS))
+    throw new PolicyError('warm', `must be a whole number from 0 to ${MAX_MEMBERS}, got ${members}`)
+  if (!(Number.isInteger(idleMs) && idleMs >= 100))
+    throw new PolicyError('warm.idleMs', `must be a whole number of ms >= 100, got ${idleMs}`)
+  return members > 0 ? { members, idleMs } : null
 }
 
 /** A run refused because the sandbox's quota is used up. */
 export class QuotaError extends CordonError {
   override readonly name = 'QuotaError'
 }
+
+/**
+ * Per-call options that leave a run's shape as the sandbox's (see plan/warm.ts): a run given only these may
+ * fit a warm member. Any other per-call option is a cold run without the cost of trying (the member's key
+ * would say so anyway; this only spares building the run's plan twice).
+ */
+const SHAPELESS = new Set([
+  'stdin',
+  'signal',
+  'onOutput',
+  'onLog',
+  'env',
+  'passEnv',
+  'limits',
+  'redact',
+  'allow',
+  'deny',
+  'clock',
+  'spawner',
+  'encoding',
+])
+const shapeless = (options: AnyRunOptions | undefined) =>
+  !options ||
+  (Object.keys(options).every((k) => SHAPELESS.has(k)) && options.limits?.tmpfsBytes === undefined)
 
 /** Per-call options over the sandbox's: objects (limits, env, cgroup, uidPool) merge, the rest replaces. */
 function merge(base: AnyRunOptions, over: AnyRunOptions): AnyRunOptions {
@@ -46,14 +92,19 @@ export class Sandbox<D extends OutputData = string> {
   private readonly maxRuns: number | undefined
   private readonly totals: SandboxStats = { runs: 0, violations: {}, cpuMs: 0, wallMs: 0 }
   private started = 0
+  private readonly pool: WarmPool | null
 
   constructor(options?: SandboxOptions<D>) {
-    const { maxRuns, ...policy } = (options ?? {}) as { maxRuns?: number } & AnyRunOptions
+    const { maxRuns, warm, ...policy } = (options ?? {}) as Pick<SandboxOptions, 'maxRuns' | 'warm'> &
+      AnyRunOptions
     if (maxRuns !== undefined && !(Number.isInteger(maxRuns) && maxRuns >= 0)) {
       throw new PolicyError('maxRuns', `must be a whole number >= 0, got ${maxRuns}`)
     }
     this.base = policy
     this.maxRuns = maxRuns
+    const members = warmOptions(warm)
+    this.pool = members && new WarmPool(policy, members.members, members.idleMs)
+    if (this.pool) unclosed.register(this, this.pool, this)
   }
 
   /**
@@ -80,7 +131,9 @@ export class Sandbox<D extends OutputData = string> {
   ) {
     const refund = this.admit()
     try {
-      return launch(command, merge(this.base, (options ?? {}) as AnyRunOptions), interactive)
+      const over = (options ?? {}) as AnyRunOptions
+      const warm = this.pool && shapeless(over) ? this.pool : undefined
+      return launch(command, merge(this.base, over), interactive, undefined, warm)
     } catch (error) {
       refund()
       throw error
@@ -134,7 +187,25 @@ export class Sandbox<D extends OutputData = string> {
   }
 
   stats(): SandboxStats {
-    return { ...this.totals, violations: { ...this.totals.violations } }
+    return {
+      ...this.totals,
+      violations: { ...this.totals.violations },
+      ...(this.pool ? { warm: this.pool.stats() } : {}),
+    }
+  }
+
+  /**
+   * Destroy the warm members that are ready (and make no more); runs under way go on to their end, and later
+   * runs are cold. Without `warm` there is nothing to close.
+   */
+  async close(): Promise<void> {
+    if (!this.pool) return
+    unclosed.unregister(this)
+    await this.pool.close()
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close()
   }
 }
 

@@ -138,6 +138,8 @@ export class SpawnerError extends CordonError {
  */
 export class Spawner {
   private readonly running = new Map<string, SpawnedProcess>()
+  /** Started ahead of any run (a warm member): it keeps nothing alive, and close() ends it. */
+  private readonly standby = new Map<SpawnedProcess, string>()
   private nextId = 1
   private closing: Promise<void> | null = null
   private idle: (() => void) | null = null
@@ -159,15 +161,27 @@ export class Spawner {
     this.unref()
   }
 
-  /** Start a spawner for this process. @internal openSpawner() is the public way. */
-  static async open(path = SPAWNER_PATH): Promise<Spawner> {
+  /**
+   * Start a spawner for this process. `background`: nobody waits for it (the default spawner), so it does
+   * not keep the host alive even while it opens. @internal openSpawner() is the public way.
+   */
+  static async open(path = SPAWNER_PATH, background = false): Promise<Spawner> {
     if (!existsSync(path)) {
       throw new SpawnerError(
         `the spawner is not built (${path}): apt-get install -y gcc musl-tools; npm run build`,
       )
     }
-    // Its own session: Ctrl-C at the host's terminal is the host's to handle, not a kill of every run.
-    const helper = spawn(path, [String(process.pid)], { stdio: ['ignore', 'pipe', 'pipe'], detached: true })
+    // Its own session: Ctrl-C at the host's terminal is the host's to handle, not a kill of every run. No
+    // environment: it gives each process the one it is asked to, and needs none of the host's itself.
+    const helper = spawn(path, [String(process.pid)], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      detached: true,
+      env: {},
+    })
+    if (background) {
+      helper.unref()
+      for (const pipe of [helper.stdout, helper.stderr]) (pipe as Socket).unref()
+    }
     // What it says on stderr before dying goes into the errors that report its death.
     const stderr = { tail: '' }
     helper.stderr!.setEncoding('utf8').on('data', (s: string) => {
@@ -215,10 +229,11 @@ export class Spawner {
 
   /**
    * Start a process (synchronously, like child_process.spawn: the host waits for the spawner's fork, not
-   * its own). Throws when the spawner is closed or gone.
+   * its own). Throws when the spawner is closed or gone. `standby`: a process made ahead of its run (a
+   * warm member), which keeps neither the host nor the spawner's close() waiting until `activate()`.
    * @internal The run path's primitive: it sandboxes nothing, so it is not in the public type.
    */
-  spawn(request: SpawnRequest): SpawnedProcess {
+  spawn(request: SpawnRequest, standby = false): SpawnedProcess {
     this.assertOpen()
     if (request.stdio.length < 3 || request.stdio.slice(0, 3).includes('none')) {
       throw new TypeError('stdio: fds 0-2 must be given')
@@ -292,8 +307,19 @@ export class Spawner {
     }
     const child = new SpawnedProcess(pid!, sockets, (signal) => this.request(['kill', id, String(signal)]))
     this.running.set(id, child)
-    this.ref()
+    if (standby) this.standby.set(child, id)
+    else this.ref()
     return child
+  }
+
+  /** A standby process's run begins: from now on it is one of the runs (see spawn). @internal */
+  activate(child: SpawnedProcess): void {
+    if (this.standby.delete(child) && this.running.size > 0) this.ref()
+  }
+
+  /** Whether new processes can be started (assertOpen would not throw). @internal */
+  get usable(): boolean {
+    return !this.closing && !this.gone && process.getuid?.() === this.uid
   }
 
   /** Throws unless new processes can be started. @internal */
@@ -314,6 +340,14 @@ export class Spawner {
    */
   close(): Promise<void> {
     this.closing ??= (async () => {
+      // Standby processes were never runs: they end now, and are waited for like the rest.
+      for (const id of this.standby.values()) {
+        try {
+          this.request(['kill', id, String(constants.signals.SIGKILL)])
+        } catch {
+          // The spawner is gone, and they with it.
+        }
+      }
       if (this.running.size > 0) await new Promise<void>((resolve) => (this.idle = resolve))
       this.closeFds()
       this.ref() // until it has exited: the caller awaits that
@@ -378,6 +412,7 @@ export class Spawner {
     }
     if (word !== 'exit') return
     this.running.delete(id)
+    this.standby.delete(child)
     child.ended(Number(a), Number(b))
     this.settle()
   }
@@ -388,6 +423,7 @@ export class Spawner {
     this.closeFds()
     for (const [id, child] of this.running) {
       this.running.delete(id)
+      this.standby.delete(child)
       child.failed(new SpawnerError(`the spawner exited under the process: ${this.stderr.tail.trim()}`), true)
       child.ended(-1, constants.signals.SIGKILL)
     }
@@ -404,9 +440,9 @@ export class Spawner {
 
   /** With nothing running the spawner must not keep the host alive; with something, it must. */
   private settle(): void {
-    if (this.running.size > 0) return
+    if (this.running.size > this.standby.size) return
     this.unref()
-    this.idle?.()
+    if (this.running.size === 0) this.idle?.()
   }
 
   private ref(): void {

@@ -20,6 +20,7 @@ const VALUES = [
   'cliRegistry',
   'createRootfs',
   'createSandbox',
+  'defaultSpawner',
   'deleteRootfs',
   'doctor',
   'durationSchema',
@@ -114,7 +115,7 @@ describe('the public API', () => {
     const spawner = dts.slice(dts.indexOf('export declare class Spawner '))
     const body = spawner.slice(0, spawner.indexOf('\n}'))
     assert.ok(body.includes('close(): Promise<void>'), body)
-    for (const internal of [/\bspawn\(/, /\bassertOpen\(/, /\bstatic open\(/]) {
+    for (const internal of [/\bspawn\(/, /\bassertOpen\(/, /\bstatic open\(/, /\busable\b/]) {
       assert.doesNotMatch(body, internal, 'marked @internal: stripped from dist by stripInternal')
     }
   })
