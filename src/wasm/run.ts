@@ -59,8 +59,10 @@ export class WasmModule {
 
 /** The module's bytes: a copy, so that the caller changing theirs later changes nothing here. */
 async function bytesOf(source: WasmSource): Promise<{ bytes: Uint8Array<ArrayBuffer>; name: string }> {
-  if (source instanceof Uint8Array || source instanceof ArrayBuffer)
-    return { bytes: new Uint8Array(source.slice(0)), name: 'module' }
+  if (source instanceof Uint8Array) return { bytes: source.slice(), name: 'module' }
+  if (source instanceof ArrayBuffer) return { bytes: new Uint8Array(source.slice(0)), name: 'module' }
+  if (typeof source !== 'string' && !(source instanceof URL))
+    throw new PolicyError('module', 'must be a module from loadWasm, its bytes, or a path or file: URL')
   const file =
     source instanceof URL || source.startsWith('file:') ? fileURLToPath(source) : path.resolve(source)
   try {
