@@ -55,6 +55,7 @@ import { buildEnv } from '../src/policy/env.js'
 import { defaultHide, MiB, parseCommand, parsePolicy } from '../src/policy/schema.js'
 import { createApp } from '../src/service/http/app.js'
 import { createService } from '../src/service/service.js'
+import { wasmRows } from './wasm.js'
 
 const quick = process.argv.includes('--quick')
 const scaled = (n: number) => (quick ? Math.max(1, Math.round(n / 5)) : n)
@@ -1027,6 +1028,10 @@ async function main(): Promise<void> {
         : {}),
     })
   }
+
+  // 9. The WASM face: a host call's round trip through the worker bridge, and an exec through a guest
+  // against run() of the same command (bench/wasm.ts).
+  rows.push(...(await wasmRows(quick)))
 
   printTable(rows)
 

@@ -6,8 +6,9 @@
 // locales, JSON Schema and codecs stay out (a bundle ~25% smaller, ~8 ms less to start on Node 24).
 // The service (`cordon serve`, `cordon keys`: hono, SQLite, pino…) stays out too: the CLI imports it only
 // when one of those runs, from dist/service/ as plain modules, so a `cordon run` never reads it. So does the
-// client (dist/client/), which only `cordon run --server` imports, and the MCP server (dist/mcp/, the MCP
-// SDK), which only `cordon mcp` and `cordon serve` import.
+// client (dist/client/), which only `cordon run --server` imports, the MCP server (dist/mcp/, the MCP
+// SDK), which only `cordon mcp` and `cordon serve` import, and the WASM face (dist/wasm/: its worker and
+// sandbox runner are files of their own), which only `cordon wasm` imports.
 // It also copies the web dashboard's static files (src/service/ui/) into dist/service/ui/.
 import { createHash } from 'node:crypto'
 import { cpSync, readFileSync, writeFileSync } from 'node:fs'
@@ -34,7 +35,7 @@ await build({
     {
       name: 'faces-apart',
       setup(b) {
-        b.onResolve({ filter: /^\.\.\/(?:service|client|mcp)\// }, (args) => ({ path: args.path, external: true }))
+        b.onResolve({ filter: /^\.\.\/(?:service|client|mcp|wasm)\// }, (args) => ({ path: args.path, external: true }))
       },
     },
     {

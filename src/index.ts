@@ -30,11 +30,12 @@ export { probeCapabilities } from './host/capabilities.js'
 export type { CreateRootfsOptions, RootfsInfo } from './rootfs/rootfs.js'
 export { createRootfs, deleteRootfs, listRootfs, rootfsCacheDir } from './rootfs/rootfs.js'
 
-// Schema and shared spellings, for faces (CLI, HTTP, MCP): the options' schema and its CLI names, sizes
-// and durations as cordon writes them, a signal's number, what an IP address reaches, the one result
-// of a run never made, removing a directory a sandbox wrote in, and redacting what a run wrote there.
+// Schema and shared spellings, for faces (CLI, HTTP, MCP, WASM): the options' schema and its CLI names,
+// sizes and durations as cordon reads and writes them, a signal's number, what an IP address reaches, the
+// one result of a run never made, removing a directory a sandbox wrote in, and redacting what a run wrote
+// there.
 export type { CliMeta } from './policy/schema.js'
-export { cli as cliRegistry, durationSchema, policySchema } from './policy/schema.js'
+export { cli as cliRegistry, durationSchema, policySchema, sizeSchema } from './policy/schema.js'
 export { formatBytes, formatDuration } from './policy/units.js'
 export { signalNumber } from './host/signals.js'
 export type { NetworkCode, NetworkEvent } from './net/events.js'

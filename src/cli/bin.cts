@@ -131,11 +131,12 @@ async function main(argv: string[]): Promise<void> {
     }
     return
   }
-  // The service's commands (and `mcp`) import it (kept out of the bundle) at run time, which code compiled
-  // by vm.Script cannot do on Node 20: they take the modules, whose start-up matters less.
+  // The service's commands (and `mcp`, `wasm`) import it (kept out of the bundle) at run time, which code
+  // compiled by vm.Script cannot do on Node 20: they take the modules, whose start-up matters less.
   // So does `run --server`, for the client (its flags come before `--`; a false match is only slower).
-  if (argv[0] === 'serve' || argv[0] === 'keys' || argv[0] === 'mcp' || remote(argv))
-    return ((await import('./program.js')) as Cli).cli(argv)
+  const face =
+    ['serve', 'keys', 'mcp', 'wasm'].includes(argv[0] ?? '') || (argv[0] === 'help' && argv[1] === 'wasm')
+  if (face || remote(argv)) return ((await import('./program.js')) as Cli).cli(argv)
   const bundle = path.join(__dirname, 'cordon.cjs')
   // Without the bundle (a build without esbuild), the modules themselves: slower, the same commands.
   if (!existsSync(bundle)) return ((await import('./program.js')) as Cli).cli(argv)

@@ -12,6 +12,8 @@ export interface FlagSpec extends CliMeta {
   numeric: boolean
   /** A switch: `--merge-output` alone, no value. */
   boolean: boolean
+  /** `K=V` repeated into an object (`--env`). */
+  record: boolean
   /** The schema's default as the flag would spell it (`30s`, `512M`, `none`); null when there is none to show. */
   defaultText: string | null
 }
@@ -34,21 +36,34 @@ function defaultText(schema: z.ZodType, arg: string | undefined): string | null 
   return typeof value === 'string' ? value : null
 }
 
-/** Flags for every registered field, walking into nested objects (limits, clock). */
-function collect(shape: Record<string, z.ZodType>, prefix: string): FlagSpec[] {
+/** What a schema's fields are registered in: the policy's registry, or a face's own copy of it. */
+export interface FlagRegistry {
+  get(schema: z.ZodType): CliMeta | undefined
+}
+
+/**
+ * Flags for every registered field, walking into nested objects (limits, clock). `registry`: where the
+ * schema registered its fields (`cordon wasm`'s schema, loaded apart from the CLI's bundle, has its own).
+ */
+export function collect(
+  shape: Record<string, z.ZodType>,
+  prefix = '',
+  registry: FlagRegistry = cliRegistry,
+): FlagSpec[] {
   const out: FlagSpec[] = []
   for (const [key, schema] of Object.entries(shape)) {
-    const meta = cliRegistry.get(schema)
+    const meta = registry.get(schema)
     const inner = innerType(schema)
     const type = inner.def.type
     if (!meta) {
-      if (type === 'object') out.push(...collect((inner as z.ZodObject).shape, `${prefix}${key}.`))
+      if (type === 'object') out.push(...collect((inner as z.ZodObject).shape, `${prefix}${key}.`, registry))
       continue
     }
     out.push({
       ...meta,
       field: prefix + key,
       repeatable: type === 'array' || type === 'record',
+      record: type === 'record',
       numeric: type === 'number',
       boolean: type === 'boolean',
       defaultText: defaultText(schema, meta.arg),
@@ -57,7 +72,7 @@ function collect(shape: Record<string, z.ZodType>, prefix: string): FlagSpec[] {
   return out
 }
 
-export const FLAGS: FlagSpec[] = collect(policySchema.shape, '')
+export const FLAGS: FlagSpec[] = collect(policySchema.shape)
 
 const repeatable = (option: Option) =>
   option.argParser((value: string, previous: string[] = []) => [...previous, value])
@@ -74,40 +89,44 @@ const ENV_FILE = repeatable(
   ),
 )
 
-export function commanderOptions(): Option[] {
-  return [
-    ...FLAGS.map((f) => {
-      // The default is shown, not set: the schema applies it itself when the flag is absent.
-      const shown = f.defaultText === null ? f.description : `${f.description} (default: ${f.defaultText})`
-      if (f.boolean) return new Option(`--${f.flag}`, f.description)
-      const option = new Option(`--${f.flag} <${f.arg ?? 'VALUE'}>`, shown)
-      return f.repeatable ? repeatable(option) : option
-    }),
-    ENV_FILE,
-  ]
+/** Commander's options for flags. The default is shown, not set: the schema applies it when a flag is absent. */
+export function optionsFor(flags: readonly FlagSpec[]): Option[] {
+  return flags.map((f) => {
+    const shown = f.defaultText === null ? f.description : `${f.description} (default: ${f.defaultText})`
+    if (f.boolean) return new Option(`--${f.flag}`, f.description)
+    const option = new Option(`--${f.flag} <${f.arg ?? 'VALUE'}>`, shown)
+    return f.repeatable ? repeatable(option) : option
+  })
 }
 
-const camel = (flag: string) => flag.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase())
+/** The run flags, as `run`, `call` and `mcp` take them; `except`: flags a command gives another meaning. */
+export function commanderOptions(except: readonly string[] = []): Option[] {
+  return [...optionsFor(FLAGS.filter((f) => !except.includes(f.flag))), ENV_FILE]
+}
+
+export const camel = (flag: string) => flag.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase())
 
 /**
  * Parsed commander values → a policy input object for the schema to validate. `own` is cordon's own
- * environment, where `--env NAME` takes its value from.
+ * environment, where `--env NAME` takes its value from. `flags`: another schema's (`cordon wasm`'s own).
  */
 export function policyInput(
   values: Record<string, unknown>,
   own: NodeJS.ProcessEnv = process.env,
+  flags: readonly FlagSpec[] = FLAGS,
 ): Record<string, unknown> {
   const input: Record<string, unknown> = {}
   const files = values.envFrom as string[] | undefined
-  for (const f of FLAGS) {
+  for (const f of flags) {
     let value = values[camel(f.flag)]
     if (f.field === 'env' && files) value ??= []
     if (value === undefined) continue
     if (f.numeric && typeof value === 'string' && /^\d+$/.test(value)) value = Number(value)
     if (typeof value === 'string') refuseBareNumber(f, value)
-    if (f.field === 'env') {
-      const explicit = (value as string[]).map((text) => assignment(text, own))
-      value = Object.fromEntries([...Object.entries(readEnvFiles(files ?? [])), ...explicit])
+    if (f.record) {
+      const explicit = (value as string[]).map((text) => assignment(text, own, f.field))
+      const fromFiles = f.field === 'env' ? Object.entries(readEnvFiles(files ?? [])) : []
+      value = Object.fromEntries([...fromFiles, ...explicit])
     }
     const path = f.field.split('.')
     let target = input
@@ -134,15 +153,15 @@ function refuseBareNumber(f: FlagSpec, value: string): void {
 }
 
 /** `K=V`, or `NAME` alone for cordon's own value of NAME: a secret then never appears in an argv. */
-function assignment(text: string, own: NodeJS.ProcessEnv): [string, string] {
+function assignment(text: string, own: NodeJS.ProcessEnv, field = 'env'): [string, string] {
   const eq = text.indexOf('=')
   const name = eq >= 0 ? text.slice(0, eq) : text
   // zod drops a __proto__ key without a word (it would be the object's prototype): refused here instead.
-  if (name === '__proto__') throw new PolicyError('env', '__proto__ cannot be carried')
+  if (name === '__proto__') throw new PolicyError(field, '__proto__ cannot be carried')
   if (eq >= 0) return [name, text.slice(eq + 1)]
   const value = Object.hasOwn(own, text) ? own[text] : undefined
   if (value === undefined) {
-    throw new PolicyError('env', `${text} is not set in cordon's environment (give ${text}=VALUE, or set it)`)
+    throw new PolicyError(field, `${text} is not set in cordon's environment (give ${text}=VALUE, or set it)`)
   }
   return [text, value]
 }

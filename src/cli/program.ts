@@ -95,6 +95,16 @@ Exit codes:
   130    canceled (Ctrl-C, SIGTERM, SIGHUP)
   141    the reader of cordon's output went away`
 
+const WASM_HELP = `
+Every exec the guest makes is a sandbox under the run flags (--timeout, --memory, --allow, --net …);
+the guest itself is bounded by the --wasm-* flags. Exec is off unless --max-execs says how many.
+
+Examples:
+  cordon wasm ./challenge.wasm --invoke evaluate --max-execs 20 --allow python3 --timeout 5s
+  cordon wasm ./tool.wasm --clock fixed:1700000000000 --json -- first-arg
+  cordon wasm ./untrusted.wasm --wasm-isolation sandbox --wasm-memory 64M
+${EXIT_CODES}`
+
 const MCP_HELP = `
 The flags are the most any tool call may ask: --timeout, --memory … bound each run's limits, --net the
 network it may ask (and its default); --allow, --deny, --env, --redact … are set in every run.
@@ -105,7 +115,7 @@ Examples:
   Claude Desktop: { "command": "npx", "args": ["cordon", "mcp", "--timeout", "2m"] }`
 
 /** The subcommands, each added by `main` only when it is the one asked for (or when none is). */
-const SUBCOMMANDS = new Set(['run', 'call', 'rootfs', 'doctor', 'serve', 'mcp', 'keys'])
+const SUBCOMMANDS = new Set(['run', 'call', 'wasm', 'rootfs', 'doctor', 'serve', 'mcp', 'keys'])
 
 export async function main(argv: string[]): Promise<number> {
   let code = 0
@@ -161,6 +171,24 @@ export async function main(argv: string[]): Promise<number> {
   if (callCmd) {
     for (const option of commanderOptions()) callCmd.addOption(option)
     callCmd.addHelpText('after', CALL_HELP)
+  }
+
+  const wasmCmd = wanted('wasm') ? program.command('wasm') : undefined
+  wasmCmd
+    ?.description('run a WebAssembly guest whose execs are sandboxes (platform_sandbox, cordon, WASI)')
+    .argument('<module>', 'the .wasm file')
+    .argument('[args...]', "the guest's WASI arguments (put them after --)")
+    .addOption(new Option('--json', 'print exactly one JSON result (a WasmResult) on stdout'))
+    .action(async (file: string, args: string[], values: Record<string, unknown>) => {
+      const { wasmCommand } = await import('./wasm.js')
+      code = await wasmCommand(file, args, values)
+    })
+  // Its flags come from the WASM face's schema, outside the bundle: loaded only for `wasm` itself (and
+  // `help wasm`); a list of all commands shows it by its description.
+  if (wasmCmd && (argv[0] === 'wasm' || (argv[0] === 'help' && argv[1] === 'wasm'))) {
+    const { wasmCommandOptions } = await import('./wasm.js')
+    for (const option of await wasmCommandOptions()) wasmCmd.addOption(option)
+    wasmCmd.addHelpText('after', WASM_HELP)
   }
 
   const rootfs = wanted('rootfs')

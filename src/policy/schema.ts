@@ -51,7 +51,8 @@ function withUnits(parse: (text: string) => number, what: string, max: number) {
 const MAX_DURATION_MS = 2 ** 31 - 1
 /** A duration as the options take one (ms, or a string with its unit: `500ms`, `20s`), for the faces' own fields. */
 export const durationSchema = withUnits(parseDuration, 'number of milliseconds', MAX_DURATION_MS)
-const sizeSchema = withUnits(parseSize, 'number of bytes', Number.MAX_SAFE_INTEGER)
+/** A size as the options take one (bytes, or a string with its unit: `64K`, `256M`), for the faces' own fields. */
+export const sizeSchema = withUnits(parseSize, 'number of bytes', Number.MAX_SAFE_INTEGER)
 // One schema each, shared by every field (a schema is immutable; each field's default wraps it): every
 // CLI start builds the policy schema, and a union with its transform is ~10 zod objects to build.
 const duration = () => durationSchema

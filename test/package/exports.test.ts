@@ -7,6 +7,7 @@ import { describe, it } from 'node:test'
 import ts from 'typescript'
 
 const INDEX = new URL('../../src/index.ts', import.meta.url)
+const WASM_INDEX = new URL('../../src/wasm/index.ts', import.meta.url)
 const DIST = new URL('../../dist/', import.meta.url)
 
 const VALUES = [
@@ -36,6 +37,7 @@ const VALUES = [
   'rootfsCacheDir',
   'run',
   'signalNumber',
+  'sizeSchema',
   'start',
 ]
 
@@ -76,14 +78,29 @@ const HOW =
   'the public API changed: if that is meant, update the list in test/package/exports.test.ts and ' +
   "docs/library.md's exports table in the same commit"
 
-/** The names src/index.ts exports as types only (`export type { A, B as C }`, `export { type D }`). */
-function typeExports(): string[] {
-  const file = ts.createSourceFile('index.ts', readFileSync(INDEX, 'utf8'), ts.ScriptTarget.Latest)
+/** `cordon/wasm` (src/wasm/index.ts): its own entry, pinned as the main one is (docs/wasm.md lists it). */
+const WASM_VALUES = ['loadWasm', 'runWasm']
+const WASM_TYPES = [
+  'ExecRecord',
+  'ExecRunOptions',
+  'LoadWasmOptions',
+  'WasmExport',
+  'WasmImport',
+  'WasmModule',
+  'WasmOptions',
+  'WasmResult',
+  'WasmSource',
+  'WasmStatus',
+]
+
+/** The names an entry exports as types only (`export type { A, B as C }`, `export { type D }`). */
+function typeExports(entry: URL = INDEX): string[] {
+  const file = ts.createSourceFile('index.ts', readFileSync(entry, 'utf8'), ts.ScriptTarget.Latest)
   const names: string[] = []
   for (const statement of file.statements) {
     if (!ts.isExportDeclaration(statement)) continue
     const clause = statement.exportClause
-    assert.ok(clause && ts.isNamedExports(clause), 'src/index.ts re-exports whole modules (export *)')
+    assert.ok(clause && ts.isNamedExports(clause), `${entry.pathname} re-exports whole modules (export *)`)
     for (const spec of clause.elements) {
       if (statement.isTypeOnly || spec.isTypeOnly) names.push(spec.name.text)
     }
@@ -106,6 +123,17 @@ describe('the public API', () => {
       TYPES.filter((t) => VALUES.includes(t)),
       [],
     )
+  })
+
+  it('cordon/wasm exports exactly its values and types, from dist/wasm/', async () => {
+    const actual = Object.keys(await import('../../src/wasm/index.js')).sort()
+    assert.deepEqual(actual, WASM_VALUES, HOW)
+    assert.deepEqual(typeExports(WASM_INDEX), WASM_TYPES, HOW)
+    const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8'))
+    assert.deepEqual(pkg.exports['./wasm'], {
+      types: './dist/wasm/index.d.ts',
+      import: './dist/wasm/index.js',
+    })
   })
 
   it("the published Spawner type cannot start a process: spawn() is the run path's own", {

@@ -25,6 +25,8 @@ const RANKS: Record<string, number> = {
   sandbox: 6,
   'index.ts': 7,
   service: 8,
+  // `cordon/wasm`: WebAssembly guests whose imports run commands; a face beside the service.
+  wasm: 8,
   // MCP: tools over the service (`/mcp` on serve, `cordon mcp` on an in-process service of its own).
   mcp: 9,
   // The typed client of the service: above it only to read its types (service/types.ts).
@@ -83,8 +85,8 @@ describe('layers', () => {
     assert.deepEqual(wrong, [])
   })
 
-  it('the faces (CLI, service, MCP, client) import the engine only through index.ts (and errors.ts)', () => {
-    const FACES = new Set(['cli', 'service', 'client', 'mcp'])
+  it('the faces (CLI, service, MCP, client, WASM) import the engine only through index.ts (and errors.ts)', () => {
+    const FACES = new Set(['cli', 'service', 'client', 'mcp', 'wasm'])
     const wrong: string[] = []
     for (const from of files) {
       const face = unit(from)

@@ -1,0 +1,2 @@
+;; Never returns, never calls the host.
+(module (func (export "run") (loop $forever (br $forever))))
