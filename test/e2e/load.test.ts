@@ -1,3 +1,4 @@
+// test: slow, serial (hundreds of runs at concurrency 30, measuring what leaks: other files beside it would be counted)
 // Hundreds of runs at concurrency 30 leak no file descriptors, processes, uid locks or memory.
 import assert from 'node:assert/strict'
 import { existsSync, readdirSync, readlinkSync } from 'node:fs'

@@ -1,3 +1,4 @@
+// test: slow (every spelling of every address through both proxies: ~50 s)
 // The network allowlist for real: servers this test starts on loopback, reached only through cordon's proxies.
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'

@@ -1,3 +1,4 @@
+// test: slow (builds a Debian root filesystem with debootstrap the first time: ~45 s)
 // Another root filesystem: a minimal Debian tree built once with `cordon rootfs create` (cached between
 // runs in the rootfs cache), holding busybox, which the host does not have.
 import assert from 'node:assert/strict'

@@ -1,3 +1,4 @@
+// test: slow, serial (1 000 runs through a server, measuring its fds and RSS)
 // `cordon serve` under load: 1 000 runs of `true` through real HTTP at 32 clients against the built CLI's
 // server (8 runs at once, the rest queued). None is lost (each finished ok, the list counts them all), none
 // runs twice (one `started` event each), and the server's open fds and RSS after all of them are where they

@@ -1,3 +1,4 @@
+// test: slow, serial (memory and fork bombs and a CPU burn in real cgroups, with figures that other load would skew)
 // Whole-sandbox limits and figures from a real cgroup: memory bomb, fork bomb, CPU burn in 4 processes.
 import assert from 'node:assert/strict'
 import { spawn, spawnSync } from 'node:child_process'

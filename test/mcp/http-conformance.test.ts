@@ -1,3 +1,4 @@
+// test: slow (the MCP conformance suite against a real server)
 // The MCP conformance suite (@modelcontextprotocol/conformance, a pinned devDependency) against `/mcp` on a
 // real `cordon serve`, in the scenarios that apply to a server of this kind. Most of the suite's server
 // scenarios call tools, prompts and resources of its own reference server (`test_simple_text`,

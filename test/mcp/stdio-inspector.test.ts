@@ -1,3 +1,4 @@
+// test: slow (the MCP Inspector CLI against both transports)
 // A real client other than the SDK's own pair: the MCP Inspector's CLI mode
 // (@modelcontextprotocol/inspector-cli, a pinned devDependency), against `cordon mcp` (stdio) and `/mcp`
 // on `cordon serve` (Streamable HTTP, with a key). Skipped, saying why, when the package is not installed.

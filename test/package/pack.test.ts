@@ -1,3 +1,4 @@
+// test: slow (packs the package and installs it into a new project, compiling its native addons: ~2 min)
 // The package as a user gets it: packed, installed into an empty project from the tarball, and run from
 // there (its install script builds the native helpers on the user's machine).
 import assert from 'node:assert/strict'

@@ -1,3 +1,4 @@
+// test: slow (drives Debian's chromium)
 // The dashboard end to end in a real browser: Debian's headless chromium driven by playwright-core, against
 // the built `cordon serve`. Signs in, starts a run from the form and watches its output arrive, cancels a
 // run, reads a timeout in words, renders hostile output as text, saves the full output, checks that the

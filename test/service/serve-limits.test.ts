@@ -1,3 +1,4 @@
+// test: slow (waits out the server's header and body timeouts)
 // `serve`'s listener against clients that only hold connections: bounded in number, and slow headers or
 // bodies are cut off by the server's timeouts.
 import assert from 'node:assert/strict'
