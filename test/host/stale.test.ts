@@ -259,7 +259,10 @@ describe('a private TMPDIR swapped for a symlink by its sandbox, not as root', {
       const r = await run(['sh', '-c', swap, 'sh', outside], { isolation: 'process', writable: [tmp] })
       return { status: r.status, left: fs.readdirSync(tmp), kept: fs.existsSync(outside + '/sub/kept') }
     `)
-    assert.equal(out.status, 'ok')
+    // The TMPDIR is a tmpfs mounted in the sandbox's own namespace now: the swap fails (a mount point
+    // cannot be renamed) and the run ends as its program did; had it worked, cordon removing the link
+    // must still touch nothing it points to.
+    assert.ok(['ok', 'nonzero-exit'].includes(out.status), out.status)
     assert.equal(out.kept, true)
     // What the sandbox renamed its TMPDIR to is its own doing, in its writable directory; the name
     // cordon made is gone.
