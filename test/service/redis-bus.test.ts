@@ -121,7 +121,7 @@ describe('Redis buses', { skip: noRedis }, () => {
       a.events.onReconnect(() => reconnects++)
       const { connectRedis } = await import('../../src/service/redis/connection.js')
       const admin = await connectRedis(redis.url, 'admin')
-      await admin.client('KILL', 'TYPE', 'pubsub')
+      await admin.call('CLIENT', 'KILL', 'TYPE', 'pubsub')
       admin.disconnect()
       await waitUntil(() => reconnects === 1, 10_000)
     } finally {
