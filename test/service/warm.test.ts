@@ -6,6 +6,7 @@ import { existsSync, readdirSync } from 'node:fs'
 import path from 'node:path'
 import { after, describe, it } from 'node:test'
 import type { RunResult } from '../../src/index.js'
+import { createApp } from '../../src/service/http/app.js'
 import { createService } from '../../src/service/service.js'
 import type { KeyRecord, RunEvent } from '../../src/service/types.js'
 import { marker, noNamespace, processesWith, tempDir, waitFor } from '../helpers.js'
@@ -21,6 +22,7 @@ async function setup(warm: number) {
   const dataDir = path.join(tempDir('cordon-warm-svc-'), 'data')
   const made = await createService({ dataDir, concurrency: 2, warm })
   const { service } = made
+  const token = made.adminKey as string
   closers.push(() => service.close())
   const admin = service.authenticate(made.adminKey as string) as KeyRecord
   const user = (secrets: Record<string, string> = {}) => {
@@ -32,7 +34,7 @@ async function setup(warm: number) {
     })
     return service.authenticate(key) as KeyRecord
   }
-  return { dataDir, service, admin, user }
+  return { dataDir, service, admin, user, token }
 }
 
 /** Until `n` members are ready (made in the background). */
@@ -145,6 +147,24 @@ describe('cordon serve --warm', { skip: noNamespace }, () => {
     assert.equal(done.result?.status, 'canceled')
     assert.equal(startedWarm(service, admin, run.id), true)
     assert.ok(await waitFor(() => processesWith(m).length === 0, 5000), 'nothing of it left')
+  })
+
+  it('/metrics counts the runs by path, warm or cold', async () => {
+    const { service, token } = await setup(1)
+    const { app } = createApp(service)
+    const auth = { authorization: `Bearer ${token}` }
+    await ready(service, 1)
+    for (const options of [{}, { mergeOutput: true }]) {
+      const res = await app.request('/v1/runs', {
+        method: 'POST',
+        headers: auth,
+        body: JSON.stringify({ cmd: ['true'], options, wait: '20s' }),
+      })
+      assert.equal(res.status, 201)
+    }
+    const metrics = await (await app.request('/metrics', { headers: auth })).text()
+    assert.match(metrics, /cordon_runs_started_total\{path="warm"\} 1\b/)
+    assert.match(metrics, /cordon_runs_started_total\{path="cold"\} 1\b/)
   })
 
   it('a request the members do not cover runs cold and leaves them ready; the workspaces go', async () => {
