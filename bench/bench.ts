@@ -412,13 +412,15 @@ const stampOf = (text: string): number => {
 interface Served {
   url: string
   key: string
+  /** Runs that took a warm member (`warm`), and those that ran cold. */
+  paths(): { warm: number; cold: number }
   close(): Promise<void>
 }
 
 /** createService + the app on a loopback port, its data dir in a temp dir, as `cordon serve` starts them. */
-async function startService(concurrency: number): Promise<Served> {
+async function startService(concurrency: number, warm = 0): Promise<Served> {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'cordon-bench-serve-'))
-  const { service, adminKey } = await createService({ dataDir, concurrency, maxQueued: 1000 })
+  const { service, adminKey } = await createService({ dataDir, concurrency, maxQueued: 1000, warm })
   if (!adminKey) throw new Error('a fresh data dir must give an admin key')
   const { app } = createApp(service)
   const server = await new Promise<ReturnType<typeof listen>>((resolve, reject) => {
@@ -429,6 +431,10 @@ async function startService(concurrency: number): Promise<Served> {
   return {
     url: `http://127.0.0.1:${port}`,
     key: adminKey,
+    paths: () => {
+      const stats = service.warm?.stats()
+      return { warm: stats?.warmRuns ?? 0, cold: stats?.coldRuns ?? 0 }
+    },
     async close() {
       await service.drain()
       await new Promise<void>((resolve) => {
@@ -1028,6 +1034,31 @@ async function main(): Promise<void> {
         : {}),
     })
   }
+
+  // 8b. `cordon serve --warm`: the same served run (POST /v1/runs, wait) on a server keeping warm members
+  // against one without, interleaved. A run that found no member ready ran cold: counted beside.
+  const servedWarm = await startService(CONCURRENCY, WARM_MEMBERS)
+  const servedCold = await startService(CONCURRENCY)
+  for (let i = 0; i < 1000 && servedWarm.paths().warm === 0; i++) {
+    await sleep(20)
+    if (i % 10 === 9) await httpRun(servedWarm, trueCmd, true) // until one run has found a member
+  }
+  const before = servedWarm.paths()
+  const [httpWarm, httpCold] = await interleavedLatency(
+    [() => httpRun(servedWarm, trueCmd, true), () => httpRun(servedCold, trueCmd, true)],
+    LATENCY_RUNS,
+    LATENCY_WARMUP,
+  )
+  const after = servedWarm.paths()
+  await servedWarm.close()
+  await servedCold.close()
+  rows.push(...latencyRows(`HTTP run \`true\`, --warm ${WARM_MEMBERS} vs cold`, httpWarm!, httpCold!))
+  rows.push({
+    metric: '  served runs on --warm that ran cold (no member ready)',
+    cordon: String(after.cold - before.cold),
+    baseline: String(after.warm + after.cold - before.warm - before.cold),
+    ratio: (after.cold - before.cold) / Math.max(1, after.warm + after.cold - before.warm - before.cold),
+  })
 
   // 9. The WASM face: a host call's round trip through the worker bridge, and an exec through a guest
   // against run() of the same command (bench/wasm.ts).

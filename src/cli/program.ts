@@ -245,6 +245,12 @@ export async function main(argv: string[]): Promise<number> {
       .addOption(dataDirOption())
       .addOption(new Option('--concurrency <N>', 'runs at once (default 2)').argParser(wholeNumber(1, 1024)))
       .addOption(
+        new Option(
+          '--warm <N>',
+          'warm members kept ready, each a namespace-tier sandbox made ahead of its run in its own workspace (default 0; at most 64)',
+        ).argParser(wholeNumber(0, 64)),
+      )
+      .addOption(
         new Option('--max-queued <N>', 'runs waiting at most (default 100)').argParser(
           wholeNumber(0, 1_000_000),
         ),

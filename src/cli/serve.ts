@@ -36,6 +36,7 @@ interface ServeValues {
   port?: number
   dataDir?: string
   concurrency?: number
+  warm?: number
   maxQueued?: number
   maxConnections?: number
   maxConnectionsPerAddress?: number
@@ -68,6 +69,7 @@ export function serveCommand(values: ServeValues): Promise<number> {
       ...(values.port !== undefined ? { port: values.port } : {}),
       ...(values.dataDir !== undefined ? { dataDir: values.dataDir } : {}),
       ...(values.concurrency !== undefined ? { concurrency: values.concurrency } : {}),
+      ...(values.warm !== undefined ? { warm: values.warm } : {}),
       ...(values.maxQueued !== undefined ? { maxQueued: values.maxQueued } : {}),
       ...(values.maxConnections !== undefined ? { maxConnections: values.maxConnections } : {}),
       ...(values.maxConnectionsPerAddress !== undefined

@@ -23,6 +23,8 @@ export interface ServeOptions {
   /** Default $XDG_DATA_HOME/cordon or ~/.local/share/cordon. */
   dataDir?: string
   concurrency?: number
+  /** Warm members kept ready (`--warm`; default 0): see ServiceOptions.warm. */
+  warm?: number
   maxQueued?: number
   /**
    * Connections held at once (default 1024), and from one address (default 256; the loopback is one
@@ -84,6 +86,7 @@ export async function serve(options: ServeOptions = {}): Promise<Server> {
     log,
     allowPrivateWebhooks: options.allowPrivateWebhooks === true,
     ...(options.concurrency !== undefined ? { concurrency: options.concurrency } : {}),
+    ...(options.warm !== undefined ? { warm: options.warm } : {}),
     ...(options.maxQueued !== undefined ? { maxQueued: options.maxQueued } : {}),
     ...(options.maxCollectBytes !== undefined ? { maxCollectBytes: options.maxCollectBytes } : {}),
     ...(options.maxWorkspaceBytes !== undefined ? { maxWorkspaceBytes: options.maxWorkspaceBytes } : {}),

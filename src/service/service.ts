@@ -39,6 +39,7 @@ import { errorFields, mapStoreFull } from './store-errors.js'
 import { viewJson, wholeResult } from './text.js'
 import type { KeyRecord, RunEvent, RunEventType, RunRecord, Scope, Service, Store } from './types.js'
 import { runView, ServiceError } from './types.js'
+import { MAX_WARM, WarmMembers } from './warm.js'
 import { checkWebhookUrl, deliverWebhook } from './webhook.js'
 import { executeRun, filesDir } from './worker.js'
 import { Workspaces } from './workspace.js'
@@ -77,6 +78,11 @@ export interface ServiceOptions {
   maxRetentionMs?: number | null
   /** Start runs through one spawner (default true; none when it cannot be opened). */
   useSpawner?: boolean
+  /**
+   * Warm members kept ready (`--warm`; default 0, at most MAX_WARM): namespace-tier sandboxes made ahead
+   * of their runs, each in a workspace of its own (warm.ts). A run of another shape runs cold.
+   */
+  warm?: number
   /** Called with each run once it is finished (webhooks hang here). Errors are ignored. */
   onFinished?: (run: RunRecord, key: KeyRecord | null) => void
   /**
@@ -129,6 +135,8 @@ export interface ServiceExtras {
    */
   viewJson(key: KeyRecord, id: string): Iterable<string>
   readonly store: Store
+  /** The warm members (`warm`), or null without. */
+  readonly warm: WarmMembers | null
 }
 
 /** A zod error as ServiceError('invalid'), naming the first issue's dotted path. */
@@ -153,6 +161,9 @@ function canceledResult(message = 'canceled before start'): RunResult {
 }
 
 export async function createService(options: ServiceOptions): Promise<CreatedService> {
+  const warmSize = options.warm ?? 0
+  if (!(Number.isInteger(warmSize) && warmSize >= 0 && warmSize <= MAX_WARM))
+    throw new PolicyError('warm', `must be a whole number from 0 to ${MAX_WARM}, got ${warmSize}`)
   let host: HostOptions | undefined
   if (options.hostOptions) {
     const parsed = hostOptionsSchema.safeParse(options.hostOptions)
@@ -336,6 +347,7 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
         maxCollectBytes: options.maxCollectBytes ?? 64 * 1024 * 1024,
         workspaces,
         ...(host ? { host } : {}),
+        ...(warm ? { warm } : {}),
         onStoreError: (error) =>
           log.error({ runId, err: errorFields(error) }, 'could not store an event of a run: it is stopped'),
       })
@@ -387,6 +399,18 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
     await spawner?.close().catch(() => undefined)
     throw error
   }
+  const warm =
+    warmSize > 0
+      ? new WarmMembers({
+          size: warmSize,
+          dataDir,
+          workspaces,
+          host,
+          spawner,
+          onError: (error) =>
+            log.warn({ err: errorFields(error) }, 'could not make a warm member its workspace'),
+        })
+      : null
   for (const run of store.queuedRuns()) {
     if ((store.runRequest(run.id) as RunRequest).stdin === 'open') stdins.open(run.id, run.keyId)
     queue.push(run.id, run.keyId)
@@ -459,6 +483,7 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
 
   const service: Service & ServiceExtras = {
     store,
+    warm,
 
     authenticate(token) {
       const key = store.keyByHash(hashKey(token))
@@ -738,6 +763,7 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
       clearInterval(sweeper)
       for (const c of controllers.values()) c.abort()
       await queue.idle()
+      await warm?.close()
       for (const set of waiters.values()) for (const w of set) w()
       waiters.clear()
       followers.clear()

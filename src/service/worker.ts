@@ -51,6 +51,25 @@ export interface WorkerContext {
   host?: HostOptions
   /** Told each event the store could not take (the run is then stopped). */
   onStoreError?: (error: Error) => void
+  /** Warm members paired with workspaces (`--warm`, warm.ts), where a run may find one. */
+  warm?: WarmSlots
+}
+
+/** Where a run may find a warm member with its workspace (warm.ts); null: the run takes the cold path. */
+export interface WarmSlots {
+  take(request: RunRequest): WarmLease | null
+}
+
+/** A member's workspace, now the run's (its release also ends the member), and the run's start in it. */
+export interface WarmLease {
+  readonly workspace: Workspace
+  start(cmd: readonly string[], options: RunOptions<Buffer>): WarmRun
+}
+
+/** A run started through a lease: in its member (`warm`), or cold in the member's workspace. */
+export interface WarmRun {
+  handle: RunHandle<Buffer>
+  warm: boolean
 }
 
 /** Where a run's collected files live. */
@@ -63,9 +82,11 @@ export const filesDir = (dataDir: string, runId: string) => path.join(dataDir, '
  */
 export async function executeRun(ctx: WorkerContext): Promise<RunResult> {
   const events = new EventSink(ctx.emit, ctx.onStoreError)
+  // A warm member comes with the workspace it was made in; otherwise a fresh one.
+  const lease = ctx.warm?.take(ctx.request) ?? null
   let workspace: Workspace
   try {
-    workspace = await ctx.workspaces.acquire(ctx.runId)
+    workspace = lease?.workspace ?? (await ctx.workspaces.acquire(ctx.runId))
   } catch (error) {
     return errorResult('files', `could not prepare the workspace: ${(error as Error).message}`)
   }
@@ -77,7 +98,7 @@ export async function executeRun(ctx: WorkerContext): Promise<RunResult> {
       return errorResult('files', `could not prepare the workspace: ${(error as Error).message}`)
     }
     sandboxGone = false
-    const result = await runIn(ctx, workspace, events)
+    const result = await runIn(ctx, workspace, events, lease)
     sandboxGone = true
     for (const event of result.network) events.emit('network', { ...event })
     if (events.failure) return events.result(result)
@@ -183,7 +204,12 @@ export function dataDirGuard(
  * way out kills it first and waits for its result, which the library gives only when nothing of the
  * sandbox runs any more.
  */
-async function runIn(ctx: WorkerContext, workspace: Workspace, events: EventSink): Promise<RunResult> {
+async function runIn(
+  ctx: WorkerContext,
+  workspace: Workspace,
+  events: EventSink,
+  lease: WarmLease | null,
+): Promise<RunResult> {
   const { request } = ctx
   const guard = dataDirGuard(request.options.isolation, ctx.dataDir, process.getuid?.() === 0)
   if ('refused' in guard) return errorResult('options.isolation', guard.refused)
@@ -211,8 +237,10 @@ async function runIn(ctx: WorkerContext, workspace: Workspace, events: EventSink
   }
   if (ctx.spawner) options.spawner = ctx.spawner
   let handle: RunHandle<Buffer>
+  let warm = false
   try {
-    handle = start(request.cmd, options)
+    if (lease) ({ handle, warm } = lease.start(request.cmd, options))
+    else handle = start(request.cmd, options)
   } catch (error) {
     if (error instanceof PolicyError) return errorResult(`options.${error.field}`, error.message)
     return errorResult('start', (error as Error).message)
@@ -263,7 +291,7 @@ async function runIn(ctx: WorkerContext, workspace: Workspace, events: EventSink
     }, OUTPUT_FLUSH_MS)
   }
   try {
-    events.emit('started', { pid: handle.pid ?? null })
+    events.emit('started', { pid: handle.pid ?? null, warm })
     for await (const chunk of handle.output) {
       const bytes = chunk.data
       text.push(chunk.stream, bytes.length)

@@ -285,6 +285,12 @@ export function createApp(service: AppService, opts: AppOptions = {}): App {
     help: 'Runs accepted by POST /v1/runs',
     registers: [registry],
   })
+  const started = new Counter({
+    name: 'cordon_runs_started_total',
+    help: 'Runs accepted here that started, by path: in a warm member (--warm) or cold',
+    labelNames: ['path'],
+    registers: [registry],
+  })
   const finished = new Counter({
     name: 'cordon_runs_finished_total',
     help: 'Runs accepted here that finished, by status and isolation tier',
@@ -297,6 +303,8 @@ export function createApp(service: AppService, opts: AppOptions = {}): App {
     let stop: (() => void) | null = null
     let done = false
     const see = (event: RunEvent) => {
+      if (!done && event.type === 'started')
+        started.inc({ path: (event.data as { warm?: unknown }).warm === true ? 'warm' : 'cold' })
       if (done || (event.type !== 'end' && event.type !== 'interrupted')) return
       done = true
       const result = (event.data as { result?: { status?: unknown; isolation?: unknown } }).result
