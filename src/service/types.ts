@@ -2,7 +2,9 @@
 // worker.ts) and the store (store.ts; SQLite in sqlite.ts). The store and the queue sit behind these small
 // interfaces so that a PostgreSQL store or a Redis queue is a new implementation, not a rewrite.
 // The service is a face: it uses the engine only through the public API (../index.ts).
-import type { RunResult } from '../index.js'
+import type * as z from 'zod'
+import type { LogEntry, NetworkEvent, RunResult } from '../index.js'
+import type { apiOptionsSchema } from './request.js'
 
 /** A run's lifecycle, never mixed with its verdict (`result.status`). */
 export type RunState = 'queued' | 'running' | 'finished'
@@ -32,6 +34,28 @@ export interface RunRecord {
 }
 
 export type RunEventType = 'queued' | 'started' | 'output' | 'log' | 'network' | 'end' | 'interrupted'
+
+/**
+ * The run options a request may carry (`POST /v1/runs`'s `options`), as a client writes them: the library's
+ * own zod-derived input type, picked as apiOptionsSchema picks it, but for RegExp redactions, which JSON
+ * cannot carry.
+ */
+export type RequestOptions = Omit<z.input<typeof apiOptionsSchema>, 'redact'> & {
+  redact?: Extract<NonNullable<z.input<typeof apiOptionsSchema>['redact']>[number], string>[]
+}
+
+/** Each event type's `data`, as the API sends it (an `output`'s `data`: text, or base64 when asked). */
+export interface RunEventData {
+  queued: Record<string, never>
+  started: { pid: number | null }
+  output: { stream: 'stdout' | 'stderr'; offset: number; bytes: number; data: string }
+  log: LogEntry
+  network: NetworkEvent
+  /** The result without what the run's events carried (`get` has it whole). */
+  end: { result: EndResult }
+  /** `worker` (the worker that held it) when `reason` is `worker-lost`. */
+  interrupted: { reason: string; worker?: string | null }
+}
 
 /** A run as `GET /v1/runs/{id}` shows it: never its request, with its whole result. */
 export type RunView = Omit<RunRecord, 'keyId' | 'cmd' | 'result'> & { result?: RunResult }
