@@ -6,6 +6,15 @@ import { ceilingsSchema } from '../service/key-schema.js'
 import { apiOptionsSchema, runRequestSchema } from '../service/request.js'
 import { escapeText } from './text.js'
 
+function policySchemaNetworkAllowlist() {
+  const allowlist = apiOptionsSchema.shape.network
+    .unwrap()
+    .unwrap()
+    .out.options.find((o): o is Extract<typeof o, z.ZodObject> => o instanceof z.ZodObject)
+  if (!allowlist) throw new Error('the options’ network has no allowlist form')
+  return allowlist
+}
+
 /**
  * Bytes a result holds once serialised, at most: each of its strings twice over (JSON spells a quote,
  * a backslash, a tab or a newline in two bytes; escapeText has spelt out every other control character),
@@ -49,13 +58,27 @@ export const limitsInput = ceilingsSchema
   .shape.limits.describe(
     'limits for this run (wallTimeMs "30s", memoryBytes "256M", maxOutputBytes…): at most the server’s; unset ones get min(default, the server’s)',
   )
-export const networkInput = apiOptionsSchema.shape.network
-  .unwrap()
-  .unwrap()
+/** The allowlist object of `network`, as the options take it. */
+const allowlistInput = policySchemaNetworkAllowlist()
+/**
+ * Each form of `network` the run tool's text shows, as its JSON Schema says them: the CLI's `allow:…` line
+ * is a string the options' preprocess reads, which a schema made from the options would not show (a client
+ * checking its call against it refused the form the text offers). The service parses it as run() does.
+ */
+export const networkInput = z
+  .union([
+    z.enum(['none', 'host']),
+    z
+      .string()
+      .regex(/^allow:/, 'must start with allow:')
+      .describe('the CLI form: "allow:host1,*.host2,!denied,+loopback"'),
+    allowlistInput,
+  ])
   .optional()
   .describe(
     '"none", "host", "allow:host1,host2" or { allow: [...] }: within what the server allows; unset: the server’s default',
   )
+
 export const filesInput = runRequestSchema.shape.files
   .unwrap()
   .optional()

@@ -3,8 +3,16 @@
 // interfaces so that a PostgreSQL store or a Redis queue is a new implementation, not a rewrite.
 // The service is a face: it uses the engine only through the public API (../index.ts).
 import type * as z from 'zod'
-import type { LogEntry, NetworkEvent, RunResult } from '../index.js'
+import type { Limits, LogEntry, NetworkEvent, Policy, RunResult } from '../index.js'
 import type { apiOptionsSchema } from './request.js'
+
+/** What a run of a key gets (ceilings.ts): each limit's default and ceiling, and the network it may ask. */
+export interface RunBounds {
+  /** `default`: what a run leaving the limit unset gets, min(the library's default, `ceiling`); null: none. */
+  limits: Record<keyof Limits, { default: number; ceiling: number | null }>
+  /** The key's network ceiling (`none` when it has none): "host", an allowlist, or a list of modes. */
+  network: 'none' | 'host' | Exclude<Policy['network'], string> | ('none' | 'allow' | 'host')[]
+}
 
 /** A run's lifecycle, never mixed with its verdict (`result.status`). */
 export type RunState = 'queued' | 'running' | 'finished'
@@ -317,6 +325,8 @@ export interface Service {
   authenticate(token: string): KeyRecord | null
   /** Validates (request schema, server-only options, ceilings), stores it `queued`, enqueues it. */
   submit(key: KeyRecord, body: unknown): RunRecord
+  /** What a run of `key` may ask and gets by default: its ceilings and the server's, together. */
+  bounds(key: KeyRecord): RunBounds
   /** The run, with its result's summary (cheap: its output is not read). */
   get(key: KeyRecord, id: string): RunRecord
   /**
