@@ -6,7 +6,7 @@
 // that asked `{ limits: { wallTimeMs: '1h' }, network: 'host' }` with both.
 import path from 'node:path'
 import { PolicyError } from '../errors.js'
-import { type AnyRunOptions, type Policy, parsePolicy } from '../policy/schema.js'
+import { type AnyRunOptions, defaultHide, type Policy, parsePolicy } from '../policy/schema.js'
 import { formatBytes, formatDuration } from '../policy/units.js'
 
 type Raw = Record<string, unknown>
@@ -135,7 +135,8 @@ export function withinSandbox(base: AnyRunOptions, over: AnyRunOptions, merged: 
   if (asked.cgroup !== undefined && b.cgroup.mode === 'auto' && m.cgroup.mode === 'off')
     throw refused('cgroup.mode', '"off"', '"auto"')
   // What a run can only add to: the sandbox's and the run's together.
-  if (asked.hide !== undefined && base.hide !== undefined) out.hide = union(b.hide, m.hide)
+  // A sandbox that named no hide list hides cordon's home: a run's list is added to that, not put in its place.
+  if (asked.hide !== undefined) out.hide = union(b.hide ?? defaultHide(), m.hide)
   if (asked.deny !== undefined) out.deny = union(b.deny, m.deny)
   if (asked.denySyscalls !== undefined) out.denySyscalls = union(b.denySyscalls, m.denySyscalls)
   if (asked.redact !== undefined) out.redact = union<string | RegExp>(base.redact, over.redact)

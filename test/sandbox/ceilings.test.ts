@@ -1,6 +1,7 @@
 // A sandbox's options are ceilings: a run of it may tighten them, never loosen them. Each refusal names
 // the field and both values; real runs show the tightening and the additions hold.
 import assert from 'node:assert/strict'
+import os from 'node:os'
 import path from 'node:path'
 import { describe, it } from 'node:test'
 import { createSandbox, PolicyError } from '../../src/index.js'
@@ -97,6 +98,10 @@ describe('createSandbox: its options are ceilings', () => {
     // So is its deny list: the sandbox's `cat` stays denied.
     const denied = await box.run(['cat', '/dev/null'], { deny: ['ls'] })
     assert.equal(denied.status, 'denied')
+    // A run's hide list is added to the sandbox's (here its default: cordon's home), not put in its place.
+    // (Hidden, it is an empty directory the run can list; shown, a listing or a refusal.)
+    const home = await box.run(['sh', '-c', `ls -A ${os.homedir()}; echo "rc=$?"`], { hide: ['/var/tmp'] })
+    assert.equal(home.stdout, 'rc=0\n', `the home shows empty: ${home.stdout}${home.stderr}`)
     // A writable path inside the sandbox's is a tightening.
     const inner = await box.run(['sh', '-c', `echo again > ${sub}/f`], { writable: [sub] })
     assert.equal(inner.status, 'ok', inner.stderr)
