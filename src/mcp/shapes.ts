@@ -6,15 +6,6 @@ import { ceilingsSchema } from '../service/key-schema.js'
 import { apiOptionsSchema, runRequestSchema } from '../service/request.js'
 import { escapeText } from './text.js'
 
-function policySchemaNetworkAllowlist() {
-  const allowlist = apiOptionsSchema.shape.network
-    .unwrap()
-    .unwrap()
-    .out.options.find((o): o is Extract<typeof o, z.ZodObject> => o instanceof z.ZodObject)
-  if (!allowlist) throw new Error('the options’ network has no allowlist form')
-  return allowlist
-}
-
 /**
  * Bytes a result holds once serialised, at most: each of its strings twice over (JSON spells a quote,
  * a backslash, a tab or a newline in two bytes; escapeText has spelt out every other control character),
@@ -59,7 +50,12 @@ export const limitsInput = ceilingsSchema
     'limits for this run (wallTimeMs "30s", memoryBytes "256M", maxOutputBytes…): at most the server’s; unset ones get min(default, the server’s)',
   )
 /** The allowlist object of `network`, as the options take it. */
-const allowlistInput = policySchemaNetworkAllowlist()
+/** The options' allowlist object (the third form of `network`), as the library parses it. */
+const allowlistInput = apiOptionsSchema.shape.network
+  .unwrap()
+  .unwrap()
+  .out.options.find((o): o is Extract<typeof o, z.ZodObject> => o instanceof z.ZodObject)
+if (!allowlistInput) throw new Error('the options’ network has no allowlist form')
 /**
  * Each form of `network` the run tool's text shows, as its JSON Schema says them: the CLI's `allow:…` line
  * is a string the options' preprocess reads, which a schema made from the options would not show (a client
