@@ -1,14 +1,22 @@
 // The typed client of `cordon serve` (docs/service.md): plain fetch (Node >= 20), no dependency. It is a
 // face like the CLI: it knows the API's JSON, and imports the engine and the service for their types only,
 // so `import { connect } from 'cordon/client'` loads neither the sandbox nor hono nor SQLite.
-import type { OutputData, RunResult } from '../index.js'
-import type { EndResult, RunEventType, RunState, RunSummaryView, RunView } from '../service/types.js'
+import type { RunResult } from '../index.js'
+import type {
+  EndResult,
+  RequestOptions,
+  RunEventData,
+  RunEventType,
+  RunState,
+  RunSummaryView,
+  RunView,
+} from '../service/types.js'
 
 /**
  * RunView: a run as `GET /v1/runs/{id}` shows it (`result`, the whole RunResult, once it finished).
  * RunSummaryView: as `list()` shows it (`result` without stdout, stderr, output, logs and network).
  */
-export type { EndResult, RunSummaryView, RunView }
+export type { EndResult, RequestOptions, RunEventData, RunSummaryView, RunView }
 
 /** `POST /v1/runs`'s body (docs/service.md#runs); `options` are the library's, as the server validates them. */
 export interface RunRequestBody {
@@ -17,8 +25,11 @@ export interface RunRequestBody {
   stdin?: string | { base64: string } | 'open'
   files?: { path: string; content: string; encoding?: 'utf8' | 'base64'; mode?: number }[]
   collect?: string[]
-  /** The library's run options a client may set (limits, network, env, isolation…): validated by the server. */
-  options?: Record<string, unknown>
+  /**
+   * The library's run options a client may set (limits, network, env, isolation…), typed as the library
+   * types them: validated by the server, within the key's ceilings.
+   */
+  options?: RequestOptions
   metadata?: Record<string, string>
   webhook?: { url: string }
   /** Answer once the run finished, or after this long (`'20s'`, or ms). */
@@ -35,19 +46,21 @@ export interface ListFilter {
   cursor?: string
 }
 
-/** One event of a run, as the SSE stream gives it (`id:` is `seq`). */
-export interface ClientEvent {
-  seq: number
-  type: RunEventType
-  /** ISO 8601, UTC. */
-  at: string
-  /**
-   * `output` `{ stream, offset, bytes, data }`, `end` `{ result }` (an EndResult: the RunResult without
-   * stdout, stderr, output, logs and network, which the run's own events carried; `get` has it whole),
-   * `interrupted` `{ reason }`…
-   */
-  data: Record<string, unknown>
-}
+/**
+ * One event of a run, as the SSE stream gives it (`id:` is `seq`); its `data` is typed by its `type`:
+ * `output` `{ stream, offset, bytes, data }`, `end` `{ result }` (an EndResult: the RunResult without
+ * stdout, stderr, output, logs and network, which the run's own events carried; `get` has it whole),
+ * `interrupted` `{ reason }`…
+ */
+export type ClientEvent<T extends RunEventType = RunEventType> = {
+  [K in T]: {
+    seq: number
+    type: K
+    /** ISO 8601, UTC. */
+    at: string
+    data: RunEventData[K]
+  }
+}[T]
 
 export interface EventsOptions {
   /** Resume after this event (its seq); default 0: from the first. */
@@ -89,12 +102,15 @@ export class ClientError extends Error {
 }
 
 export interface Client {
-  /** Runs `cmd` and resolves with the library's RunResult once it finished (long-polling as needed). */
+  /**
+   * Runs `cmd` and resolves with the library's RunResult once it finished (long-polling as needed): its
+   * text as text (the bytes exactly are `output()`'s).
+   */
   run(
     cmd: string[],
     body?: Omit<RunRequestBody, 'cmd' | 'wait'>,
     opts?: { signal?: AbortSignal },
-  ): Promise<RunResult<OutputData>>
+  ): Promise<RunResult>
   /** Submits a run (`201`); with `wait`, answers once it finished or the wait ended. */
   submit(body: RunRequestBody): Promise<RunView>
   get(id: string, opts?: { wait?: string | number; signal?: AbortSignal }): Promise<RunView>
@@ -342,7 +358,8 @@ export function connect(options: ConnectOptions): Client {
               last = seq
               failures = 0
               const type = message.event as RunEventType
-              yield { seq, type, at: typeof at === 'string' ? at : '', data }
+              // The server's own JSON, typed by its event type (RunEventData).
+              yield { seq, type, at: typeof at === 'string' ? at : '', data } as ClientEvent
               if (type === 'end' || type === 'interrupted') return
             }
             // Closed before the end: resumed.

@@ -8,6 +8,8 @@ export type {
   EndResult,
   EventsOptions,
   ListFilter,
+  RequestOptions,
+  RunEventData,
   RunRequestBody,
   RunSummaryView,
   RunView,

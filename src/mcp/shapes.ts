@@ -49,13 +49,32 @@ export const limitsInput = ceilingsSchema
   .shape.limits.describe(
     'limits for this run (wallTimeMs "30s", memoryBytes "256M", maxOutputBytes…): at most the server’s; unset ones get min(default, the server’s)',
   )
-export const networkInput = apiOptionsSchema.shape.network
+/** The allowlist object of `network`, as the options take it. */
+/** The options' allowlist object (the third form of `network`), as the library parses it. */
+const allowlistInput = apiOptionsSchema.shape.network
   .unwrap()
   .unwrap()
+  .out.options.find((o): o is Extract<typeof o, z.ZodObject> => o instanceof z.ZodObject)
+if (!allowlistInput) throw new Error('the options’ network has no allowlist form')
+/**
+ * Each form of `network` the run tool's text shows, as its JSON Schema says them: the CLI's `allow:…` line
+ * is a string the options' preprocess reads, which a schema made from the options would not show (a client
+ * checking its call against it refused the form the text offers). The service parses it as run() does.
+ */
+export const networkInput = z
+  .union([
+    z.enum(['none', 'host']),
+    z
+      .string()
+      .regex(/^allow:/, 'must start with allow:')
+      .describe('the CLI form: "allow:host1,*.host2,!denied,+loopback"'),
+    allowlistInput,
+  ])
   .optional()
   .describe(
     '"none", "host", "allow:host1,host2" or { allow: [...] }: within what the server allows; unset: the server’s default',
   )
+
 export const filesInput = runRequestSchema.shape.files
   .unwrap()
   .optional()

@@ -236,6 +236,7 @@ export async function startMcpStdio(options: McpStdioOptions): Promise<McpStdioS
       key: record,
       budget: options.budget ?? DEFAULT_OUTPUT_BUDGET,
       fixedOptions: fixed,
+      persistent: host?.writable ?? [],
       holds,
       ...(functions ? { functions } : {}),
       ...(options.version ? { version: options.version } : {}),

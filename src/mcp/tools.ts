@@ -8,6 +8,7 @@ import * as z from 'zod'
 import type { FunctionResult, RunResult } from '../index.js'
 import { keyCeilings } from '../service/key-schema.js'
 import type { KeyRecord, RunRecord, Service } from '../service/types.js'
+import { boundsText, packageVersion } from './about.js'
 import { cutRange, cutToBudget } from './budget.js'
 import {
   answerBytes,
@@ -59,8 +60,10 @@ export interface McpToolsOptions {
   defaultWaitMs?: number
   /** Functions `call_function` may call; the tool exists only when there are some. */
   functions?: McpFunctions
-  /** Name and version the server reports. */
+  /** The version the server reports; default: the package's. */
   version?: string
+  /** Host paths the runs may write (`cordon mcp --writable`): what outlives a call, as the run tool says. */
+  persistent?: string[]
   /**
    * The bytes this server's answers hold until they are sent (/mcp: the serving app's budget, per key and
    * in all). Each result takes its size before it is returned; a result with no room is a `busy` tool
@@ -94,7 +97,7 @@ export function createMcpServer(options: McpToolsOptions): McpServer {
         ? ceilings.network.some((m) => m !== 'none')
         : ceilings.network !== 'none'
   const server = new McpServer(
-    { name: 'cordon', version: options.version ?? '0.0.0' },
+    { name: 'cordon', version: options.version ?? packageVersion() },
     {
       instructions:
         'Runs commands in a sandbox under kernel-enforced limits the server sets. `run` starts one and ' +
@@ -249,7 +252,7 @@ export function createMcpServer(options: McpToolsOptions): McpServer {
         'server’s limits, and wait up to wait_ms for it. Returns its result, or, if it is still going, its ' +
         `run_id and output so far. Output past ${budget} bytes is cut to head and tail; read_output pages it. ` +
         FRAMING +
-        (networkOn ? '' : ' The sandbox has no network.'),
+        ` ${boundsText(service.bounds(key), fixed, options.persistent ?? [])}`,
       inputSchema: {
         cmd: z.array(z.string()).min(1).optional().describe('the program and its arguments'),
         shell: z.string().optional().describe('a shell command line, run as sh -c (instead of cmd)'),

@@ -223,6 +223,9 @@ function parseNetworkFlag(value: unknown, ctx: z.core.$RefinementCtx): unknown {
   return parsed
 }
 
+/** What `network` takes: "none", "host", the CLI's `allow:…` form, or an allowlist object. */
+type NetworkInput = 'none' | 'host' | `allow:${string}` | z.input<typeof networkAllowSchema>
+
 export const policySchema = z.strictObject({
   limits: limitsSchema.prefault({}),
   env: z
@@ -265,7 +268,8 @@ export const policySchema = z.strictObject({
   }),
   network: z
     .preprocess(
-      parseNetworkFlag,
+      // Typed as what it takes, so that RunOptions' `network` (and a client's) is no `unknown`.
+      (value: NetworkInput, ctx) => parseNetworkFlag(value, ctx),
       z.union([z.enum(['none', 'host']), networkAllowSchema], {
         error:
           'must be "none", "host" or an allowlist { allow, deny, allowLoopback, allowPrivate, allowMetadata }',

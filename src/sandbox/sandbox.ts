@@ -6,6 +6,7 @@ import type { RunResult, ViolationKind } from '../policy/result.js'
 import type { AnyRunOptions, OutputData, RunOptions } from '../policy/schema.js'
 import { launch, type RunHandle } from '../run/launch.js'
 import { SpawnerError } from '../spawner/spawner.js'
+import { withinSandbox } from './ceilings.js'
 import { DEFAULT_IDLE_MS, MAX_MEMBERS, WarmPool, type WarmStats } from './pool.js'
 
 /** `D`: what output is made of in every run of the sandbox (Buffer with `encoding: 'buffer'`). */
@@ -74,7 +75,10 @@ const shapeless = (options: AnyRunOptions | undefined) =>
   !options ||
   (Object.keys(options).every((k) => SHAPELESS.has(k)) && options.limits?.tmpfsBytes === undefined)
 
-/** Per-call options over the sandbox's: objects (limits, env, cgroup, uidPool) merge, the rest replaces. */
+/**
+ * Per-call options over the sandbox's: objects (limits, env, cgroup, uidPool) merge, the rest replaces,
+ * within the sandbox's as ceilings (ceilings.ts): a run may tighten them, never loosen them.
+ */
 function merge(base: AnyRunOptions, over: AnyRunOptions): AnyRunOptions {
   const encoding = base.encoding ?? 'utf8'
   if (over.encoding !== undefined && over.encoding !== encoding) {
@@ -84,7 +88,7 @@ function merge(base: AnyRunOptions, over: AnyRunOptions): AnyRunOptions {
   for (const key of ['limits', 'env', 'cgroup', 'uidPool'] as const) {
     if (base[key] && over[key]) out[key] = { ...base[key], ...over[key] }
   }
-  return out as AnyRunOptions
+  return withinSandbox(base, over, out) as AnyRunOptions
 }
 
 export class Sandbox<D extends OutputData = string> {

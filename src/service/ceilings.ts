@@ -6,7 +6,7 @@
 import { formatBytes, formatDuration, policySchema } from '../index.js'
 import { type Ceilings, keyCeilings, LIMIT_NAMES } from './key-schema.js'
 import type { RunRequest } from './request.js'
-import { type KeyRecord, ServiceError } from './types.js'
+import { type KeyRecord, type RunBounds, ServiceError } from './types.js'
 
 type Options = RunRequest['options']
 type Network = NonNullable<Options['network']>
@@ -46,7 +46,7 @@ export const DEFAULT_MAX_WORKSPACE_BYTES = 1024 * 1024 * 1024
 export const DEFAULT_MAX_RETENTION_MS = 30 * 24 * 60 * 60 * 1000
 
 /** A limit's value as the options write it: `10s`, `256M`, or a count. */
-function shownLimit(name: string, value: number): string {
+export function shownLimit(name: string, value: number): string {
   if (name.endsWith('Ms')) return formatDuration(value)
   if (name.endsWith('Bytes')) return formatBytes(value)
   return String(value)
@@ -138,6 +138,20 @@ function limitsWithin(
     out[name] = ceiling
   }
   return out
+}
+
+/** `key`'s bounds under the server's ceilings `server`: what limitsWithin and networkWithin hold a run to. */
+export function runBounds(key: KeyRecord, server: ServerLimitCeilings = {}): RunBounds {
+  const ceilings = keyCeilings(key)
+  const limits = {} as RunBounds['limits']
+  for (const name of LIMIT_NAMES) {
+    const mine = ceilings.limits?.[name]
+    const theirs = server[name]
+    const ceiling =
+      mine === undefined ? (theirs ?? null) : theirs === undefined ? mine : Math.min(mine, theirs)
+    limits[name] = { default: Math.min(DEFAULT_LIMITS[name], ceiling ?? Infinity), ceiling }
+  }
+  return { limits, network: ceilings.network ?? 'none' }
 }
 
 const MODE = (network: Network) => (typeof network === 'string' ? network : 'allow')

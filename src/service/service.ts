@@ -18,6 +18,7 @@ import {
   DEFAULT_MAX_RETENTION_MS,
   DEFAULT_MAX_WORKSPACE_BYTES,
   DEFAULT_SERVER_LIMIT_CEILINGS,
+  runBounds,
   type ServerLimitCeilings,
 } from './ceilings.js'
 import { Finisher, type ServiceLog, silentLog } from './finish.js'
@@ -488,6 +489,10 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
     authenticate(token) {
       const key = store.keyByHash(hashKey(token))
       return key && key.revokedAt === null ? key : null
+    },
+
+    bounds(key) {
+      return runBounds(key, limitCeilings)
     },
 
     submit(key, body) {

@@ -2,7 +2,17 @@
 // worker.ts) and the store (store.ts; SQLite in sqlite.ts). The store and the queue sit behind these small
 // interfaces so that a PostgreSQL store or a Redis queue is a new implementation, not a rewrite.
 // The service is a face: it uses the engine only through the public API (../index.ts).
-import type { RunResult } from '../index.js'
+import type * as z from 'zod'
+import type { Limits, LogEntry, NetworkEvent, Policy, RunResult } from '../index.js'
+import type { apiOptionsSchema } from './request.js'
+
+/** What a run of a key gets (ceilings.ts): each limit's default and ceiling, and the network it may ask. */
+export interface RunBounds {
+  /** `default`: what a run leaving the limit unset gets, min(the library's default, `ceiling`); null: none. */
+  limits: Record<keyof Limits, { default: number; ceiling: number | null }>
+  /** The key's network ceiling (`none` when it has none): "host", an allowlist, or a list of modes. */
+  network: 'none' | 'host' | Exclude<Policy['network'], string> | ('none' | 'allow' | 'host')[]
+}
 
 /** A run's lifecycle, never mixed with its verdict (`result.status`). */
 export type RunState = 'queued' | 'running' | 'finished'
@@ -32,6 +42,28 @@ export interface RunRecord {
 }
 
 export type RunEventType = 'queued' | 'started' | 'output' | 'log' | 'network' | 'end' | 'interrupted'
+
+/**
+ * The run options a request may carry (`POST /v1/runs`'s `options`), as a client writes them: the library's
+ * own zod-derived input type, picked as apiOptionsSchema picks it, but for RegExp redactions, which JSON
+ * cannot carry.
+ */
+export type RequestOptions = Omit<z.input<typeof apiOptionsSchema>, 'redact'> & {
+  redact?: Extract<NonNullable<z.input<typeof apiOptionsSchema>['redact']>[number], string>[]
+}
+
+/** Each event type's `data`, as the API sends it (an `output`'s `data`: text, or base64 when asked). */
+export interface RunEventData {
+  queued: Record<string, never>
+  started: { pid: number | null }
+  output: { stream: 'stdout' | 'stderr'; offset: number; bytes: number; data: string }
+  log: LogEntry
+  network: NetworkEvent
+  /** The result without what the run's events carried (`get` has it whole). */
+  end: { result: EndResult }
+  /** `worker` (the worker that held it) when `reason` is `worker-lost`. */
+  interrupted: { reason: string; worker?: string | null }
+}
 
 /** A run as `GET /v1/runs/{id}` shows it: never its request, with its whole result. */
 export type RunView = Omit<RunRecord, 'keyId' | 'cmd' | 'result'> & { result?: RunResult }
@@ -293,6 +325,8 @@ export interface Service {
   authenticate(token: string): KeyRecord | null
   /** Validates (request schema, server-only options, ceilings), stores it `queued`, enqueues it. */
   submit(key: KeyRecord, body: unknown): RunRecord
+  /** What a run of `key` may ask and gets by default: its ceilings and the server's, together. */
+  bounds(key: KeyRecord): RunBounds
   /** The run, with its result's summary (cheap: its output is not read). */
   get(key: KeyRecord, id: string): RunRecord
   /**

@@ -5,7 +5,7 @@ import { createServer, type Server, type Socket, connect as tcpConnect } from 'n
 import { after, before, describe, it } from 'node:test'
 import { serve as listen } from '@hono/node-server'
 import { parseSse } from '../../src/client/client.js'
-import { ClientError, type ClientEvent, connect } from '../../src/client/index.js'
+import { ClientError, type ClientEvent, connect, type RequestOptions } from '../../src/client/index.js'
 import { run } from '../../src/index.js'
 import { createApp } from '../../src/service/http/app.js'
 import { createService } from '../../src/service/service.js'
@@ -101,6 +101,39 @@ describe('client', { timeout: 120_000 }, () => {
     assert.equal(remote.violation?.limit, 300)
   })
 
+  it('typed options go through; the result is text; the end event carries the typed result', async () => {
+    const client = connect({ url, key: admin })
+    // Options as the library types them (units as strings, the CLI's allowlist form): no cast.
+    const options: RequestOptions = {
+      limits: { wallTimeMs: '20s', maxOutputBytes: '64K' },
+      network: 'none',
+      env: { GREETING: 'héllo' },
+      redact: ['s3cret'],
+    }
+    const result = await client.run(['sh', '-c', 'echo "$GREETING s3cret"; echo e >&2'], { options })
+    assert.equal(result.status, 'ok')
+    // stdout is typed string, and is one: string methods need no cast.
+    assert.equal(typeof result.stdout, 'string')
+    assert.equal(result.stdout.trimEnd(), 'héllo [REDACTED]')
+    assert.equal(result.stderr.trimEnd(), 'e')
+
+    const { id } = await client.submit({ cmd: ['sh', '-c', 'echo x; exit 4'], options })
+    let end: ClientEvent<'end'> | undefined
+    let started: ClientEvent<'started'> | undefined
+    const text: string[] = []
+    for await (const event of client.events(id)) {
+      // Narrowed by its type: no cast of data.
+      if (event.type === 'end') end = event
+      else if (event.type === 'started') started = event
+      else if (event.type === 'output') text.push(event.data.data)
+    }
+    assert.equal(text.join(''), 'x\n')
+    assert.equal(typeof started?.data.pid, 'number')
+    assert.equal(end?.data.result.status, 'nonzero-exit')
+    assert.equal(end?.data.result.exitCode, 4)
+    assert.equal(typeof end?.data.result.wallMs, 'number')
+  })
+
   it('submit, get, list, output, cancel and remove', async () => {
     const client = connect({ url, key: admin })
     const done = await client.submit({ cmd: ['echo', 'kept'], metadata: { suite: 'client-1' }, wait: '30s' })
@@ -169,11 +202,11 @@ describe('client', { timeout: 120_000 }, () => {
       )
       assert.equal(events.at(-1)?.type, 'end')
       const out = events
-        .filter((e) => e.type === 'output' && e.data.stream === 'stdout')
+        .filter((e): e is ClientEvent<'output'> => e.type === 'output' && e.data.stream === 'stdout')
         .map((e) => e.data.data)
       assert.equal(out.join(''), '1\n2\n3\n4\n5\n6\n')
-      const result = (events.at(-1)?.data as { result?: { status: string } } | undefined)?.result
-      assert.equal(result?.status, 'ok')
+      const end = events.at(-1)
+      assert.equal(end?.type === 'end' && end.data.result.status, 'ok')
       // And from a given event on, once it finished: replayed from the store.
       const later: number[] = []
       for await (const e of client.events(id, { after: 3 })) later.push(e.seq)
@@ -209,7 +242,8 @@ describe('client', { timeout: 120_000 }, () => {
   it('a refusal is a ClientError with the status, code, message and field', async () => {
     const client = connect({ url, key: admin })
     await assert.rejects(
-      client.submit({ cmd: ['true'], options: { writable: ['/tmp'] } }),
+      // Not a client's option (the type says so too): what the server answers a client that sends it.
+      client.submit({ cmd: ['true'], options: { writable: ['/tmp'] } as RequestOptions }),
       (e: unknown) =>
         e instanceof ClientError &&
         e.status === 403 &&

@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import { syscallNumber } from '../../src/host/syscalls.js'
-import { probeCapabilities, run } from '../../src/index.js'
+import { probeCapabilities, type RunOptions, run } from '../../src/index.js'
 import { prepare, releasePlan } from '../../src/plan/plan.js'
 import { parsePolicy } from '../../src/policy/schema.js'
 import { skipTier, TIERS } from '../helpers.js'
@@ -163,11 +163,11 @@ print(json.dumps({'opened': sorted(opened), 'errnos': {k: sorted(v) for k, v in 
 `
 
 const bridge = probeCapabilities().bridge
-const NETWORKS = [
+const NETWORKS: [string, RunOptions['network']][] = [
   ['none', 'none'],
   ['host', 'host'],
   ['allowlist', { allow: ['example.com'] }],
-] as const
+]
 
 for (const isolation of TIERS) {
   describe(`socket families (${isolation} tier)`, { skip: noFilter || skipTier(isolation) }, () => {

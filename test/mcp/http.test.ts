@@ -62,6 +62,13 @@ describe('/mcp on cordon serve', { skip }, () => {
       'run',
       'write_stdin',
     ])
+    // The package's version (not 0.0.0), and this key's and server's limits in the run tool's text.
+    const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8'))
+    assert.equal(client.getServerVersion()?.version, pkg.version)
+    const said = String(tools.find((t) => t.name === 'run')?.description)
+    assert.match(said, /wallTimeMs: default 10s, at most 10s/)
+    assert.match(said, /maxOutputBytes: default 1M, at most 16M/)
+    assert.match(said, /nothing persists between calls/)
     const r = await call('run', { cmd: ['sh', '-c', 'echo over http'] })
     assert.equal((structured(r).result as { stdout: string }).stdout, 'over http\n')
     const id = String(structured(r).run_id)

@@ -169,6 +169,13 @@ describe('cordon mcp (stdio, the real bin)', { skip }, () => {
         'write_stdin',
       ])
       assert.equal(tools.find((t) => t.name === 'run')?.annotations?.openWorldHint, false)
+      // The package's version, and the operator's flags as this server's limits, in the run tool's text.
+      const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8'))
+      assert.equal(client.getServerVersion()?.version, pkg.version)
+      const said = String(tools.find((t) => t.name === 'run')?.description)
+      assert.match(said, /wallTimeMs: default 5s, at most 5s/)
+      assert.match(said, /no network/)
+      assert.match(said, /nothing persists between calls \(/)
 
       // The fixed options (--env, --redact) are in every run.
       const r = await call('run', { shell: 'echo "$GREETING $CORDON_TEST_SECRET"' })
@@ -322,6 +329,9 @@ describe('cordon mcp (stdio, the real bin)', { skip }, () => {
       '10s',
     ])
     try {
+      const { tools } = await client.listTools()
+      const said = String(tools.find((t) => t.name === 'run')?.description)
+      assert.ok(said.includes(`nothing persists between calls but what a run writes under ${project}`), said)
       const r = await call('run', {
         shell: `pwd; echo made > made.txt; echo no > ${elsewhere}/escaped.txt; echo "[\${#CORDON_TEST_SECRET}|\${CORDON_TEST_OTHER:-unset}]"`,
       })

@@ -1,11 +1,14 @@
 // The tools over the SDK's in-process pair, on a real service (real sandboxes): what each tool answers,
 // the budget and paging, stdin, cancel, list, progress, the client's cancellation, and the key's policy.
 import assert from 'node:assert/strict'
+import { readFileSync } from 'node:fs'
 import path from 'node:path'
 import { after, describe, it } from 'node:test'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js'
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js'
+import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv'
+import type { JsonSchemaType } from '@modelcontextprotocol/sdk/validation/types.js'
 import { errorResult } from '../../src/index.js'
 import { cutToBudget } from '../../src/mcp/budget.js'
 import { createMcpServer, type McpToolsOptions } from '../../src/mcp/tools.js'
@@ -81,6 +84,46 @@ describe('MCP tools', { skip }, () => {
     const { client } = await connect({ ceilings: { network: ['none', 'allow'] } })
     const { tools } = await client.listTools()
     assert.equal(tools.find((t) => t.name === 'run')?.annotations?.openWorldHint, true)
+  })
+
+  it("run says this server's limits and hosts and that nothing persists; its schema takes the allowlist it shows", async () => {
+    const { client, call } = await connect({
+      ceilings: {
+        limits: { wallTimeMs: '20s', memoryBytes: '128M' },
+        network: { allow: ['example.com', '*.pypi.org'] },
+      },
+    })
+    const { tools } = await client.listTools()
+    const run = tools.find((t) => t.name === 'run')
+    const said = String(run?.description)
+    // The key's ceilings, the server's own (16M of output, 1 h of wall time at most), the library's defaults.
+    assert.match(said, /wallTimeMs: default 20s, at most 20s/)
+    assert.match(said, /memoryBytes: default 128M, at most 128M/)
+    assert.match(said, /maxOutputBytes: default 1M, at most 16M/)
+    assert.match(said, /maxProcesses: default 64[;,.]/)
+    assert.match(said, /example\.com, \*\.pypi\.org/)
+    assert.match(said, /"allow:example\.com"/)
+    assert.match(said, /[Nn]othing persists between calls/)
+    // The schema a client checks its call against takes each form the text shows.
+    const validate = new AjvJsonSchemaValidator().getValidator(run?.inputSchema as JsonSchemaType)
+    for (const network of ['none', 'allow:example.com', { allow: ['example.com'] }])
+      assert.equal(validate({ cmd: ['true'], network }).valid, true, JSON.stringify(network))
+    assert.equal(validate({ cmd: ['true'], network: 'everything' }).valid, false)
+    // And the server takes it as the library does: a host past the ceiling is refused by name.
+    const over = await call('run', { cmd: ['true'], network: 'allow:example.com,evil.example' })
+    assert.equal(over.isError, true)
+    assert.match(text(over), /over-ceiling: options\.network\.allow\.1: "evil\.example"/)
+
+    // A key without a network: said so.
+    const none = await connect()
+    const { tools: closed } = await none.client.listTools()
+    assert.match(String(closed.find((t) => t.name === 'run')?.description), /no network/)
+  })
+
+  it('reports the package version', async () => {
+    const { client } = await connect()
+    const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8'))
+    assert.deepEqual(client.getServerVersion(), { name: 'cordon', version: pkg.version })
   })
 
   it('run: a command (argv or shell line) and its RunResult, with a text summary', async () => {
