@@ -32,7 +32,8 @@ import {
   runRequestSchema,
   SERVER_ONLY_OPTIONS,
 } from './request.js'
-import { newRunId, SqliteStore } from './sqlite.js'
+import { newRunId } from './sqlite.js'
+import { SqliteSyncStore } from './sqlite-sync.js'
 import { RunStdins } from './stdin.js'
 import { errorFields, mapStoreFull } from './store-errors.js'
 import { viewJson, wholeResult } from './text.js'
@@ -167,9 +168,9 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
   const dataDir = realpathSync(path.resolve(options.dataDir))
   // Before anything is read: a second server would end the first one's running runs as interrupted.
   const lock = lockDataDir(dataDir)
-  let store: SqliteStore
+  let store: SqliteSyncStore
   try {
-    store = new SqliteStore(dataDir)
+    store = new SqliteSyncStore(dataDir)
   } catch (error) {
     lock.release()
     throw error
