@@ -91,3 +91,8 @@ export function recentHostSockets(): readonly string[] {
   if (!recent || now - recent.at >= SOCKETS_TTL_MS) recent = { at: now, sockets: hostSockets() }
   return recent.sockets
 }
+
+/** Drop the listing kept: the next run reads the host's sockets afresh (one just found gone, say). */
+export function forgetHostSockets(): void {
+  recent = null
+}

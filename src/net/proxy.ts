@@ -33,6 +33,14 @@ const http = lazy<typeof import('node:http')>('node:http')
 /** The token's source and check, loaded when an allowlist first starts a proxy. */
 const crypto = lazy<typeof import('node:crypto')>('node:crypto')
 
+/**
+ * The longest reason an event keeps: more than any of cordon's own (a parsed host is at most 253, a rule
+ * the caller's), so only a reason that quotes the sandbox's bytes unbounded is ever cut.
+ */
+const MAX_REASON = 1024
+/** The longest scheme a refusal names (`chrome-extension` is 16). */
+const MAX_SCHEME = 32
+
 export const HTTP_PROXY_PORT = 3128
 export const SOCKS_PROXY_PORT = 1080
 /** The token line every connection starts with: 64 hex digits and a newline (native/bridge.c agrees). */
@@ -188,6 +196,8 @@ export class NetworkProxy {
   /** Keep an event (or count it, past maxEvents); the event kept, which a failed connection updates. */
   record(event: ProxyEvent): ProxyEvent | null {
     if (this.events.length < this.limits.maxEvents) {
+      // Held on the host and stored with the result: a reason that quotes the sandbox's bytes stays short.
+      if (event.reason.length > MAX_REASON) event.reason = `${event.reason.slice(0, MAX_REASON)}…`
       this.events.push(event)
       return event
     }
@@ -423,7 +433,9 @@ export class NetworkProxy {
     }
     const target = splitAuthority(uri.authority, 80)
     if (uri.scheme !== 'http') {
-      const reason = `only http:// is forwarded (use CONNECT for ${uri.scheme}://)`
+      // The scheme is the sandbox's text: named only when it is one a scheme would be.
+      const named = uri.scheme.length <= MAX_SCHEME ? ` (use CONNECT for ${uri.scheme}://)` : ''
+      const reason = `only http:// is forwarded${named}`
       this.refused('unsupported', reason, target.raw, target.port ?? 0)
       return answer(400, `cordon: ${reason}\n`)
     }

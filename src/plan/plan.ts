@@ -478,6 +478,8 @@ function filterFor(
         // Families a sandbox has no need of are refused in every tier; without a network namespace of
         // its own, the process tier is kept off the network by the filter.
         socketFamilies: socketFamilies(tier, network),
+        // The host's uid and pid namespace: its processes (the host, the spawner) are not the sandbox's to set.
+        selfOnly: tier === 'process' && lease === null,
       })
     : null
   return { seccomp, sessionBound, ownIpc }

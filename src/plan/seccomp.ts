@@ -264,6 +264,38 @@ export interface SeccompOptions {
    * to. io_uring, which could open sockets behind the filter's back, is refused by default.
    */
   socketFamilies?: readonly number[]
+  /**
+   * The sandbox runs as the host's uid in the host's pid namespace (the process tier without a uid of its
+   * own): the calls that set another process's limits, priority or scheduling by its pid are refused
+   * (EPERM) unless they name the caller itself (pid 0). The kernel lets any process of a uid set them on
+   * every other (prlimit64 on the host or the spawner: every later run inherits a hard limit no one can
+   * raise again); Landlock's scopes fence signals and ptrace but not these.
+   */
+  selfOnly?: boolean
+}
+
+/** setpriority's and ioprio_set's `which` for one process (PRIO_PROCESS, IOPRIO_WHO_PROCESS). */
+const PRIO_PROCESS = 0
+const IOPRIO_WHO_PROCESS = 1
+/** The calls whose first argument is a pid (0: the caller) and which set something of that process. */
+const PID_SETTERS = [
+  'prlimit64',
+  'sched_setaffinity',
+  'sched_setscheduler',
+  'sched_setparam',
+  'sched_setattr',
+]
+
+/** `which` one process and `who` the caller (0), else EPERM: PRIO_USER 0 would be every process of the uid. */
+function selfOnlyWhichWho(which: number): Insn[] {
+  return [
+    ld(argLow(0)),
+    [JEQ, 0, 2, which],
+    ld(argLow(1)),
+    [JEQ, 1, 0, 0],
+    ret(retErrno(EPERM)),
+    ret(RET_ALLOW),
+  ]
 }
 
 /**
@@ -322,6 +354,13 @@ export function seccompInstructions(arch: SeccompArch, opts: SeccompOptions = {}
     // bits set is the same TIOCSTI to the kernel and is refused too.
     ...when(nr('ioctl'), argIn(1, [TIOCSTI, TIOCLINUX], retErrno(EPERM), RET_ALLOW)),
     ...when(nr('personality'), argIn(0, SAFE_PERSONALITIES, RET_ALLOW, retErrno(EPERM))),
+    ...(opts.selfOnly
+      ? [
+          ...PID_SETTERS.flatMap((name) => when(nr(name), argIn(0, [0], RET_ALLOW, retErrno(EPERM)))),
+          ...when(nr('setpriority'), selfOnlyWhichWho(PRIO_PROCESS)),
+          ...when(nr('ioprio_set'), selfOnlyWhichWho(IOPRIO_WHO_PROCESS)),
+        ]
+      : []),
     // socketpair() creates both sockets through the family's own code before it can fail: filtered too.
     [JEQ, 1, 0, nr('socket')],
     ...when(nr('socketpair'), argIn(0, families, RET_ALLOW, retErrno(EAFNOSUPPORT))),
@@ -335,7 +374,7 @@ let last: { key: string; program: Buffer } | null = null
 /** The filter in the kernel's struct sock_filter layout, ready to hand to bwrap or cordon's launcher. */
 export function seccompProgram(arch: SeccompArch, opts: SeccompOptions = {}): Buffer {
   // Every input is in the key: a program built for one tier, network or architecture must never serve another.
-  const key = `${arch}:${(opts.socketFamilies ?? NETWORK_FAMILIES).join(',')}:${(opts.extraDenied ?? []).join(',')}`
+  const key = `${arch}:${(opts.socketFamilies ?? NETWORK_FAMILIES).join(',')}:${(opts.extraDenied ?? []).join(',')}:${opts.selfOnly === true}`
   if (last?.key !== key) last = { key, program: buildProgram(seccompInstructions(arch, opts)) }
   return last.program
 }

@@ -2,6 +2,7 @@
 // What ends before anything is launched (refused, canceled, no cgroup) ends here, as a result.
 import { recentCapabilities } from '../host/capabilities.js'
 import { SandboxCgroup } from '../host/cgroup.js'
+import { forgetHostSockets } from '../host/sockets.js'
 import { NetworkProxy } from '../net/proxy.js'
 import { prepare, releasePlan } from '../plan/plan.js'
 import type { Isolation, RunResult, Violation } from '../policy/result.js'
@@ -16,6 +17,7 @@ import {
 import { finishedHandle, type RunHandle } from './handle.js'
 import { type Redaction, redactionFor, redactionForInput, redactThrown } from './redact.js'
 import { unstartedResult } from './result.js'
+import { SETUP_ATTEMPTS } from './setup-retry.js'
 import { type CallChannel, supervise } from './supervisor.js'
 import type { WarmMember, WarmSource } from './warm.js'
 
@@ -57,6 +59,7 @@ export function launch(
   interactive: boolean,
   call?: CallChannel,
   warm?: WarmSource,
+  attempt = 1,
 ): RunHandle<OutputData> {
   let argv: string[]
   let policy: Policy
@@ -100,7 +103,17 @@ export function launch(
     const message = `could not create the sandbox cgroup: ${(error as Error).message}`
     return finish(plan.tier, { kind: 'error', limit: 'cgroup', message })
   }
-  return supervise({ plan, policy, cgroup, interactive, call, proxy, redaction })
+  // A stdin stream cannot be read twice: such a run is not launched again (see setup-retry.ts).
+  const replayable =
+    policy.stdin === undefined || typeof policy.stdin === 'string' || Buffer.isBuffer(policy.stdin)
+  const relaunch =
+    replayable && attempt < SETUP_ATTEMPTS
+      ? () => {
+          forgetHostSockets()
+          return launch(command, options, interactive, call, undefined, attempt + 1)
+        }
+      : undefined
+  return supervise({ plan, policy, cgroup, interactive, call, proxy, redaction, relaunch })
 }
 
 /**

@@ -29,6 +29,7 @@ import { ChunkQueue } from './queue.js'
 import type { Redaction } from './redact.js'
 import { watchRefusal } from './refusal.js'
 import { finishedResult } from './result.js'
+import { coveredPaths, SetupHold } from './setup-retry.js'
 import { Stopper } from './stopper.js'
 import type { WarmMember } from './warm.js'
 
@@ -54,6 +55,11 @@ export interface Supervised {
   redaction: Redaction
   /** A warm member taken for this run (see warm.ts): its sandbox, already made, runs the program. */
   warm?: { member: WarmMember; record: Buffer }
+  /**
+   * Launch this run again, prepared afresh: offered when bwrap may fail for a covered path gone since it
+   * was listed (see setup-retry.ts). Absent: no more attempts.
+   */
+  relaunch?: () => RunHandle<OutputData>
 }
 
 export function supervise(run: Supervised): RunHandle<OutputData> {
@@ -98,13 +104,21 @@ export function supervise(run: Supervised): RunHandle<OutputData> {
   cgroup?.keepOpen()
   stopper.arm(procs, cgroup && (() => cgroup.cpuMs()))
 
-  child.stdout?.on('data', (b: Buffer) => out.push('stdout', b) || stopper.stop('output-limit', false))
-  child.stderr?.on('data', (b: Buffer) => out.push('stderr', b) || stopper.stop('output-limit', false))
+  const push = (stream: 'stdout' | 'stderr', b: Buffer) =>
+    out.push(stream, b) || stopper.stop('output-limit', false)
+  const setup = run.relaunch
+    ? new SetupHold(coveredPaths(plan), plan.mergeOutput ? 'stdout' : 'stderr', (b) => push(setup!.stream, b))
+    : null
+  child.stdout?.on('data', (b: Buffer) => setup?.take('stdout', b) || push('stdout', b))
+  child.stderr?.on('data', (b: Buffer) => setup?.take('stderr', b) || push('stderr', b))
   if (child.stdout && child.stderr) takeTurns([child.stdout, child.stderr])
   const releaseStdin = feedStdin(child, policy.stdin, keepStdinOpen)
   // Everything is listening: the member may run the program now.
   run.warm?.member.activate(run.warm.record)
 
+  // The next attempt, once this one is launched again (see setup-retry.ts): the handle is then its.
+  let next: RunHandle<OutputData> | null = null
+  let killed = false
   const result = new Promise<RunResult<OutputData>>((resolve, reject) => {
     let launchError: string | null = null
     let exited: { code: number | null; signal: NodeJS.Signals | null } | null = null
@@ -128,6 +142,16 @@ export function supervise(run: Supervised): RunHandle<OutputData> {
       releaseStdin()
       const usage = cgroup?.usage() ?? null
       await Promise.all([cgroup?.remove(), proxy?.close(), releasePlan(plan)])
+      // bwrap's refusal to cover a path gone since it was listed: launched again, as if it never ran.
+      const setupFailed =
+        (exited ?? { code }).code === 1 && !programRan() && refused() === '' && launchError === null
+      if (setupFailed && !killed && !callbacks.thrown && stopper.reason === null && setup?.retryable()) {
+        next = run.relaunch!()
+        setup!.replayInto(next.write, next.closeStdin)
+        if (queue) void forward(next.output, queue)
+        return resolve(next.result)
+      }
+      setup?.let()
       const ending = outcome({
         tier: plan.tier,
         exit: exited ?? { code, signal: sig },
@@ -161,14 +185,38 @@ export function supervise(run: Supervised): RunHandle<OutputData> {
   })
 
   return {
-    pid: child.pid,
+    get pid() {
+      return next ? next.pid : child.pid
+    },
     output: queue ?? { async *[Symbol.asyncIterator]() {} },
-    write: (data) => (keepStdinOpen && child.stdin?.writable ? child.stdin.write(data) : false),
-    closeStdin: () => child.stdin?.end(),
+    write: (data) => {
+      if (next) return next.write(data)
+      if (!(keepStdinOpen && child.stdin?.writable)) return false
+      setup?.wrote(data)
+      return child.stdin.write(data)
+    },
+    closeStdin: () => {
+      if (next) return next.closeStdin()
+      setup?.closedStdin()
+      child.stdin?.end()
+    },
     // After the run has closed: nothing at all (see Stopper.close).
-    kill: () => stopper.stop('canceled', true),
+    kill: () => {
+      killed = true
+      if (next) next.kill()
+      else stopper.stop('canceled', true)
+    },
     result,
   }
+}
+
+/** The next attempt's live chunks, into this run's iterator. */
+async function forward(
+  from: AsyncIterable<OutputChunk<OutputData>>,
+  to: ChunkQueue<OutputChunk<OutputData>>,
+) {
+  for await (const chunk of from) to.push(chunk)
+  to.end()
 }
 
 /**

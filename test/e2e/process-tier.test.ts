@@ -87,6 +87,8 @@ describe('process tier without a uid or cgroup of its own', { skip: noLauncher }
     const withSetsid = seccompProgram(caps.seccompArch!, {
       extraDenied: ['setsid', ...HOST_IPC_CALLS],
       socketFamilies: [1],
+      // The host's uid: limits and priority of itself only.
+      selfOnly: true,
     })
     assert.deepEqual(filter('off', false), withSetsid)
     assert.notDeepEqual(filter('off', true), withSetsid, 'a uid of its own marks the sandbox')

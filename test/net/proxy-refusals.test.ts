@@ -313,3 +313,24 @@ describe('network proxy: every refusal answered at once and recorded', () => {
     })
   })
 })
+
+// Red team: each event is bounded (MAX_RAW_HOST for the host), but the reason quoted the request's scheme
+// whole: ~8 KB an event, a thousand events a run, held on the host and stored with the result.
+describe('what a refusal event holds of the request', () => {
+  it('its reason is bounded whatever the scheme the sandbox sent', async () => {
+    await withProxy({}, async (proxy) => {
+      const scheme = `x${'a'.repeat(8000)}`
+      const got = await ask(
+        proxy,
+        'http.sock',
+        `GET ${scheme}://example.com/ HTTP/1.1\r\nHost: example.com\r\n\r\n`,
+        hasStatus,
+      )
+      assert.match(statusLine(got.got), /^HTTP\/1\.1 400/)
+      const [event] = showEvents(proxy.events)
+      assert.equal(event?.code, 'unsupported')
+      assert.ok(event!.reason.length <= 300, `a reason of ${event!.reason.length} characters`)
+      assert.ok(got.got.length < 1024, `an answer of ${got.got.length} bytes`)
+    })
+  })
+})

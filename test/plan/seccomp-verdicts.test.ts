@@ -209,6 +209,29 @@ const VARIANTS: Variant[] = [
     ],
   },
   {
+    name: "the process tier as the host's uid (selfOnly)",
+    opts: { selfOnly: true },
+    cases: [
+      ...['prlimit64', 'sched_setaffinity', 'sched_setscheduler', 'sched_setparam', 'sched_setattr'].flatMap(
+        (call): Case[] => [
+          [call, [0, 7], ALLOW, 'its own (pid 0)'],
+          [call, [4242], EPERM, 'another pid'],
+          [call, [HIGH + 4242], EPERM, 'another pid under high bits'],
+          [call, [HIGH], ALLOW, 'the kernel reads 32 bits of the pid'],
+        ],
+      ),
+      ['setpriority', [0, 0, 19], ALLOW, 'PRIO_PROCESS, itself'],
+      ['setpriority', [0, 4242, 19], EPERM, 'PRIO_PROCESS, another'],
+      ['setpriority', [1, 0, 19], EPERM, 'PRIO_PGRP, its own group'],
+      ['setpriority', [2, 0, 19], EPERM, 'PRIO_USER, its own uid: every process of it'],
+      ['ioprio_set', [1, 0, 0x6000], ALLOW, 'IOPRIO_WHO_PROCESS, itself'],
+      ['ioprio_set', [1, 4242, 0x6000], EPERM, 'another process'],
+      ['ioprio_set', [3, 0, 0x6000], EPERM, 'IOPRIO_WHO_USER'],
+      ['getpriority', [2, 0], ALLOW, 'reading'],
+      ['prlimit64', [0, 7, 0, 0], ALLOW],
+    ],
+  },
+  {
     name: 'denySyscalls',
     opts: { extraDenied: ['mkdirat', 'socket', 'io_setup', 'mkdir', 'fork'] },
     cases: [

@@ -12,12 +12,18 @@ import { noLauncher, noSpawner, notRoot, waitFor } from '../helpers.js'
 const LIBRARY = fileURLToPath(new URL('../../dist/index.js', import.meta.url))
 
 /** Run `code` as a host process of its own (ESM, the built library imported as `cordon`); its output, parsed. */
-function asHost(code: string, timeoutMs = 30_000): Record<string, unknown> & { ms: number } {
+function asHost(
+  code: string,
+  timeoutMs = 30_000,
+  as: { uid: number; gid: number } | object = {},
+): Record<string, unknown> & { ms: number } {
   const module = `import * as cordon from ${JSON.stringify(LIBRARY)}\n${code}`
   const started = Date.now()
   const out = spawnSync(process.execPath, ['--input-type=module', '-e', module], {
     encoding: 'utf8',
     timeout: timeoutMs,
+    cwd: '/',
+    ...as,
   })
   assert.equal(out.status, 0, `host failed: ${out.stderr}`)
   return {
@@ -137,6 +143,46 @@ describe('the default spawner', { skip }, () => {
     assert.deepEqual(host.results, ['ok', 'ok', 'ok'], 'no SpawnerError: the old one is simply not used')
     assert.equal(typeof host.before, 'number')
     assert.equal(host.after, null, 'none opened as the new uid either')
+  })
+
+  // As a normal user the process tier is the host's uid in the host's pid namespace: the kernel lets it set
+  // the limits and priority of every process of that uid, the spawner (whose every later run inherits a
+  // hard limit no one can raise again) and the host itself.
+  it("a run cannot set the spawner's or the host's limits or priority, nor its uid's", {
+    skip: notRoot,
+  }, () => {
+    const code = `
+      await cordon.run(['true'], { isolation: 'process', cwd: '/' })
+      while (!cordon.defaultSpawner()) await new Promise((r) => setTimeout(r, 10))
+      const sp = cordon.defaultSpawner().pid
+      const attack = await cordon.run(['sh', '-c', [
+        'prlimit --pid ' + sp + ' --nofile=12:12 --nproc=1:1',
+        'prlimit --pid ' + process.pid + ' --nofile=40:40',
+        'renice -n 19 -p ' + sp, 'renice -n 19 -u ' + process.getuid(),
+        'taskset -p 1 ' + sp, 'chrt -i -p 0 ' + process.pid, 'ionice -c 3 -p ' + sp,
+      ].map((c) => c + ' >/dev/null 2>&1').concat(
+        // Its own: still allowed (pid 0).
+        'ulimit -n 100 && nice -n 5 true && echo own',
+      ).join('; ')], { isolation: 'process', cwd: '/' })
+      const victim = await cordon.run(['sh', '-c', 'ulimit -n; ulimit -Hn; nice; taskset -p $$'], { isolation: 'process', cwd: '/' })
+      const { readFileSync } = await import('node:fs')
+      const nofile = readFileSync('/proc/self/limits', 'utf8').split('\\n').find((l) => l.startsWith('Max open files'))
+      const stat = (pid) => readFileSync('/proc/' + pid + '/stat', 'utf8').slice(readFileSync('/proc/' + pid + '/stat', 'utf8').lastIndexOf(')') + 2).split(' ')
+      console.log(JSON.stringify({ attack: attack.stdout, victim: victim.status, out: victim.stdout, nofile,
+        niceHost: stat(process.pid)[16], niceSpawner: stat(sp)[16], policyHost: stat(process.pid)[38] }))
+    `
+    const host = asHost(code, 30_000, { uid: 65534, gid: 65534 })
+    assert.equal(host.attack, 'own\n')
+    assert.equal(host.victim, 'ok')
+    assert.match(
+      host.out as string,
+      /^1024\n1024\n0\n/,
+      'the next run got the limits and nice the attack set',
+    )
+    assert.doesNotMatch(host.nofile as string, /\b40\b/)
+    assert.equal(host.niceHost, '0')
+    assert.equal(host.niceSpawner, '0')
+    assert.equal(host.policyHost, '0', 'SCHED_OTHER')
   })
 
   it('a worker thread has its own, which dies with the thread', () => {
