@@ -36,7 +36,8 @@ export { createRootfs, deleteRootfs, listRootfs, rootfsCacheDir } from './rootfs
 // there.
 export type { CliMeta } from './policy/schema.js'
 export { cli as cliRegistry, durationSchema, policySchema, sizeSchema } from './policy/schema.js'
-export { formatBytes, formatDuration } from './policy/units.js'
+export { allowEntryWithin } from './net/within.js'
+export { formatBytes, formatDuration, formatLimit } from './policy/units.js'
 export { signalNumber } from './host/signals.js'
 export type { NetworkCode, NetworkEvent } from './net/events.js'
 export type { AddressKind } from './net/host.js'

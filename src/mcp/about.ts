@@ -2,7 +2,7 @@
 // key and server hold a run to (a model that reads "the server's limits" cannot plan a build within them),
 // and that each call is a fresh sandbox.
 import { readFileSync } from 'node:fs'
-import { shownLimit } from '../service/ceilings.js'
+import { formatLimit } from '../index.js'
 import type { RunBounds } from '../service/types.js'
 
 /** The package's version: package.json is two levels up from both src/mcp/ and dist/mcp/. */
@@ -47,8 +47,8 @@ function networkText(network: RunBounds['network'], fallback: unknown): string {
  */
 export function boundsText(bounds: RunBounds, fixed: Record<string, unknown>, persistent: string[]): string {
   const limits = Object.entries(bounds.limits).map(([name, { default: value, ceiling }]) => {
-    const at = `${name}: default ${shownLimit(name, value)}`
-    return ceiling === null ? at : `${at}, at most ${shownLimit(name, ceiling)}`
+    const at = `${name}: default ${formatLimit(name, value)}`
+    return ceiling === null ? at : `${at}, at most ${formatLimit(name, ceiling)}`
   })
   const fixedNames = Object.keys(fixed).filter((f) => f !== 'network')
   return [

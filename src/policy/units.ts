@@ -54,3 +54,10 @@ export function formatDuration(ms: number): string {
   if (ms >= 1000 && ms % 1000 === 0) return `${ms / 1000}s`
   return `${ms}ms`
 }
+
+/** A limit's value as the options write it, by its name's unit: `10s`, `256M`, or a count. */
+export function formatLimit(name: string, value: number): string {
+  if (name.endsWith('Ms')) return formatDuration(value)
+  if (name.endsWith('Bytes')) return formatBytes(value)
+  return String(value)
+}

@@ -6,8 +6,9 @@
 // that asked `{ limits: { wallTimeMs: '1h' }, network: 'host' }` with both.
 import path from 'node:path'
 import { PolicyError } from '../errors.js'
+import { allowEntryWithin } from '../net/within.js'
 import { type AnyRunOptions, defaultHide, type Policy, parsePolicy } from '../policy/schema.js'
-import { formatBytes, formatDuration } from '../policy/units.js'
+import { formatLimit } from '../policy/units.js'
 
 type Raw = Record<string, unknown>
 type Network = Policy['network']
@@ -18,12 +19,6 @@ const refused = (field: string, asked: string, allowed: string) =>
     field,
     `${asked} is over this sandbox's ${allowed}: a run may tighten its sandbox, never loosen it`,
   )
-
-function shownLimit(name: string, value: number): string {
-  if (name.endsWith('Ms')) return formatDuration(value)
-  if (name.endsWith('Bytes')) return formatBytes(value)
-  return String(value)
-}
 
 const list = (items: readonly unknown[]) => `[${items.map((i) => JSON.stringify(String(i))).join(', ')}]`
 const union = <T>(a: readonly T[] | undefined, b: readonly T[] | undefined): T[] => [
@@ -36,28 +31,6 @@ const inside = (p: string, root: string) => {
   return rel === '' || (!rel.startsWith('..') && !path.isAbsolute(rel))
 }
 
-/** `host`, `host:port`, `[v6]:port`, `*.x.com` as host (lower case, no trailing dot) and port (or null). */
-function splitEntry(entry: string): { host: string; port: string | null } {
-  const text = entry.trim().toLowerCase()
-  const m = /^(\[[^\]]*\]|[^:]+)(?::(\d+))?$/.exec(text)
-  return { host: (m?.[1] ?? text).replace(/\.$/, ''), port: m?.[2] ?? null }
-}
-
-/** Whether allowlist entry `entry` reaches only what `bound` does (as the service's key ceilings judge it). */
-function entryWithin(entry: string, bound: string): boolean {
-  const e = splitEntry(entry)
-  const b = splitEntry(bound)
-  if (b.port !== null && e.port !== b.port) return false
-  if (b.host.startsWith('*.')) {
-    const domain = b.host.slice(2)
-    const name = e.host.startsWith('*.') ? e.host.slice(2) : e.host
-    return e.host.startsWith('*.')
-      ? name === domain || name.endsWith(`.${domain}`)
-      : name.endsWith(`.${domain}`)
-  }
-  return e.host === b.host
-}
-
 function networkWithin(base: Network, asked: Network): Network {
   if (base === 'host' || asked === 'none') return asked
   const shown = (n: Network) => (typeof n === 'string' ? `"${n}"` : `allow ${list(n.allow)}`)
@@ -67,7 +40,7 @@ function networkWithin(base: Network, asked: Network): Network {
   for (const flag of ['allowLoopback', 'allowPrivate', 'allowMetadata'] as const)
     if (mine[flag] && !bound[flag]) throw refused(`network.${flag}`, 'true', 'false')
   mine.allow.forEach((entry, i) => {
-    if (!bound.allow.some((b) => entryWithin(entry, b)))
+    if (!bound.allow.some((b) => allowEntryWithin(entry, b)))
       throw refused(`network.allow.${i}`, `"${entry}"`, `allow ${list(bound.allow)}`)
   })
   // The sandbox's deny rules hold in every run.
@@ -95,7 +68,7 @@ export function withinSandbox(base: AnyRunOptions, over: AnyRunOptions, merged: 
   for (const name of Object.keys(limits) as (keyof Policy['limits'])[]) {
     if (limits[name] === undefined) continue
     if (m.limits[name] > b.limits[name])
-      throw refused(`limits.${name}`, shownLimit(name, m.limits[name]), shownLimit(name, b.limits[name]))
+      throw refused(`limits.${name}`, formatLimit(name, m.limits[name]), formatLimit(name, b.limits[name]))
   }
   if (asked.network !== undefined) out.network = networkWithin(b.network, m.network)
   if (asked.writable !== undefined)

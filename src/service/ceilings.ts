@@ -3,7 +3,7 @@
 // default and the ceiling. A key without a ceiling for a field leaves that field to the request, but for
 // the network: no network ceiling is `none`. What a request can only narrow (allow, deny, denySyscalls,
 // redact) needs no ceiling.
-import { formatBytes, formatDuration, policySchema } from '../index.js'
+import { allowEntryWithin, formatLimit, policySchema } from '../index.js'
 import { type Ceilings, keyCeilings, LIMIT_NAMES } from './key-schema.js'
 import type { RunRequest } from './request.js'
 import { type KeyRecord, type RunBounds, ServiceError } from './types.js'
@@ -44,13 +44,6 @@ export const DEFAULT_MAX_WORKSPACE_BYTES = 1024 * 1024 * 1024
  * output and files, forever): 30 days. `--max-retention` raises it.
  */
 export const DEFAULT_MAX_RETENTION_MS = 30 * 24 * 60 * 60 * 1000
-
-/** A limit's value as the options write it: `10s`, `256M`, or a count. */
-export function shownLimit(name: string, value: number): string {
-  if (name.endsWith('Ms')) return formatDuration(value)
-  if (name.endsWith('Bytes')) return formatBytes(value)
-  return String(value)
-}
 
 const isObject = (v: unknown): v is Record<string, unknown> =>
   typeof v === 'object' && v !== null && !Array.isArray(v)
@@ -131,8 +124,8 @@ function limitsWithin(
     if (asked(raw, 'limits', name))
       throw over(
         `options.limits.${name}`,
-        shownLimit(name, out[name]),
-        shownLimit(name, ceiling),
+        formatLimit(name, out[name]),
+        formatLimit(name, ceiling),
         ceiling === mine ? 'key' : 'server',
       )
     out[name] = ceiling
@@ -182,7 +175,7 @@ function networkWithin(given: Ceilings['network'], network: Network): Network {
   if (mode === 'host') throw over(field, '"host"', 'an allowlist')
   const list = withinReach(network as Allowlist, ceiling, field)
   list.allow.forEach((entry, i) => {
-    if (!ceiling.allow.some((bound) => entryWithin(entry, bound)))
+    if (!ceiling.allow.some((bound) => allowEntryWithin(entry, bound)))
       throw over(
         `${field}.allow.${i}`,
         `"${entry}"`,
@@ -201,31 +194,4 @@ function withinReach(
     if (list[flag] && !bound[flag]) throw over(`${field}.${flag}`, 'true', 'false')
   }
   return { ...list }
-}
-
-/** `host`, `host:port`, `[v6]:port`, `*.x.com` as host (lower case, no trailing dot) and port (or null). */
-function splitEntry(entry: string): { host: string; port: string | null } {
-  const text = entry.trim().toLowerCase()
-  const m = /^(\[[^\]]*\]|[^:]+)(?::(\d+))?$/.exec(text)
-  const host = (m?.[1] ?? text).replace(/\.$/, '')
-  return { host, port: m?.[2] ?? null }
-}
-
-/**
- * Whether every connection `entry` allows is one `bound` allows: the same host (a `*.d` bound: any name
- * under d, or `*.e` with e under or equal to d), and the bound's port if it names one. Spellings are
- * compared as written (lower case): an IPv6 literal spelt two ways is refused, never let through.
- */
-export function entryWithin(entry: string, bound: string): boolean {
-  const e = splitEntry(entry)
-  const b = splitEntry(bound)
-  if (b.port !== null && e.port !== b.port) return false
-  if (b.host.startsWith('*.')) {
-    const domain = b.host.slice(2)
-    const name = e.host.startsWith('*.') ? e.host.slice(2) : e.host
-    return e.host.startsWith('*.')
-      ? name === domain || name.endsWith(`.${domain}`)
-      : name.endsWith(`.${domain}`)
-  }
-  return e.host === b.host
 }
