@@ -74,7 +74,8 @@ export async function admitRun(
   const { concurrentRuns, runsPerMinute } = key.quota
   await db.tx(async (c) => {
     // Every admission of a key takes its turn: the checks and the insert cannot interleave with another's.
-    await q(c, `SELECT pg_advisory_xact_lock(hashtext('cordon:key:' || $1))`, [key.id])
+    // Two-int advisory keys (1: admissions, 2: stdin) never meet the migration's one-bigint lock.
+    await q(c, `SELECT pg_advisory_xact_lock(1, hashtext($1))`, [key.id])
     const [state] = await q<{ active: number; admitted: number; retry_s: number | null; queued: number }>(
       c,
       ADMISSION_STATE,

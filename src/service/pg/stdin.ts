@@ -17,7 +17,7 @@ export async function appendStdin(
   const most = Math.min(perRun, perKey)
   await db.tx(async (c) => {
     // A key's writes take turns (its bound is a sum over its runs); a run's row lock orders its own.
-    await q(c, `SELECT pg_advisory_xact_lock(hashtext('cordon:stdin:' || $1))`, [keyId])
+    await q(c, `SELECT pg_advisory_xact_lock(2, hashtext($1))`, [keyId])
     const [run] = await q<{ key_id: string; state: string; stdin_open: boolean; stdin_closed: boolean }>(
       c,
       'SELECT key_id, state, stdin_open, stdin_closed FROM runs WHERE id = $1 FOR UPDATE',
