@@ -20,6 +20,10 @@ command -v chromium >/dev/null || missing+=(chromium)   # the dashboard's browse
 # For the tests of the seccomp filter and arm64: libseccomp's scmp_sys_resolver checks the system call
 # tables; on x86_64, the arm64 cross compiler (and its kernel headers) builds the native helpers for arm64.
 command -v scmp_sys_resolver >/dev/null || missing+=(seccomp)
+# The scale-out tests start private servers from Debian's packages (test/helpers/servers.ts): PostgreSQL,
+# the store of API nodes and workers on many machines, and Redis, its queue.
+ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || missing+=(postgresql)
+command -v redis-server >/dev/null || [ -x /usr/bin/redis-server ] || missing+=(redis-server)
 if [ "$(uname -m)" = x86_64 ]; then
   command -v aarch64-linux-gnu-gcc >/dev/null || missing+=(gcc-aarch64-linux-gnu)
   dpkg-query -W -f='${Status}' libc6-dev-arm64-cross 2>/dev/null | grep -q 'ok installed' || missing+=(libc6-dev-arm64-cross)

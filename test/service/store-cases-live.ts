@@ -277,19 +277,20 @@ export function liveStoreCases(name: string, open: OpenStore): void {
         await store.finishRun(`h${i}`, okResult())
       }
       const [a, b] = await Promise.all([
-        store.claimDueWebhooks('n1', 4, 100),
-        store.claimDueWebhooks('n2', 4, 100),
+        store.claimDueWebhooks('n1', 4, 1000),
+        store.claimDueWebhooks('n2', 4, 1000),
       ])
       const ids = [...(a ?? []), ...(b ?? [])].map((p) => p.runId)
       assert.equal(ids.length, 6)
       assert.equal(new Set(ids).size, 6, 'each delivery claimed once')
+      // Leases of a second: still held at the next claim even on a loaded machine.
       assert.deepEqual(await store.claimDueWebhooks('n3', 10, 100), [], 'all leased')
       await store.recordWebhookAttempt(
         'h0',
-        { attempt: 1, at: '', status: 200, error: null, durationMs: 1 },
+        { attempt: 1, at: new Date().toISOString(), status: 200, error: null, durationMs: 1 },
         null,
       )
-      await sleep(200)
+      await sleep(1100)
       const again = (await store.claimDueWebhooks('n3', 10, 60_000)).map((p) => p.runId)
       assert.equal(again.length, 5, 'the leases ran out without an attempt: taken again, h0 delivered')
       await store.dropPendingWebhook('h1')
