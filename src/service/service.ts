@@ -32,6 +32,9 @@ import {
   runRequestSchema,
   SERVER_ONLY_OPTIONS,
 } from './request.js'
+import { type RunExtras, runExtras } from './run-extras.js'
+import { RunFeed } from './run-feed.js'
+import { shownCommand } from './shown.js'
 import { newRunId, SqliteStore } from './sqlite.js'
 import { RunStdins } from './stdin.js'
 import { errorFields, mapStoreFull } from './store-errors.js'
@@ -104,7 +107,7 @@ export interface ServiceOptions {
 }
 
 export interface CreatedService {
-  service: Service & ServiceExtras
+  service: Service & ServiceExtras & RunExtras
   /** On the first start (no keys yet): the admin key, to show once. */
   adminKey?: string
 }
@@ -129,6 +132,8 @@ export interface ServiceExtras {
   viewJson(key: KeyRecord, id: string): Iterable<string>
   readonly store: Store
 }
+/** What the service offers a dashboard (run-extras.ts). */
+export type { RunExtras } from './run-extras.js'
 
 /** A zod error as ServiceError('invalid'), naming the first issue's dotted path. */
 function invalid(error: z.ZodError, prefix = ''): ServiceError {
@@ -187,6 +192,8 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
   }
 
   const followers = new Map<string, Set<(e: RunEvent) => void>>()
+  // Every run's state changes, for a list to follow (run-feed.ts).
+  const feed = new RunFeed((id) => store.getRun(id))
   const waiters = new Map<string, Set<() => void>>()
   const controllers = new Map<string, AbortController>()
   const stdins = new RunStdins(store, {
@@ -197,6 +204,7 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
   let closed = false
 
   const publish = (event: RunEvent) => {
+    feed.see(event)
     for (const f of followers.get(event.runId) ?? []) {
       try {
         f(event)
@@ -456,8 +464,15 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
     }
   }
 
-  const service: Service & ServiceExtras = {
+  const service: Service & ServiceExtras & RunExtras = {
     store,
+    ...runExtras({
+      store,
+      submit: (key, body) => service.submit(key, body),
+      feed,
+      limitCeilings,
+      ...(host ? { host } : {}),
+    }),
 
     authenticate(token) {
       const key = store.keyByHash(hashKey(token))
@@ -506,6 +521,7 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
         createdAt: nowIso(),
         metadata: request.metadata,
         request,
+        cmd: shownCommand(request, key, host),
       })
       if (request.stdin === 'open') stdins.open(run.id, key.id)
       try {
@@ -532,6 +548,7 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
     list(key, filter) {
       need(key, 'runs:read')
       const all = key.scopes.includes('admin')
+      if (!all && filter.keyId !== undefined && filter.keyId !== key.id) return { runs: [], nextCursor: null }
       return store.listRuns(all ? filter : { ...filter, keyId: key.id })
     },
 
@@ -570,6 +587,7 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
         throw new ServiceError('conflict', `run ${id} is ${run.state}: cancel it first`)
       }
       stopDelivery(id)
+      feed.removed(run)
       rmSync(filesDir(dataDir, id), { recursive: true, force: true })
     },
 

@@ -319,7 +319,7 @@ export class SqliteStore implements Store {
   }
 
   createRun(run: NewRun): RunRecord {
-    const asked = (run.request as { cmd?: unknown } | null)?.cmd
+    const asked = run.cmd ?? (run.request as { cmd?: unknown } | null)?.cmd
     const cmd = Array.isArray(asked) ? asked.map(String) : []
     this.stmt(
       `INSERT INTO runs (id, key_id, state, created_at, metadata, request, cmd)
@@ -332,7 +332,7 @@ export class SqliteStore implements Store {
       JSON.stringify(run.request),
       JSON.stringify(cmd),
     )
-    const { request: _, ...rest } = run
+    const { request: _, cmd: _shown, ...rest } = run
     return { ...rest, cmd, state: 'queued', startedAt: null, finishedAt: null, result: null }
   }
 
@@ -348,7 +348,8 @@ export class SqliteStore implements Store {
 
   runViewBytes(id: string): number {
     const row = this.stmt(
-      `SELECT coalesce(view_bytes, octet_length(result), 0) + octet_length(metadata) + 200 AS bytes
+      `SELECT coalesce(view_bytes, octet_length(result), 0) + octet_length(metadata) + octet_length(cmd) + 300
+              AS bytes
          FROM runs WHERE id = ?`,
     ).get(id) as { bytes: number } | undefined
     return row?.bytes ?? 0
