@@ -5,7 +5,7 @@ import path from 'node:path'
 import { keyView } from './http/views.js'
 import { newKeyRecord } from './key-schema.js'
 import { defaultDataDir } from './paths.js'
-import { SqliteStore } from './sqlite.js'
+import { SqliteSyncStore } from './sqlite-sync.js'
 import { type KeyRecord, ServiceError } from './types.js'
 
 export interface KeyAdmin {
@@ -18,7 +18,7 @@ export interface KeyAdmin {
 }
 
 export function openKeyAdmin(dataDir?: string): KeyAdmin {
-  const store = new SqliteStore(path.resolve(dataDir ?? defaultDataDir()))
+  const store = new SqliteSyncStore(path.resolve(dataDir ?? defaultDataDir()))
   return {
     create(body) {
       const made = newKeyRecord(body)

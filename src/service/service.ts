@@ -35,7 +35,8 @@ import {
 import { type RunExtras, runExtras } from './run-extras.js'
 import { RunFeed } from './run-feed.js'
 import { shownCommand } from './shown.js'
-import { newRunId, SqliteStore } from './sqlite.js'
+import { newRunId } from './sqlite.js'
+import { SqliteSyncStore } from './sqlite-sync.js'
 import { RunStdins } from './stdin.js'
 import { errorFields, mapStoreFull } from './store-errors.js'
 import { viewJson, wholeResult } from './text.js'
@@ -172,9 +173,9 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
   const dataDir = realpathSync(path.resolve(options.dataDir))
   // Before anything is read: a second server would end the first one's running runs as interrupted.
   const lock = lockDataDir(dataDir)
-  let store: SqliteStore
+  let store: SqliteSyncStore
   try {
-    store = new SqliteStore(dataDir)
+    store = new SqliteSyncStore(dataDir)
   } catch (error) {
     lock.release()
     throw error

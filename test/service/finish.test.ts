@@ -4,7 +4,7 @@ import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import { errorResult, type RunResult } from '../../src/index.js'
 import { Finisher, type ServiceLog } from '../../src/service/finish.js'
-import { SqliteStore } from '../../src/service/sqlite.js'
+import { SqliteSyncStore as SqliteStore } from '../../src/service/sqlite-sync.js'
 import type { RunEvent } from '../../src/service/types.js'
 import { tempDir, waitFor } from '../helpers.js'
 

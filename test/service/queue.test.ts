@@ -3,7 +3,7 @@ import path from 'node:path'
 import { describe, it } from 'node:test'
 import { errorResult } from '../../src/index.js'
 import { RunQueue } from '../../src/service/queue.js'
-import { SqliteStore } from '../../src/service/sqlite.js'
+import { SqliteSyncStore as SqliteStore } from '../../src/service/sqlite-sync.js'
 import { type KeyRecord, ServiceError } from '../../src/service/types.js'
 import { tempDir } from '../helpers.js'
 

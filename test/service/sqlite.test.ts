@@ -4,7 +4,8 @@ import path from 'node:path'
 import { describe, it } from 'node:test'
 import Database from 'better-sqlite3'
 import { errorResult, type RunResult } from '../../src/index.js'
-import { LIST_PAGE_BYTES, MIGRATIONS, newRunId, SqliteStore } from '../../src/service/sqlite.js'
+import { LIST_PAGE_BYTES, MIGRATIONS, newRunId } from '../../src/service/sqlite.js'
+import { SqliteSyncStore as SqliteStore } from '../../src/service/sqlite-sync.js'
 import { viewJson, wholeResult } from '../../src/service/text.js'
 import { endResult, type KeyRecord, runView, type StoredResult } from '../../src/service/types.js'
 import { tempDir } from '../helpers.js'
@@ -572,7 +573,8 @@ describe('SqliteStore', () => {
       metadata: { a: '1', b: '2' },
       request: {},
     })
-    const statements = () => (store as unknown as { statements: Map<string, unknown> }).statements.size
+    const statements = () =>
+      (store.database as unknown as { statements: Map<string, unknown> }).statements.size
     store.listRuns({ limit: 10, keyId: 'k', metadata: { a: '1' } })
     const before = statements()
     for (let n = 1; n <= 40; n++) {

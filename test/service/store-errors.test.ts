@@ -12,7 +12,7 @@ import path from 'node:path'
 import { after, describe, it } from 'node:test'
 import { createApp } from '../../src/service/http/app.js'
 import { createService, type ServiceLog } from '../../src/service/service.js'
-import type { SqliteStore } from '../../src/service/sqlite.js'
+import type { SqliteSyncStore as SqliteStore } from '../../src/service/sqlite-sync.js'
 import type { KeyRecord } from '../../src/service/types.js'
 import { marker, noNamespace, notRoot, processesWith, skipTier, TIERS, tempDir, waitFor } from '../helpers.js'
 
