@@ -103,6 +103,22 @@ describe('the dashboard in a browser', { skip, timeout: 120_000 }, () => {
     await page.emulateMedia({ colorScheme: 'dark' })
     await page.screenshot({ path: path.join(ARTIFACTS, 'dashboard-run-dark.png'), fullPage: true })
     await page.emulateMedia({ colorScheme: 'light' })
+
+    // The lines view: numbered, timed from the run's start, searchable (colours and escapes left out).
+    await page.getByLabel('lines, numbered and timed').check()
+    await page.locator('#lines .line').nth(4).waitFor()
+    const lines = await page.locator('#lines .line').allInnerTexts()
+    assert.equal(lines.length, 5, lines.join('|'))
+    assert.match(lines[0] as string, /^1\s+\+\d+\.\d{3}s\s+tick-1$/)
+    assert.match(lines[3] as string, /^4\s+\+\d+\.\d{3}s\s+red$/)
+    assert.ok(await page.locator('#out').isHidden())
+    await page.getByLabel('Search').fill('TICK-2')
+    await page.locator('#search-count', { hasText: '1 line match' }).waitFor()
+    assert.match(await text('#lines'), /^2\s+\+\d+\.\d{3}s\s+tick-2$/)
+    await page.screenshot({ path: path.join(ARTIFACTS, 'dashboard-run-lines.png'), fullPage: true })
+    await page.getByLabel('Search').fill('')
+    await page.getByLabel('text', { exact: true }).check()
+    assert.ok(await page.locator('#out').isVisible())
   })
 
   it('shows new runs and their state changes in the list without a reload, and filters it', async () => {

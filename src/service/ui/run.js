@@ -284,6 +284,7 @@ function follow() {
         if (!seen[stream] && Number(d.offset) > 0) clipped()
         seen[stream] = true
         append(stream, String(d.data))
+        keep(stream, String(d.data), d.at)
       } else if (type === 'log') {
         const { seq, at, ...entry } = d
         $('logs').tBodies[0].append(logRow(entry))
@@ -396,3 +397,94 @@ api(`/v1/runs/${encodeURIComponent(id)}/request`)
 setInterval(() => {
   if (current.state === 'running' || current.state === 'queued') showRun(current)
 }, 1000)
+
+// The lines view: the output kept (its last CAP characters) as numbered lines, each with the time its first
+// character arrived, searchable. Built only while it is shown, from the chunks as they came, without
+// their colours: the text view stays the fast one for a flood.
+const chunks = []
+let chunkChars = 0
+let linesDirty = false
+const linesBox = $('lines')
+const search = $('search')
+
+function keep(stream, text, at) {
+  const cut = text.length > CAP ? text.slice(-CAP) : text
+  chunks.push({ stream, text: cut, at: at ? Date.parse(at) : Date.now() })
+  chunkChars += cut.length
+  while (chunkChars > CAP && chunks.length > 1) chunkChars -= chunks.shift().text.length
+  if (!linesBox.hidden && !linesDirty) {
+    linesDirty = true
+    setTimeout(drawLines, 250)
+  }
+}
+
+const MAX_LINES = 5000
+const LINE_CHARS = 4000
+
+function linesOf() {
+  const readers = { stdout: ansiReader(), stderr: ansiReader() }
+  const open = { stdout: null, stderr: null }
+  const lines = []
+  for (const { stream, text, at } of chunks) {
+    const pieces = readers[stream]
+      .read(text)
+      .map((p) => p.text)
+      .join('')
+      .split('\n')
+    pieces.forEach((piece, i) => {
+      const last = i === pieces.length - 1
+      if (last && piece === '') return
+      let line = open[stream]
+      if (!line) {
+        line = { stream, at, text: '' }
+        lines.push(line)
+        open[stream] = line
+      }
+      if (line.text.length < LINE_CHARS) line.text += piece.slice(0, LINE_CHARS - line.text.length)
+      if (!last) open[stream] = null
+    })
+  }
+  return lines.slice(-MAX_LINES)
+}
+
+function drawLines() {
+  linesDirty = false
+  if (linesBox.hidden) return
+  const start = Date.parse(current.startedAt ?? current.createdAt ?? '') || chunks[0]?.at || 0
+  const query = search.value.toLowerCase()
+  const atBottom = linesBox.scrollHeight - linesBox.scrollTop - linesBox.clientHeight < 32
+  let hits = 0
+  const rows = []
+  linesOf().forEach((line, i) => {
+    const hit = query !== '' && line.text.toLowerCase().includes(query)
+    if (hit) hits++
+    if (query !== '' && !hit) return
+    const row = el('div', null, { class: `line s-${line.stream}` })
+    const seconds = Math.max(0, (line.at - start) / 1000)
+    row.append(
+      el('span', i + 1, { class: 'ln' }),
+      el('span', `+${seconds.toFixed(3)}s`, { class: 'ts', title: new Date(line.at).toLocaleString() }),
+      el('span', line.text, { class: 'tx' }),
+    )
+    rows.push(row)
+  })
+  linesBox.replaceChildren(...rows)
+  $('search-count').textContent = query === '' ? '' : `${hits} line${hits === 1 ? '' : 's'} match`
+  if (atBottom && query === '') linesBox.scrollTop = linesBox.scrollHeight
+}
+
+function showView(view) {
+  linesBox.hidden = view !== 'lines'
+  out.hidden = view === 'lines'
+  for (const radio of document.querySelectorAll('input[name="view"]')) radio.checked = radio.value === view
+  if (view === 'lines') drawLines()
+}
+for (const radio of document.querySelectorAll('input[name="view"]'))
+  radio.addEventListener('change', () => radio.checked && showView(radio.value))
+// Searching reads lines: it shows the lines view, with only the lines that match.
+search.addEventListener('input', () => showView('lines'))
+for (const radio of document.querySelectorAll('input[name="show"]'))
+  radio.addEventListener('change', () => {
+    linesBox.classList.toggle('only-stdout', radio.value === 'stdout' && radio.checked)
+    linesBox.classList.toggle('only-stderr', radio.value === 'stderr' && radio.checked)
+  })
