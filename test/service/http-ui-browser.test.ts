@@ -551,4 +551,33 @@ describe('the dashboard in a browser', { skip, timeout: 120_000 }, () => {
       proxy.close()
     }
   })
+
+  it('offers a key with an allowlist ceiling an allowlist within it, and runs with it', async () => {
+    const { key } = await api('/v1/keys', {
+      method: 'POST',
+      body: {
+        name: 'allow',
+        scopes: ['runs:write', 'runs:read'],
+        ceilings: { network: { allow: ['example.com'] } },
+      },
+    })
+    await page.goto(`${served.url}/ui/login`)
+    await page.getByLabel('API key').fill(key as string)
+    await page.getByRole('button', { name: 'Sign in' }).click()
+    await page.waitForURL(`${served.url}/ui`)
+    await page.locator('#start summary').click()
+    await page.locator('#f-net option[value="allow"]').waitFor({ state: 'attached' })
+    assert.deepEqual(await page.locator('#f-net option').allInnerTexts(), [
+      'none',
+      'allowlist (through the proxy)',
+    ])
+    assert.ok(await page.getByLabel('Allowed hosts').isHidden())
+    await page.getByLabel('Network').selectOption('allow')
+    await page.getByLabel('Allowed hosts').fill('example.com')
+    assert.match(await text('#allow-hint'), /Within this key's: example\.com/)
+    await page.getByLabel('Command').fill('true')
+    await page.getByRole('button', { name: 'Start', exact: true }).click()
+    await page.waitForURL(/\/ui\/runs\/[^/]+$/)
+    await page.locator('#limits dd', { hasText: 'allow example.com' }).waitFor({ timeout: 10_000 })
+  })
 })
