@@ -33,6 +33,9 @@ import {
   runRequestSchema,
   SERVER_ONLY_OPTIONS,
 } from './request.js'
+import { type RunExtras, runExtras } from './run-extras.js'
+import { RunFeed } from './run-feed.js'
+import { shownCommand } from './shown.js'
 import { newRunId } from './sqlite.js'
 import { SqliteSyncStore } from './sqlite-sync.js'
 import { RunStdins } from './stdin.js'
@@ -112,7 +115,7 @@ export interface ServiceOptions {
 }
 
 export interface CreatedService {
-  service: Service & ServiceExtras
+  service: Service & ServiceExtras & RunExtras
   /** On the first start (no keys yet): the admin key, to show once. */
   adminKey?: string
 }
@@ -139,6 +142,8 @@ export interface ServiceExtras {
   /** The warm members (`warm`), or null without. */
   readonly warm: WarmMembers | null
 }
+/** What the service offers a dashboard (run-extras.ts). */
+export type { RunExtras } from './run-extras.js'
 
 /** A zod error as ServiceError('invalid'), naming the first issue's dotted path. */
 function invalid(error: z.ZodError, prefix = ''): ServiceError {
@@ -200,6 +205,8 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
   }
 
   const followers = new Map<string, Set<(e: RunEvent) => void>>()
+  // Every run's state changes, for a list to follow (run-feed.ts).
+  const feed = new RunFeed((id) => store.getRun(id))
   const waiters = new Map<string, Set<() => void>>()
   const controllers = new Map<string, AbortController>()
   const stdins = new RunStdins(store, {
@@ -210,6 +217,7 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
   let closed = false
 
   const publish = (event: RunEvent) => {
+    feed.see(event)
     for (const f of followers.get(event.runId) ?? []) {
       try {
         f(event)
@@ -482,9 +490,16 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
     }
   }
 
-  const service: Service & ServiceExtras = {
+  const service: Service & ServiceExtras & RunExtras = {
     store,
     warm,
+    ...runExtras({
+      store,
+      submit: (key, body) => service.submit(key, body),
+      feed,
+      limitCeilings,
+      ...(host ? { host } : {}),
+    }),
 
     authenticate(token) {
       const key = store.keyByHash(hashKey(token))
@@ -537,6 +552,7 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
         createdAt: nowIso(),
         metadata: request.metadata,
         request,
+        cmd: shownCommand(request, key, host),
       })
       if (request.stdin === 'open') stdins.open(run.id, key.id)
       try {
@@ -563,6 +579,7 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
     list(key, filter) {
       need(key, 'runs:read')
       const all = key.scopes.includes('admin')
+      if (!all && filter.keyId !== undefined && filter.keyId !== key.id) return { runs: [], nextCursor: null }
       return store.listRuns(all ? filter : { ...filter, keyId: key.id })
     },
 
@@ -601,6 +618,7 @@ export async function createService(options: ServiceOptions): Promise<CreatedSer
         throw new ServiceError('conflict', `run ${id} is ${run.state}: cancel it first`)
       }
       stopDelivery(id)
+      feed.removed(run)
       rmSync(filesDir(dataDir, id), { recursive: true, force: true })
     },
 

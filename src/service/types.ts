@@ -32,7 +32,10 @@ export interface RunRecord {
   startedAt: string | null
   finishedAt: string | null
   metadata: Record<string, string>
-  /** Its request's command: what a list shows of what the run is (never shown by the API's views). */
+  /**
+   * Its request's command as it is shown (the views' `cmd`): redacted by the run's own redaction and cut
+   * to SHOWN_CMD_CHARS when the run is made (shown.ts). The run runs its request's, whole.
+   */
   cmd: string[]
   /**
    * Once finished, the library's RunResult without the fields its run's events carried (EndResult: no
@@ -55,7 +58,8 @@ export type RequestOptions = Omit<z.input<typeof apiOptionsSchema>, 'redact'> & 
 /** Each event type's `data`, as the API sends it (an `output`'s `data`: text, or base64 when asked). */
 export interface RunEventData {
   queued: Record<string, never>
-  started: { pid: number | null }
+  /** `warm`: whether the run took a warm member (`--warm`). */
+  started: { pid: number | null; warm?: boolean }
   output: { stream: 'stdout' | 'stderr'; offset: number; bytes: number; data: string }
   log: LogEntry
   network: NetworkEvent
@@ -65,22 +69,35 @@ export interface RunEventData {
   interrupted: { reason: string; worker?: string | null }
 }
 
-/** A run as `GET /v1/runs/{id}` shows it: never its request, with its whole result. */
-export type RunView = Omit<RunRecord, 'keyId' | 'cmd' | 'result'> & { result?: RunResult }
+/**
+ * A run as `GET /v1/runs/{id}` shows it, with its whole result: of its request only its command as shown
+ * (redacted, cut), and the key that made it.
+ */
+export type RunView = Omit<RunRecord, 'result'> & { result?: RunResult }
 
 /**
  * A run as `GET /v1/runs` lists it, webhooks send it and `GET /v1/runs/{id}?view=summary` shows it: its
  * result without stdout, stderr, output, logs and network (as its `end` event has it).
  */
-export type RunSummaryView = Omit<RunRecord, 'keyId' | 'cmd' | 'result'> & { result?: EndResult }
+export type RunSummaryView = Omit<RunRecord, 'result'> & { result?: EndResult }
 
-/** A run's summary view (`result`: the whole one instead, for its full view). */
+/** A run's summary view (`result`: the whole one instead, for its full view). `result` comes last. */
 export function runView(run: RunRecord): RunSummaryView
 export function runView(run: RunRecord, result: RunResult | null): RunView
 export function runView(run: RunRecord, result?: RunResult | null): RunView | RunSummaryView {
-  const { id, state, createdAt, startedAt, finishedAt, metadata } = run
+  const { id, keyId, state, createdAt, startedAt, finishedAt, cmd, metadata } = run
   const shown = result === undefined ? run.result : result
-  return { id, state, createdAt, startedAt, finishedAt, metadata, ...(shown ? { result: shown } : {}) }
+  return {
+    id,
+    keyId,
+    state,
+    createdAt,
+    startedAt,
+    finishedAt,
+    cmd,
+    metadata,
+    ...(shown ? { result: shown } : {}),
+  }
 }
 
 /** The fields of a result that a run's own events carry (`output`, `log`, `network`): never in `end`. */
@@ -181,6 +198,8 @@ export interface KeyRecord {
 export type NewRun = Omit<RunRecord, 'state' | 'startedAt' | 'finishedAt' | 'result' | 'cmd'> & {
   /** Never holds key secrets. */
   request: unknown
+  /** The command as shown (RunRecord.cmd); the request's own when not given. */
+  cmd?: string[]
 }
 
 export interface Store {
@@ -334,7 +353,8 @@ export interface Service {
    * finished): as much memory as its output, decoded, twice (its streams, and both in `output`).
    */
   result(key: KeyRecord, id: string): RunResult | null
-  list(key: KeyRecord, filter: Omit<RunFilter, 'keyId'>): { runs: RunRecord[]; nextCursor: string | null }
+  /** `keyId`: that key's runs only (a key that is not admin lists its own only: another's is none). */
+  list(key: KeyRecord, filter: RunFilter): { runs: RunRecord[]; nextCursor: string | null }
   /** Resolves once the run is finished, or after `ms` with it as it is then. */
   wait(key: KeyRecord, id: string, ms: number): Promise<RunRecord>
   cancel(key: KeyRecord, id: string): RunRecord

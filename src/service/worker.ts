@@ -339,7 +339,9 @@ function workspaceOver(result: RunResult, why: string, quota: number): RunResult
  * cannot override them), its `redact` with their values, and the operator's `passEnv`. The run redacts
  * its output by these, and its collected files by the same.
  */
-function secretsOf(ctx: WorkerContext): Pick<RunOptions, 'env' | 'redact' | 'passEnv'> {
+export function secretsOf(
+  ctx: Pick<WorkerContext, 'request' | 'key' | 'host'>,
+): Pick<RunOptions, 'env' | 'redact' | 'passEnv'> {
   const secretValues = Object.values(ctx.key.secrets).filter((v) => v.length > 0)
   const passEnv = ctx.host?.passEnv
   return {

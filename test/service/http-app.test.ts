@@ -56,7 +56,10 @@ describe('http app', () => {
     assert.equal(run.result.status, 'ok', JSON.stringify(run.result))
     assert.equal(run.result.stdout, 'hi\n')
     assert.deepEqual(run.metadata, { job: 'a' })
-    assert.ok(!('request' in run) && !('keyId' in run), 'never the request or the key')
+    assert.ok(!('request' in run), 'never the request')
+    // Of it, only its command as shown, and which key made it.
+    assert.deepEqual(run.cmd, ['sh', '-c', 'echo hi'])
+    assert.match(String(run.keyId), /^key_/)
     const again = (await (await call(`/v1/runs/${run.id}`)).json()) as Json
     assert.deepEqual(again, run)
     const out = await call(`/v1/runs/${run.id}/output?stream=stdout`)

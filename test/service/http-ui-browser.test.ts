@@ -103,6 +103,22 @@ describe('the dashboard in a browser', { skip, timeout: 120_000 }, () => {
     await page.emulateMedia({ colorScheme: 'dark' })
     await page.screenshot({ path: path.join(ARTIFACTS, 'dashboard-run-dark.png'), fullPage: true })
     await page.emulateMedia({ colorScheme: 'light' })
+
+    // The lines view: numbered, timed from the run's start, searchable (colours and escapes left out).
+    await page.getByLabel('lines, numbered and timed').check()
+    await page.locator('#lines .line').nth(4).waitFor()
+    const lines = await page.locator('#lines .line').allInnerTexts()
+    assert.equal(lines.length, 5, lines.join('|'))
+    assert.match(lines[0] as string, /^1\s+\+\d+\.\d{3}s\s+tick-1$/)
+    assert.match(lines[3] as string, /^4\s+\+\d+\.\d{3}s\s+red$/)
+    assert.ok(await page.locator('#out').isHidden())
+    await page.getByLabel('Search').fill('TICK-2')
+    await page.locator('#search-count', { hasText: '1 line match' }).waitFor()
+    assert.match(await text('#lines'), /^2\s+\+\d+\.\d{3}s\s+tick-2$/)
+    await page.screenshot({ path: path.join(ARTIFACTS, 'dashboard-run-lines.png'), fullPage: true })
+    await page.getByLabel('Search').fill('')
+    await page.getByLabel('text', { exact: true }).check()
+    assert.ok(await page.locator('#out').isVisible())
   })
 
   it('shows new runs and their state changes in the list without a reload, and filters it', async () => {
@@ -146,6 +162,111 @@ describe('the dashboard in a browser', { skip, timeout: 120_000 }, () => {
       .map((e) => e.outerHTML)`)
     assert.deepEqual(unnamed, [])
     await page.screenshot({ path: path.join(ARTIFACTS, 'dashboard-runs.png'), fullPage: true })
+  })
+
+  it('lists runs by command, name, coloured status and duration, live over SSE without polling', async () => {
+    const errors: string[] = []
+    const onConsole = (m: { type(): string; text(): string }) => {
+      if (m.type() === 'error') errors.push(m.text())
+    }
+    const onError = (e: Error) => errors.push(String(e))
+    page.on('console', onConsole)
+    page.on('pageerror', onError)
+    const lists: string[] = []
+    const onRequest = (r: { url(): string }) => {
+      if (/\/v1\/runs(\?|$)/.test(new URL(r.url()).pathname + new URL(r.url()).search)) lists.push(r.url())
+    }
+    page.on('request', onRequest)
+    try {
+      await page.goto(`${served.url}/ui`)
+      await page.locator('#live', { hasText: 'Live' }).waitFor({ timeout: 10_000 })
+      // The form takes the schema's units as the CLI does: a bare number is refused, naming the unit.
+      await page.locator('#start summary').click()
+      await page.getByLabel('Command').fill('echo named')
+      assert.equal(await page.getByLabel('Wall time').getAttribute('placeholder'), '30s')
+      await page.getByLabel('Wall time').fill('10')
+      await page.getByRole('button', { name: 'Start', exact: true }).click()
+      await page.locator('#run-error', { hasText: 'Wall time: "10" needs a unit: 10s or 10ms' }).waitFor()
+      assert.match(page.url(), /\/ui$/)
+      // The network choice is the key's: the admin key has no network ceiling, so `none` only.
+      assert.deepEqual(await page.locator('#f-net option').allInnerTexts(), ['none'])
+      await page.getByLabel('Wall time').fill('20s')
+      await page.getByLabel('Name').fill('the named one')
+      await page.getByRole('button', { name: 'Start', exact: true }).click()
+      await page.waitForURL(/\/ui\/runs\/[^/]+$/)
+      const runId = page.url().split('/').pop() as string
+      // The run page is titled by its command, shows the limits in force, hides its empty panes.
+      await page.locator('#status', { hasText: 'ok' }).waitFor({ timeout: 20_000 })
+      assert.equal(await page.title(), "sh -c 'echo named' · cordon")
+      assert.equal(await text('#title'), "sh -c 'echo named'")
+      assert.equal(await text('#name'), 'the named one')
+      await page.locator('#limits dd', { hasText: '20s' }).waitFor()
+      assert.match(await text('#limits'), /Memory\s+512M/)
+      assert.ok(await page.locator('#logs-pane').isHidden(), 'no logs: no Logs pane')
+      assert.ok(await page.locator('#net-pane').isHidden(), 'no connections: no Network pane')
+      const saved = page.waitForEvent('download')
+      await page.getByRole('button', { name: 'Download stdout' }).click()
+      const file = await (await saved).path()
+      assert.equal((await import('node:fs')).readFileSync(file, 'utf8'), 'named\n')
+      await page.screenshot({ path: path.join(ARTIFACTS, 'dashboard-run-named.png'), fullPage: true })
+
+      // The list: command, name, a coloured status, a duration.
+      await page.goto(`${served.url}/ui`)
+      const row = page.locator(`#runs tbody tr[data-id="${runId}"]`)
+      await row.waitFor({ timeout: 10_000 })
+      assert.match(await row.innerText(), /the named one/)
+      assert.match(await row.innerText(), /sh -c 'echo named'/)
+      assert.equal(await row.locator('td').nth(2).getAttribute('class'), 'st-ok')
+      assert.match(await row.locator('td').nth(4).innerText(), /\d/)
+
+      // Live over the feed: a new run appears and counts up while running, with no list read again.
+      lists.length = 0
+      const slow = await api('/v1/runs', {
+        method: 'POST',
+        body: { cmd: ['sleep', '3'], metadata: { name: 'slow' } },
+      })
+      const slowRow = page.locator(`#runs tbody tr[data-id="${slow.id}"]`)
+      await slowRow.locator('td', { hasText: 'running' }).waitFor({ timeout: 10_000 })
+      await slowRow.locator('td.elapsed', { hasText: /^[1-9]\d*s$/ }).waitFor({ timeout: 10_000 })
+      await slowRow.locator('td', { hasText: 'ok' }).waitFor({ timeout: 20_000 })
+      assert.deepEqual(lists, [], 'the list is not polled')
+
+      // Keyboard: Tab reaches a run's link, Enter opens it.
+      await page.locator('#q-meta').focus()
+      for (let i = 0; i < 40; i++) {
+        await page.keyboard.press('Tab')
+        if (await page.evaluate(() => !!document.activeElement?.closest('#runs tbody a'))) break
+      }
+      assert.ok(
+        await page.evaluate(() => !!document.activeElement?.closest('#runs tbody a')),
+        'a run link takes focus',
+      )
+      await page.keyboard.press('Enter')
+      await page.waitForURL(/\/ui\/runs\/[^/]+$/)
+
+      // Run again: the same request, a new run.
+      await page.goto(`${served.url}/ui/runs/${runId}`)
+      await page.getByRole('button', { name: 'Run again' }).click()
+      await page.waitForURL((u) => /\/ui\/runs\/[^/]+$/.test(u.pathname) && !u.pathname.endsWith(runId))
+      await page.locator('#title', { hasText: 'echo named' }).waitFor()
+
+      // A phone: nothing wider than the screen.
+      await page.setViewportSize({ width: 390, height: 844 })
+      for (const route of ['/ui', `/ui/runs/${runId}`]) {
+        await page.goto(`${served.url}${route}`)
+        await page.locator('#title, #runs tbody tr').first().waitFor()
+        const wide = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth)
+        assert.ok(wide <= 1, `${route} is ${wide}px wider than a phone`)
+        const name = route === '/ui' ? 'dashboard-runs-phone.png' : 'dashboard-run-phone.png'
+        await page.screenshot({ path: path.join(ARTIFACTS, name), fullPage: true })
+      }
+      assert.deepEqual(errors, [], 'no console errors')
+    } finally {
+      await page.setViewportSize({ width: 1100, height: 800 })
+      page.off('console', onConsole)
+      page.off('pageerror', onError)
+      page.off('request', onRequest)
+    }
   })
 
   it('cancels a running run with its button and shows it canceled; says a timeout in words', async () => {
@@ -193,7 +314,14 @@ describe('the dashboard in a browser', { skip, timeout: 120_000 }, () => {
       'The network policy refused 2 connections: evil.test:80 (not-allowed), [::ffff:7f00:1]:80 (not-allowed). ' +
       'Allowed but failed: 1 connection: no-such-name.invalid:80 (unresolvable).'
     await page.locator('#refused', { hasText: whole }).waitFor({ timeout: 10_000 })
-    assert.equal(await text('#refused'), whole)
+    // Linked to the failure it caused, and to the connections.
+    await page.locator('#refused', { hasText: 'This failure may be' }).waitFor({ timeout: 10_000 })
+    assert.equal(
+      await text('#refused'),
+      `This failure may be the network policy’s: ${whole} See the connections`,
+    )
+    assert.equal(await page.locator('#refused a').getAttribute('href'), '#net-h')
+    assert.ok(await page.locator('#net-pane').isVisible())
     assert.match(
       await page.locator('#network tbody tr').first().innerText(),
       /not-allowed: not on the allow list/,
@@ -240,7 +368,9 @@ describe('the dashboard in a browser', { skip, timeout: 120_000 }, () => {
     assert.equal(seen.pwned, undefined)
     assert.equal(seen.tags, 0)
     assert.ok(seen.chars <= 256 * 1024, `the page keeps at most 256 KiB of output, not ${seen.chars}`)
-    assert.match(seen.title, /^Run /)
+    // Titled by its command, as text: the output's OSC escape did not retitle it, the command's markup is text.
+    assert.match(seen.title, /^sh -c .*<script>.* · cordon$/)
+    assert.notEqual(seen.title, 'retitled')
     assert.ok(await page.locator('#clipped').isVisible(), 'it says it shows only the last part')
     // The full output (up to 8 MiB) is saved: fetched with the page token, as a link could not be.
     const [saved] = await Promise.all([page.waitForEvent('download'), page.locator('#full').click()])
@@ -420,5 +550,34 @@ describe('the dashboard in a browser', { skip, timeout: 120_000 }, () => {
     } finally {
       proxy.close()
     }
+  })
+
+  it('offers a key with an allowlist ceiling an allowlist within it, and runs with it', async () => {
+    const { key } = await api('/v1/keys', {
+      method: 'POST',
+      body: {
+        name: 'allow',
+        scopes: ['runs:write', 'runs:read'],
+        ceilings: { network: { allow: ['example.com'] } },
+      },
+    })
+    await page.goto(`${served.url}/ui/login`)
+    await page.getByLabel('API key').fill(key as string)
+    await page.getByRole('button', { name: 'Sign in' }).click()
+    await page.waitForURL(`${served.url}/ui`)
+    await page.locator('#start summary').click()
+    await page.locator('#f-net option[value="allow"]').waitFor({ state: 'attached' })
+    assert.deepEqual(await page.locator('#f-net option').allInnerTexts(), [
+      'none',
+      'allowlist (through the proxy)',
+    ])
+    assert.ok(await page.getByLabel('Allowed hosts').isHidden())
+    await page.getByLabel('Network').selectOption('allow')
+    await page.getByLabel('Allowed hosts').fill('example.com')
+    assert.match(await text('#allow-hint'), /Within this key's: example\.com/)
+    await page.getByLabel('Command').fill('true')
+    await page.getByRole('button', { name: 'Start', exact: true }).click()
+    await page.waitForURL(/\/ui\/runs\/[^/]+$/)
+    await page.locator('#limits dd', { hasText: 'allow example.com' }).waitFor({ timeout: 10_000 })
   })
 })

@@ -16,7 +16,7 @@ import * as z from 'zod'
 import { durationSchema } from '../../index.js'
 import { hostChecker } from '../hosts.js'
 import { REQUEST_BOUNDS } from '../request.js'
-import type { ServiceExtras } from '../service.js'
+import type { RunExtras, ServiceExtras } from '../service.js'
 import {
   type KeyRecord,
   type RunEvent,
@@ -28,6 +28,7 @@ import {
 import { parseJsonBody } from './body.js'
 import { type ByteBudget, bodyCost, byteBudget } from './inflight.js'
 import { registerOpenApi } from './openapi.js'
+import { registerRunExtras } from './routes/run-extras.js'
 import { eventsQuerySchema, getQuerySchema, listQuerySchema, outputQuerySchema } from './schemas.js'
 import { sseStream } from './sse.js'
 import { createSessions, pageTokenOk, SESSION_HEADER, sameOrigin, sessionOf, uiRoutes } from './ui.js'
@@ -166,7 +167,8 @@ export interface App {
 
 /** The service, and the collected files of its runs when it keeps them (createService's does). */
 export type AppService = Service &
-  Partial<Pick<ServiceExtras, 'files' | 'file' | 'openFile' | 'viewBytes' | 'viewJson'>>
+  Partial<Pick<ServiceExtras, 'files' | 'file' | 'openFile' | 'viewBytes' | 'viewJson'>> &
+  Partial<RunExtras>
 
 export function createApp(service: AppService, opts: AppOptions = {}): App {
   const maxBodyBytes = opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES
@@ -654,12 +656,40 @@ export function createApp(service: AppService, opts: AppOptions = {}): App {
       ...(q.state ? { state: q.state } : {}),
       ...(q.status ? { status: q.status } : {}),
       ...(q.createdAfter ? { createdAfter: new Date(q.createdAfter).toISOString() } : {}),
+      ...(q.key ? { keyId: q.key } : {}),
       ...(q.cursor ? { cursor: q.cursor } : {}),
       ...(Object.keys(metadata).length ? { metadata } : {}),
     })
     // Each run's summary: its output, logs and connections are its view's (a page of them was up to a
     // page of runs' whole output, each read and escaped: 8 lists of 16 MiB runs held the thread ~9 s).
     return heldJson(c, { runs: page.runs.map((run) => runView(run)), nextCursor: page.nextCursor })
+  })
+
+  // The dashboard's routes (routes/run-extras.ts): the runs' feed among the key's event streams.
+  registerRunExtras(app, {
+    service,
+    heartbeatMs,
+    ...(opts.maxStreamQueuedBytes !== undefined ? { maxQueuedBytes: opts.maxStreamQueuedBytes } : {}),
+    holdStream,
+    trackStream: (key, close) => {
+      let set = streamsOf.get(key.id)
+      if (!set) {
+        set = new Set()
+        streamsOf.set(key.id, set)
+      }
+      set.add(close)
+      return () => streamsOf.get(key.id)?.delete(close)
+    },
+    stillValid: (c) => {
+      const token = (c as Context<Env>).get('token')
+      const session = (c as Context<Env>).get('session')
+      return () =>
+        session === undefined ? service.authenticate(token) !== null : sessions.check(session) !== null
+    },
+    onSubmitted: (key, run) => {
+      submitted.inc()
+      countEnd(key, run.id)
+    },
   })
 
   app.get('/v1/runs/:id', async (c) => {

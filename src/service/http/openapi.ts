@@ -4,6 +4,7 @@
 import type { OpenAPIHono } from '@hono/zod-openapi'
 import * as z from 'zod'
 import { runRequestSchema } from '../request.js'
+import { documentRunExtras } from './routes/run-extras-doc.js'
 import { eventsQuerySchema, listQuerySchema, outputQuerySchema } from './schemas.js'
 
 const errorSchema = {
@@ -26,14 +27,20 @@ const runSchema = {
   type: 'object',
   properties: {
     id: { type: 'string' },
+    keyId: { type: 'string', description: 'the key that made it' },
     state: { type: 'string', enum: ['queued', 'running', 'finished'] },
     createdAt: { type: 'string', format: 'date-time' },
     startedAt: { type: ['string', 'null'], format: 'date-time' },
     finishedAt: { type: ['string', 'null'], format: 'date-time' },
+    cmd: {
+      type: 'array',
+      items: { type: 'string' },
+      description: 'its command as shown: redacted by the run’s redaction, cut to 1000 characters (…)',
+    },
     metadata: { type: 'object', additionalProperties: { type: 'string' } },
     result: { type: 'object', description: "the library's RunResult, once finished" },
   },
-  required: ['id', 'state', 'createdAt', 'startedAt', 'finishedAt', 'metadata'],
+  required: ['id', 'keyId', 'state', 'createdAt', 'startedAt', 'finishedAt', 'cmd', 'metadata'],
 }
 
 /** A run as a list shows it: its result without stdout, stderr, output, logs and network. */
@@ -272,6 +279,7 @@ export function registerOpenApi<E extends object>(app: OpenAPIHono<E & { Variabl
     request: { params: z.object({ id: z.string() }) },
     responses: { 204: { description: 'revoked' }, ...errors(401, 403, 404) },
   })
+  documentRunExtras(r, security)
   for (const [path, summary] of [
     ['/healthz', 'the process is up'],
     ['/readyz', 'it takes runs (503 while draining)'],

@@ -13,6 +13,8 @@ export const listQuerySchema = z.strictObject({
   state: z.enum(['queued', 'running', 'finished']).optional(),
   status: z.string().min(1).max(64).optional(),
   createdAfter: z.iso.datetime({ offset: true }).optional(),
+  /** Only this key's runs (an admin's filter: another key lists its own only). */
+  key: z.string().min(1).max(128).optional(),
   limit: queryInt(1, MAX_LIST_LIMIT).default(DEFAULT_LIST_LIMIT),
   cursor: z.string().min(1).max(1024).optional(),
 })

@@ -19,7 +19,9 @@ const MINUTE = 60_000
 /** Inside a transaction: stores the run `queued` (no admission: a run made by the store's own hand). */
 export function insertRun(d: SqliteDatabase, run: NewRun): RunRecord {
   const request = run.request as { cmd?: unknown; stdin?: unknown } | null
-  const cmd = Array.isArray(request?.cmd) ? request.cmd.map(String) : []
+  // The command as shown (redacted, cut: shown.ts) when the service gives it, else the request's.
+  const asked = run.cmd ?? request?.cmd
+  const cmd = Array.isArray(asked) ? asked.map(String) : []
   d.stmt(
     `INSERT INTO runs (id, key_id, state, created_at, metadata, request, cmd, stdin)
        VALUES (?, ?, 'queued', ?, ?, ?, ?, ?)`,
@@ -32,7 +34,7 @@ export function insertRun(d: SqliteDatabase, run: NewRun): RunRecord {
     JSON.stringify(cmd),
     request?.stdin === 'open' ? 'open' : null,
   )
-  const { request: _, ...rest } = run
+  const { request: _, cmd: _shown, ...rest } = run
   return { ...rest, cmd, state: 'queued', startedAt: null, finishedAt: null, result: null }
 }
 
@@ -110,7 +112,8 @@ export function runKeyId(d: SqliteDatabase, id: string): string | null {
 export function runViewBytes(d: SqliteDatabase, id: string): number {
   const row = d
     .stmt(
-      `SELECT coalesce(view_bytes, octet_length(result), 0) + octet_length(metadata) + 200 AS bytes
+      `SELECT coalesce(view_bytes, octet_length(result), 0) + octet_length(metadata) + octet_length(cmd) + 300
+              AS bytes
          FROM runs WHERE id = ?`,
     )
     .get(id) as { bytes: number } | undefined

@@ -277,3 +277,70 @@ export function ansiReader() {
     },
   }
 }
+
+/** A command as one line: arguments with a space or a quote in them quoted, the whole cut to `max`. */
+export function commandText(cmd, max = 200) {
+  if (!Array.isArray(cmd) || cmd.length === 0) return ''
+  const text = cmd.map((a) => (/^[\w@%+=:,./-]+$/.test(a) ? a : `'${a.replaceAll("'", "'\\''")}'`)).join(' ')
+  return text.length > max ? `${text.slice(0, max - 1)}…` : text
+}
+
+/** The class of a run's state or status: its colour (green ok, amber limits, red failures, blue live). */
+export function runClass(run) {
+  if (run.state !== 'finished') return 'st-live'
+  const status = run.result?.status ?? ''
+  if (status === 'ok') return 'st-ok'
+  if (status === 'canceled') return 'st-muted'
+  if (['timeout', 'cpu-time', 'memory', 'output-limit', 'process-limit', 'file-size'].includes(status))
+    return 'st-warn'
+  return 'st-bad'
+}
+
+/** How long a run took, or has taken so far (running: since it started; queued: since it was made). */
+export function runDuration(run, now = Date.now()) {
+  if (run.result?.wallMs !== undefined && run.state === 'finished') return formatMs(run.result.wallMs)
+  const from = Date.parse(run.startedAt ?? run.createdAt)
+  const to = run.finishedAt ? Date.parse(run.finishedAt) : now
+  return Number.isFinite(from) ? formatElapsed(to - from) : '—'
+}
+
+export function formatElapsed(ms) {
+  const s = Math.max(0, Math.floor(ms / 1000))
+  if (s < 60) return `${s}s`
+  if (s < 3600) return `${Math.floor(s / 60)}m ${String(s % 60).padStart(2, '0')}s`
+  return `${Math.floor(s / 3600)}h ${String(Math.floor((s % 3600) / 60)).padStart(2, '0')}m`
+}
+
+/** A duration in the units the CLI and the schema take: 30000 as `30s`, 1500 as `1500ms`. */
+export function durationText(ms) {
+  if (ms % 3_600_000 === 0) return `${ms / 3_600_000}h`
+  if (ms % 60_000 === 0) return `${ms / 60_000}m`
+  if (ms % 1000 === 0) return `${ms / 1000}s`
+  return `${ms}ms`
+}
+
+/** A size in the units the CLI and the schema take: 536870912 as `512M`. */
+export function sizeText(bytes) {
+  for (const [unit, n] of [
+    ['G', 1024 ** 3],
+    ['M', 1024 ** 2],
+    ['K', 1024],
+  ])
+    if (bytes % n === 0) return `${bytes / n}${unit}`
+  return `${bytes}B`
+}
+
+/**
+ * A limit's value as typed, for the request: the text itself (the server reads its unit as the CLI does),
+ * a bare number refused as `cordon run --timeout 2` is (2 ms surprised everyone who meant seconds).
+ */
+export function unitValue(label, kind, text) {
+  const value = text.trim()
+  if (!value) return undefined
+  if (/^\d+(?:\.\d+)?$/.test(value)) {
+    const hint =
+      kind === 'duration' ? `${value}s or ${value}ms (also m, h)` : `${value}M, ${value}K or ${value}G`
+    throw new Error(`${label}: "${value}" needs a unit: ${hint}`)
+  }
+  return value
+}

@@ -7,12 +7,17 @@ import {
   ApiError,
   ansiReader,
   api,
+  commandText,
   download,
+  durationText,
   el,
   followEvents,
   formatBytes,
   formatMs,
   formatTime,
+  runClass,
+  runDuration,
+  sizeText,
   statusClass,
   verdictText,
 } from './common.js'
@@ -70,16 +75,32 @@ function showConnections() {
   const parts = []
   if (refused.length) parts.push(`The network policy refused ${connectionList(refused)}.`)
   if (failed.length) parts.push(`Allowed but failed: ${connectionList(failed)}.`)
-  refusedBox.textContent = parts.join(' ')
+  // A failure beside a refusal is most likely the refusal's: said so, and linked to the connections.
+  const failedRun = current.result && current.result.status !== 'ok'
+  if (refused.length && failedRun) parts.unshift('This failure may be the network policy’s:')
+  refusedBox.replaceChildren(el('span', parts.join(' ')))
+  if (parts.length) {
+    refusedBox.append(' ', el('a', 'See the connections', { href: '#net-h', id: 'refused-link' }))
+    $('verdict').setAttribute('aria-describedby', 'refused')
+  }
   refusedBox.hidden = parts.length === 0
 }
 
 function showRun(run) {
+  const command = commandText(run.cmd, 160)
+  if (command) {
+    $('title').textContent = command
+    document.title = `${command} · cordon`
+  }
+  if (run.metadata?.name) {
+    $('name').textContent = run.metadata.name
+    $('name').hidden = false
+  }
   $('state').textContent = run.state
   $('state').className = `badge ${run.state === 'finished' ? '' : 'st-live'}`
   const status = run.result?.status ?? ''
   $('status').textContent = status
-  $('status').className = `badge ${statusClass(status)}`
+  $('status').className = `badge ${status ? runClass(run) : ''}`
   cancel.disabled = run.state === 'finished'
   const verdict = $('verdict')
   verdict.textContent = verdictText(run.result)
@@ -91,7 +112,7 @@ function showRun(run) {
     ['Finished', formatTime(run.finishedAt)],
     ['Exit code', r ? (r.exitCode ?? '—') : '—'],
     ['Signal', r?.signal ?? '—'],
-    ['Wall time', formatMs(r?.wallMs)],
+    ['Wall time', r ? formatMs(r.wallMs) : runDuration(run)],
     ['CPU time', formatMs(r?.cpuMs)],
     ['Peak memory', formatBytes(r?.maxRssBytes)],
     ['Output kept', r ? `${formatBytes(r.outputBytes)}${r.truncated ? ' (truncated)' : ''}` : '—'],
@@ -108,12 +129,20 @@ function showRun(run) {
   )
   // An `end` event's result has no logs or connections (its events carried them): the rows stay.
   if (r?.logs) $('logs').tBodies[0].replaceChildren(...r.logs.map(logRow))
+  panes()
   if (r?.network) {
     connections = [...r.network]
     connectionsWhole = true
     $('network').tBodies[0].replaceChildren(...r.network.map(netRow))
     showConnections()
   }
+  panes()
+}
+
+/** The Logs and Network panes show only when they have rows. */
+function panes() {
+  $('logs-pane').hidden = $('logs').tBodies[0].rows.length === 0
+  $('net-pane').hidden = $('network').tBodies[0].rows.length === 0
 }
 
 function logRow(entry) {
@@ -217,7 +246,9 @@ for (const radio of document.querySelectorAll('input[name="show"]')) {
 
 async function refresh() {
   try {
-    showRun(await api(`/v1/runs/${encodeURIComponent(id)}`))
+    current = await api(`/v1/runs/${encodeURIComponent(id)}`)
+    showRun(current)
+    showConnections()
   } catch (error) {
     errorBox.textContent = error instanceof ApiError ? error.message : String(error)
   }
@@ -244,6 +275,7 @@ function follow() {
     },
     on(type, d) {
       if (type === 'started') {
+        current = { ...current, state: 'running', startedAt: d.at ?? current.startedAt }
         $('state').textContent = 'running'
         cancel.disabled = false
       } else if (type === 'output') {
@@ -252,12 +284,15 @@ function follow() {
         if (!seen[stream] && Number(d.offset) > 0) clipped()
         seen[stream] = true
         append(stream, String(d.data))
+        keep(stream, String(d.data), d.at)
       } else if (type === 'log') {
         const { seq, at, ...entry } = d
         $('logs').tBodies[0].append(logRow(entry))
+        panes()
       } else if (type === 'network' && !connectionsWhole) {
         const { seq, at, ...rest } = d
         $('network').tBodies[0].append(netRow(rest))
+        panes()
         connections.push(rest)
         showConnections()
       } else if (type === 'end' || type === 'interrupted') {
@@ -265,7 +300,10 @@ function follow() {
         stop()
         conn.textContent = ''
         // The verdict at once; then the run view, which has the whole result.
-        if (d.result) showRun({ ...current, state: 'finished', result: d.result, finishedAt: d.at })
+        if (d.result) {
+          current = { ...current, state: 'finished', result: d.result, finishedAt: d.at }
+          showRun(current)
+        }
         refresh()
       }
     },
@@ -281,4 +319,172 @@ api(`/v1/runs/${encodeURIComponent(id)}`)
   })
   .catch((error) => {
     errorBox.textContent = error instanceof ApiError ? error.message : String(error)
+  })
+
+// Downloads: each stream whole (up to 8 MiB a request: the API's most), and the collected files.
+const say = (error) => {
+  errorBox.textContent = error instanceof ApiError ? error.message : String(error)
+}
+for (const stream of ['stdout', 'stderr'])
+  $(`dl-${stream}`).addEventListener('click', () => {
+    download(
+      `/v1/runs/${encodeURIComponent(id)}/output?stream=${stream}&limit=8388608`,
+      `${id}-${stream}.txt`,
+    ).catch(say)
+  })
+api(`/v1/runs/${encodeURIComponent(id)}/files`)
+  .then(({ files }) => {
+    $('files').replaceChildren(
+      ...files.map((f) => {
+        const name = typeof f === 'string' ? f : f.path
+        const button = el('button', `Download ${name}`, { type: 'button' })
+        const route = `/v1/runs/${encodeURIComponent(id)}/files/${name.split('/').map(encodeURIComponent).join('/')}`
+        button.addEventListener('click', () => download(route, name.split('/').pop()).catch(say))
+        return button
+      }),
+    )
+  })
+  .catch(() => {
+    // a service that keeps no files: nothing to offer
+  })
+
+// Run again: the same stored request (its files, stdin and env too, which this page never sees).
+$('rerun').addEventListener('click', async () => {
+  $('rerun').disabled = true
+  try {
+    const run = await api(`/v1/runs/${encodeURIComponent(id)}/rerun`, { method: 'POST' })
+    location.assign(`/ui/runs/${encodeURIComponent(run.id)}`)
+  } catch (error) {
+    say(error)
+    $('rerun').disabled = false
+  }
+})
+
+// The limits it ran under (the request's within its key's ceilings, the defaults for the rest).
+const LIMITS = [
+  ['wallTimeMs', 'Wall time', durationText],
+  ['cpuTimeMs', 'CPU time', durationText],
+  ['memoryBytes', 'Memory', sizeText],
+  ['maxOutputBytes', 'Output kept', sizeText],
+  ['maxProcesses', 'Processes', String],
+  ['maxOpenFiles', 'Open files', String],
+  ['maxFileSizeBytes', 'File size', sizeText],
+]
+api(`/v1/runs/${encodeURIComponent(id)}/request`)
+  .then((request) => {
+    const items = LIMITS.filter(([name]) => typeof request.limits[name] === 'number').map(
+      ([name, label, text]) => [label, text(request.limits[name])],
+    )
+    const network = request.network
+    items.push([
+      'Network',
+      typeof network === 'string' ? network : `allow ${network.allow.join(' ') || 'nothing'}`,
+    ])
+    items.push(['Isolation asked', request.isolation])
+    $('limits').replaceChildren(
+      ...items.map(([name, value]) => {
+        const div = el('div')
+        div.append(el('dt', name), el('dd', value))
+        return div
+      }),
+    )
+  })
+  .catch(() => {
+    $('limits').replaceChildren(el('div', 'Not available.'))
+  })
+
+// A running run's wall time counts up.
+setInterval(() => {
+  if (current.state === 'running' || current.state === 'queued') showRun(current)
+}, 1000)
+
+// The lines view: the output kept (its last CAP characters) as numbered lines, each with the time its first
+// character arrived, searchable. Built only while it is shown, from the chunks as they came, without
+// their colours: the text view stays the fast one for a flood.
+const chunks = []
+let chunkChars = 0
+let linesDirty = false
+const linesBox = $('lines')
+const search = $('search')
+
+function keep(stream, text, at) {
+  const cut = text.length > CAP ? text.slice(-CAP) : text
+  chunks.push({ stream, text: cut, at: at ? Date.parse(at) : Date.now() })
+  chunkChars += cut.length
+  while (chunkChars > CAP && chunks.length > 1) chunkChars -= chunks.shift().text.length
+  if (!linesBox.hidden && !linesDirty) {
+    linesDirty = true
+    setTimeout(drawLines, 250)
+  }
+}
+
+const MAX_LINES = 5000
+const LINE_CHARS = 4000
+
+function linesOf() {
+  const readers = { stdout: ansiReader(), stderr: ansiReader() }
+  const open = { stdout: null, stderr: null }
+  const lines = []
+  for (const { stream, text, at } of chunks) {
+    const pieces = readers[stream]
+      .read(text)
+      .map((p) => p.text)
+      .join('')
+      .split('\n')
+    pieces.forEach((piece, i) => {
+      const last = i === pieces.length - 1
+      if (last && piece === '') return
+      let line = open[stream]
+      if (!line) {
+        line = { stream, at, text: '' }
+        lines.push(line)
+        open[stream] = line
+      }
+      if (line.text.length < LINE_CHARS) line.text += piece.slice(0, LINE_CHARS - line.text.length)
+      if (!last) open[stream] = null
+    })
+  }
+  return lines.slice(-MAX_LINES)
+}
+
+function drawLines() {
+  linesDirty = false
+  if (linesBox.hidden) return
+  const start = Date.parse(current.startedAt ?? current.createdAt ?? '') || chunks[0]?.at || 0
+  const query = search.value.toLowerCase()
+  const atBottom = linesBox.scrollHeight - linesBox.scrollTop - linesBox.clientHeight < 32
+  let hits = 0
+  const rows = []
+  linesOf().forEach((line, i) => {
+    const hit = query !== '' && line.text.toLowerCase().includes(query)
+    if (hit) hits++
+    if (query !== '' && !hit) return
+    const row = el('div', null, { class: `line s-${line.stream}` })
+    const seconds = Math.max(0, (line.at - start) / 1000)
+    row.append(
+      el('span', i + 1, { class: 'ln' }),
+      el('span', `+${seconds.toFixed(3)}s`, { class: 'ts', title: new Date(line.at).toLocaleString() }),
+      el('span', line.text, { class: 'tx' }),
+    )
+    rows.push(row)
+  })
+  linesBox.replaceChildren(...rows)
+  $('search-count').textContent = query === '' ? '' : `${hits} line${hits === 1 ? '' : 's'} match`
+  if (atBottom && query === '') linesBox.scrollTop = linesBox.scrollHeight
+}
+
+function showView(view) {
+  linesBox.hidden = view !== 'lines'
+  out.hidden = view === 'lines'
+  for (const radio of document.querySelectorAll('input[name="view"]')) radio.checked = radio.value === view
+  if (view === 'lines') drawLines()
+}
+for (const radio of document.querySelectorAll('input[name="view"]'))
+  radio.addEventListener('change', () => radio.checked && showView(radio.value))
+// Searching reads lines: it shows the lines view, with only the lines that match.
+search.addEventListener('input', () => showView('lines'))
+for (const radio of document.querySelectorAll('input[name="show"]'))
+  radio.addEventListener('change', () => {
+    linesBox.classList.toggle('only-stdout', radio.value === 'stdout' && radio.checked)
+    linesBox.classList.toggle('only-stderr', radio.value === 'stderr' && radio.checked)
   })
